@@ -1,0 +1,271 @@
+//! Configuration of a reader.
+
+use crate::error::Error;
+use crate::reader::SequentialFileReader;
+
+/// Which I/O backend a reader uses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Backend {
+    /// io_uring where the kernel allows it, else [`Backend::Sync`]. The default.
+    #[default]
+    Auto,
+    /// io_uring, or an error from [`ReaderBuilder::build`] saying why it is refused.
+    /// Needs Linux 5.6 or later with `kernel.io_uring_disabled = 0` and no seccomp filter
+    /// refusing `io_uring_setup` (as some container runtimes install).
+    IoUring,
+    /// Plain `pread(2)` on the calling thread, with `posix_fadvise(WILLNEED)` hints so the
+    /// kernel reads ahead across files. Works everywhere.
+    Sync,
+}
+
+/// The size of a page, and the alignment of every region of the pool.
+pub(crate) const PAGE: usize = 4096;
+/// The alignment `O_DIRECT` needs of offsets, lengths and buffer addresses.
+pub(crate) const DIRECT_ALIGN: usize = 4096;
+/// The largest single read: Linux caps one read at a little under 2 GiB.
+const MAX_READ_SIZE: usize = 1 << 30;
+
+/// Default pool size: room for 64 reads of the default size in flight or waiting.
+pub const DEFAULT_BUFFER_SIZE: usize = 32 << 20;
+/// Default largest single read.
+pub const DEFAULT_READ_SIZE: usize = 512 << 10;
+/// Default number of reads in flight at once.
+pub const DEFAULT_QUEUE_DEPTH: u32 = 64;
+/// Default number of queued paths the reader keeps open at once.
+pub const DEFAULT_MAX_OPEN_FILES: usize = 64;
+
+/// Builds a [`SequentialFileReader`] with settings other than the defaults.
+///
+/// Setters take and return the builder by value, so settings chain; [`build`](Self::build)
+/// checks them all at once.
+///
+/// # Examples
+///
+/// ```
+/// use readahead::{Backend, SequentialFileReader};
+///
+/// # fn main() -> Result<(), readahead::Error> {
+/// let reader = SequentialFileReader::builder()
+///     .buffer_size(8 << 20)
+///     .read_size(256 << 10)
+///     .backend(Backend::Auto)
+///     .build()?;
+/// assert_ne!(reader.backend(), Backend::Auto);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use = "a builder does nothing until .build() is called"]
+pub struct ReaderBuilder {
+    pub(crate) buffer_size: usize,
+    pub(crate) read_size: usize,
+    pub(crate) direct_io: bool,
+    pub(crate) registered_buffers: bool,
+    pub(crate) backend: Backend,
+    pub(crate) queue_depth: u32,
+    pub(crate) max_open_files: usize,
+    pub(crate) io_workers: Option<u32>,
+}
+
+impl Default for ReaderBuilder {
+    fn default() -> Self {
+        ReaderBuilder {
+            buffer_size: DEFAULT_BUFFER_SIZE,
+            read_size: DEFAULT_READ_SIZE,
+            direct_io: false,
+            registered_buffers: true,
+            backend: Backend::Auto,
+            queue_depth: DEFAULT_QUEUE_DEPTH,
+            max_open_files: DEFAULT_MAX_OPEN_FILES,
+            io_workers: None,
+        }
+    }
+}
+
+impl ReaderBuilder {
+    /// A builder with every setting at its default.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The size in bytes of the whole buffer pool: all read-ahead, across files, lives in it.
+    ///
+    /// Default [`DEFAULT_BUFFER_SIZE`]. It must hold at least one read of
+    /// [`read_size`](Self::read_size) (rounded up to 4 KiB).
+    pub fn buffer_size(mut self, bytes: usize) -> Self {
+        self.buffer_size = bytes;
+        self
+    }
+
+    /// The largest single read, in bytes. A file smaller than this takes only what it needs.
+    ///
+    /// Default [`DEFAULT_READ_SIZE`]. With [`direct_io`](Self::direct_io) it is rounded up to
+    /// a multiple of 4 KiB.
+    pub fn read_size(mut self, bytes: usize) -> Self {
+        self.read_size = bytes;
+        self
+    }
+
+    /// Read with `O_DIRECT`, bypassing the page cache. Default off.
+    ///
+    /// Applies to queued paths and to files handed in (which are reopened with `O_DIRECT`
+    /// through `/proc/self/fd`). Where the filesystem refuses `O_DIRECT` (tmpfs, for one), the
+    /// file is read buffered instead, without error.
+    pub fn direct_io(mut self, on: bool) -> Self {
+        self.direct_io = on;
+        self
+    }
+
+    /// Register the pool with the ring (`IORING_REGISTER_BUFFERS`, Linux 5.1) so reads use
+    /// `READ_FIXED` and pages are pinned once, not per read. Default on.
+    ///
+    /// Where registration is refused (`RLIMIT_MEMLOCK` too low), plain reads are used, without
+    /// error. Ignored by [`Backend::Sync`].
+    pub fn registered_buffers(mut self, on: bool) -> Self {
+        self.registered_buffers = on;
+        self
+    }
+
+    /// Which backend to use. Default [`Backend::Auto`].
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.backend = backend;
+        self
+    }
+
+    /// The most reads in flight at once (the ring's size). Default [`DEFAULT_QUEUE_DEPTH`];
+    /// between 1 and 4096.
+    pub fn queue_depth(mut self, depth: u32) -> Self {
+        self.queue_depth = depth;
+        self
+    }
+
+    /// The most queued paths the reader keeps open at once. Default
+    /// [`DEFAULT_MAX_OPEN_FILES`]; at least 1. Paths are opened only as the read-ahead reaches
+    /// them, so any number can be queued whatever `ulimit -n` is.
+    pub fn max_open_files(mut self, files: usize) -> Self {
+        self.max_open_files = files;
+        self
+    }
+
+    /// The most io_uring kernel worker threads for this ring's blocking reads
+    /// (`IORING_REGISTER_IOWQ_MAX_WORKERS`, Linux 5.15). Default: the kernel's own limit.
+    /// Ignored where the kernel lacks it, and by [`Backend::Sync`].
+    pub fn io_workers(mut self, workers: u32) -> Self {
+        self.io_workers = Some(workers);
+        self
+    }
+
+    /// Checks the settings and builds the reader.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] for a setting that cannot work (it says which and why),
+    /// [`Error::IoUringUnavailable`] for [`Backend::IoUring`] where the kernel refuses it,
+    /// [`Error::OutOfMemory`] if the pool cannot be allocated.
+    pub fn build<'a>(self) -> Result<SequentialFileReader<'a>, Error> {
+        let config = self.validate()?;
+        SequentialFileReader::from_config(config)
+    }
+
+    /// The settings, checked, with read size aligned.
+    pub(crate) fn validate(mut self) -> Result<ReaderBuilder, Error> {
+        let invalid = |what, why: String| Err(Error::InvalidConfig { what, why });
+        if self.read_size == 0 {
+            return invalid(
+                "read_size",
+                "0 bytes cannot hold a read; use at least 4096".into(),
+            );
+        }
+        if self.read_size > MAX_READ_SIZE {
+            return invalid(
+                "read_size",
+                format!(
+                    "{} bytes is more than one read can return; use at most {MAX_READ_SIZE}",
+                    self.read_size
+                ),
+            );
+        }
+        if self.direct_io {
+            self.read_size = self.read_size.next_multiple_of(DIRECT_ALIGN);
+        }
+        if self.buffer_size == 0 {
+            return invalid(
+                "buffer_size",
+                "0 bytes cannot hold a read; use at least the read_size".into(),
+            );
+        }
+        let one_read = self.read_size.next_multiple_of(PAGE);
+        if self.buffer_size < one_read {
+            return invalid(
+                "buffer_size",
+                format!(
+                    "{} bytes cannot hold one read of {} bytes (rounded up to {one_read}); raise buffer_size or lower read_size",
+                    self.buffer_size, self.read_size
+                ),
+            );
+        }
+        if self.buffer_size > isize::MAX as usize / 2 {
+            return invalid(
+                "buffer_size",
+                format!("{} bytes is too large to allocate", self.buffer_size),
+            );
+        }
+        if !(1..=4096).contains(&self.queue_depth) {
+            return invalid(
+                "queue_depth",
+                format!("{} is outside 1..=4096", self.queue_depth),
+            );
+        }
+        if self.max_open_files == 0 {
+            return invalid(
+                "max_open_files",
+                "0 would never open a queued path; use at least 1".into(),
+            );
+        }
+        Ok(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(b: ReaderBuilder) -> String {
+        b.validate().unwrap_err().to_string()
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        ReaderBuilder::new().validate().unwrap();
+    }
+
+    #[test]
+    fn zero_sizes_are_refused_and_named() {
+        assert!(err(ReaderBuilder::new().buffer_size(0)).contains("buffer_size"));
+        assert!(err(ReaderBuilder::new().read_size(0)).contains("read_size"));
+        assert!(err(ReaderBuilder::new().queue_depth(0)).contains("queue_depth"));
+        assert!(err(ReaderBuilder::new().max_open_files(0)).contains("max_open_files"));
+    }
+
+    #[test]
+    fn pool_must_hold_one_aligned_read() {
+        let msg = err(ReaderBuilder::new().buffer_size(4096).read_size(4097));
+        assert!(msg.contains("cannot hold one read"), "{msg}");
+        ReaderBuilder::new()
+            .buffer_size(8192)
+            .read_size(4097)
+            .validate()
+            .unwrap();
+    }
+
+    #[test]
+    fn direct_io_rounds_read_size() {
+        let b = ReaderBuilder::new()
+            .direct_io(true)
+            .read_size(5000)
+            .validate()
+            .unwrap();
+        assert_eq!(b.read_size, 8192);
+    }
+}

@@ -1,0 +1,202 @@
+//! The crate's error type.
+//!
+//! Configuration and setup failures come out of [`ReaderBuilder::build`](crate::ReaderBuilder::build)
+//! as an [`Error`]. Failures while reading come out of `Read`/`BufRead` as an [`io::Error`] whose
+//! [`kind`](io::Error::kind) is that of the underlying failure and whose
+//! [`get_ref`](io::Error::get_ref) is an [`Error`] naming the file, the operation and the offset.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+/// Everything that can go wrong in this crate.
+///
+/// Messages are lowercase, without a trailing period, and say what to do where there is
+/// something to do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A builder setting that cannot work.
+    #[error("invalid configuration: {what}: {why}")]
+    InvalidConfig {
+        /// The setting, such as `buffer_size`.
+        what: &'static str,
+        /// Why it cannot work, and what would.
+        why: String,
+    },
+    /// `Backend::IoUring` was asked for but the kernel refused to set up a ring.
+    #[error(
+        "io_uring is not available: {source}; use Backend::Auto or Backend::Sync to fall back to plain reads"
+    )]
+    IoUringUnavailable {
+        /// Why the ring could not be set up (EPERM under seccomp, ENOSYS on old kernels, ...).
+        #[source]
+        source: io::Error,
+    },
+    /// The buffer pool could not be allocated.
+    #[error("cannot allocate a buffer pool of {bytes} bytes; choose a smaller buffer_size")]
+    OutOfMemory {
+        /// The size that was asked for.
+        bytes: usize,
+    },
+    /// A file could not be opened or sized.
+    #[error("cannot open {path}: {source}")]
+    Open {
+        /// The file.
+        path: FileName,
+        /// What the kernel said.
+        #[source]
+        source: io::Error,
+    },
+    /// A descriptor that is not a regular file or block device (a pipe, a socket, a directory...).
+    #[error("cannot read {path}: it is a {kind}, not a regular file; only seekable files can be read ahead")]
+    NotAFile {
+        /// The file.
+        path: FileName,
+        /// What it is instead, such as `directory` or `pipe`.
+        kind: &'static str,
+    },
+    /// A read failed.
+    #[error("read of {path} at offset {offset} failed: {source}")]
+    Read {
+        /// The file.
+        path: FileName,
+        /// The offset in the file of the failed read.
+        offset: u64,
+        /// What the kernel said.
+        #[source]
+        source: io::Error,
+    },
+    /// The ring itself failed (submitting or waiting).
+    #[error("io_uring {op} failed: {source}")]
+    Ring {
+        /// The operation, such as `submit`.
+        op: &'static str,
+        /// What the kernel said.
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl Error {
+    /// The [`io::ErrorKind`] that best describes this error.
+    pub fn kind(&self) -> io::ErrorKind {
+        match self {
+            Error::InvalidConfig { .. } | Error::NotAFile { .. } => io::ErrorKind::InvalidInput,
+            Error::IoUringUnavailable { source }
+            | Error::Open { source, .. }
+            | Error::Read { source, .. }
+            | Error::Ring { source, .. } => source.kind(),
+            Error::OutOfMemory { .. } => io::ErrorKind::OutOfMemory,
+        }
+    }
+
+    /// A copy of this error, for a file that keeps failing until the reader moves on.
+    ///
+    /// `io::Error` is not `Clone`; an OS error is rebuilt from its code, anything else from its
+    /// kind and message.
+    pub(crate) fn duplicate(&self) -> Error {
+        fn dup(e: &io::Error) -> io::Error {
+            match e.raw_os_error() {
+                Some(code) => io::Error::from_raw_os_error(code),
+                None => io::Error::new(e.kind(), e.to_string()),
+            }
+        }
+        match self {
+            Error::InvalidConfig { what, why } => Error::InvalidConfig {
+                what,
+                why: why.clone(),
+            },
+            Error::IoUringUnavailable { source } => Error::IoUringUnavailable {
+                source: dup(source),
+            },
+            Error::OutOfMemory { bytes } => Error::OutOfMemory { bytes: *bytes },
+            Error::Open { path, source } => Error::Open {
+                path: path.clone(),
+                source: dup(source),
+            },
+            Error::NotAFile { path, kind } => Error::NotAFile {
+                path: path.clone(),
+                kind,
+            },
+            Error::Read {
+                path,
+                offset,
+                source,
+            } => Error::Read {
+                path: path.clone(),
+                offset: *offset,
+                source: dup(source),
+            },
+            Error::Ring { op, source } => Error::Ring {
+                op,
+                source: dup(source),
+            },
+        }
+    }
+}
+
+impl From<Error> for io::Error {
+    fn from(e: Error) -> io::Error {
+        io::Error::new(e.kind(), e)
+    }
+}
+
+/// How an error names a file: its path where it is known, else its descriptor.
+///
+/// For a `File` handed in by the caller the path is looked up (through `/proc/self/fd`) only
+/// when an error is made, so naming costs nothing on the fast path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FileName {
+    /// The path the file was opened from or found at.
+    Path(PathBuf),
+    /// A descriptor whose path could not be found.
+    Fd(i32),
+}
+
+impl FileName {
+    /// Names a descriptor by the path the kernel reports for it, if any.
+    pub(crate) fn of_fd(fd: i32) -> FileName {
+        match std::fs::read_link(format!("/proc/self/fd/{fd}")) {
+            Ok(path) => FileName::Path(path),
+            Err(_) => FileName::Fd(fd),
+        }
+    }
+}
+
+impl fmt::Display for FileName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FileName::Path(p) => write!(f, "{}", p.display()),
+            FileName::Fd(fd) => write!(f, "file descriptor {fd}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync + 'static>() {}
+
+    #[test]
+    fn error_is_send_sync_static() {
+        assert_send_sync::<Error>();
+    }
+
+    #[test]
+    fn duplicate_keeps_os_code_and_message() {
+        let e = Error::Read {
+            path: FileName::Path("/x/y".into()),
+            offset: 4096,
+            source: io::Error::from_raw_os_error(libc::EIO),
+        };
+        let d = e.duplicate();
+        assert_eq!(e.to_string(), d.to_string());
+        assert!(d.to_string().contains("/x/y"));
+        assert!(d.to_string().contains("4096"));
+        let io: io::Error = d.into();
+        assert_eq!(io.raw_os_error(), None);
+        assert!(io.get_ref().unwrap().to_string().contains("/x/y"));
+    }
+}

@@ -1,0 +1,80 @@
+//! Read many files front to back, as fast as the storage allows.
+//!
+//! A [`SequentialFileReader`] keeps a FIFO of files. While the caller consumes the current
+//! file through [`std::io::BufRead`], the reader keeps reads in flight for the rest of that
+//! file and for the files queued behind it, on one io_uring ring (or plain `pread` where
+//! io_uring is refused), into one fixed buffer pool.
+//!
+//! ```no_run
+//! use std::io::Read;
+//! use readahead::SequentialFileReader;
+//!
+//! # fn main() -> std::io::Result<()> {
+//! let mut reader = SequentialFileReader::new()?;
+//! for path in ["a.bin", "b.bin", "c.bin"] {
+//!     reader.add_path_to_prefetch(path)?;
+//! }
+//! let mut bytes = Vec::new();
+//! loop {
+//!     bytes.clear();
+//!     reader.read_to_end(&mut bytes)?; // stops at the end of the current file
+//!     println!("{} bytes", bytes.len());
+//!     if !reader.move_to_next_file()? {
+//!         break;
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # When not to use it
+//!
+//! For one file read once, `std::io::BufReader<File>` is simpler and as fast. For random
+//! access, use `pread` or a memory map: this reader only goes forward.
+//!
+//! # The pool
+//!
+//! All read-ahead lives in one page-aligned allocation, handed out as regions in FIFO order,
+//! each `min(read_size, bytes left in its file)` long, so a 4 KiB file ties up 4 KiB:
+//!
+//! ```text
+//!   free_end (next region taken here)          oldest region (freed first)
+//!          v                                    v
+//! [ ...free... | f3:0..4K | f3:4K..8K | f4:0..1M |..free..| f1:3M..4M (consumer) | f2:0..64K ]
+//!              ^-- in flight or waiting for the consumer ---------------------------------^
+//! ```
+//!
+//! A region handed to the kernel is not touched again until its completion is reaped; the
+//! consumer sees only the bytes a completed read wrote.
+#![deny(unsafe_code)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs, missing_debug_implementations)]
+
+mod builder;
+mod error;
+mod pool;
+mod queue;
+mod reader;
+mod scheduler;
+mod stats;
+mod sync;
+mod uring;
+
+pub use builder::{
+    Backend, ReaderBuilder, DEFAULT_BUFFER_SIZE, DEFAULT_MAX_OPEN_FILES, DEFAULT_QUEUE_DEPTH,
+    DEFAULT_READ_SIZE,
+};
+pub use error::{Error, FileName};
+pub use reader::SequentialFileReader;
+pub use stats::Stats;
+
+/// Whether this kernel and process allow an io_uring ring (a probe that sets one up and tears
+/// it down). Tests and tools use it to skip io_uring cases with a reason.
+///
+/// # Errors
+///
+/// The reason io_uring is refused: `EPERM` under a seccomp filter or with
+/// `kernel.io_uring_disabled`, `ENOSYS` on kernels without it.
+pub fn io_uring_available() -> std::io::Result<()> {
+    uring::probe()
+}

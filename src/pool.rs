@@ -1,0 +1,348 @@
+//! The buffer pool: one page-aligned allocation, handed out as regions in FIFO order.
+//!
+//! Positions are virtual: `u64`s that only grow, mapped onto the allocation modulo its
+//! capacity. A region never wraps: where it would, the rest of the allocation is skipped.
+//!
+//! Invariants, kept by every method here:
+//! - `free_pos <= alloc_pos <= free_pos + capacity`, so live regions never overlap.
+//! - Every live region lies inside the allocation (`start % capacity + len <= capacity`).
+//! - `live` holds the live regions in the order they were taken (sorted by `start`); memory
+//!   is taken back only from the front, so the free space is always one run.
+//! - A region is reachable through exactly one token: a [`Region`] (the consumer's, readable
+//!   through [`Pool::bytes`]) or a [`Loan`] (the backend's, written by the kernel). While a
+//!   region is lent, nothing here reads, hands out or frees it.
+//! - The allocation is freed only when no loan is outstanding; a pool dropped with loans out
+//!   leaks its memory instead, since the kernel may still write into it.
+#![allow(unsafe_code)]
+
+use std::alloc::{self, Layout};
+use std::collections::VecDeque;
+use std::ptr::NonNull;
+
+use crate::builder::PAGE;
+
+/// A live region of the pool, held by the consumer side. Not `Clone`: one token per region.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Region {
+    start: u64,
+    len: usize,
+}
+
+/// A region handed to a backend to be written, by the kernel or by `pread`.
+///
+/// Holds a raw pointer into the pool, so the pool must outlive it; [`Pool`]'s `Drop` leaks
+/// the memory rather than free it while a loan is out.
+#[derive(Debug)]
+pub(crate) struct Loan {
+    ptr: NonNull<u8>,
+    region: Region,
+}
+
+// SAFETY: a `Loan` is the only handle to its bytes (pool invariant: one token per region), so
+// moving it to another thread moves exclusive access with it.
+unsafe impl Send for Loan {}
+
+impl Loan {
+    /// The region's length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.region.len
+    }
+
+    /// The address of the region's first byte, for handing to the kernel.
+    pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// The region's bytes, for a backend that writes them itself (`pread`, scripted tests).
+    ///
+    /// Must not be used while the region is handed to the kernel; the io_uring backend never
+    /// calls it.
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: `ptr..ptr+len` lies inside the pool's allocation (pool invariant: live regions
+        // lie inside it), the allocation outlives the loan (it is leaked, never freed, while
+        // loans are out), and the loan is the only token for these bytes, borrowed mutably here.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.region.len) }
+    }
+}
+
+#[derive(Debug)]
+struct Live {
+    start: u64,
+    len: usize,
+    freed: bool,
+}
+
+/// One page-aligned allocation handed out as FIFO regions. See the module docs.
+pub(crate) struct Pool {
+    ptr: NonNull<u8>,
+    capacity: usize,
+    alloc_pos: u64,
+    free_pos: u64,
+    live: VecDeque<Live>,
+    lent: usize,
+}
+
+// SAFETY: the pool owns its allocation; the raw pointer is not shared with anything that is
+// not moved along with it (loans are `Send` on their own terms above).
+unsafe impl Send for Pool {}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("used", &self.used())
+            .field("capacity", &self.capacity)
+            .field("regions", &self.live.len())
+            .field("lent", &self.lent)
+            .finish()
+    }
+}
+
+impl Pool {
+    /// Allocates a pool of `capacity` bytes rounded up to a page, zeroed. `None` if the
+    /// allocation fails.
+    pub(crate) fn with_capacity(capacity: usize) -> Option<Pool> {
+        let capacity = capacity.max(1).next_multiple_of(PAGE);
+        let layout = Layout::from_size_align(capacity, PAGE).ok()?;
+        // SAFETY: `layout` has a non-zero size (at least one page).
+        let ptr = NonNull::new(unsafe { alloc::alloc_zeroed(layout) })?;
+        Some(Pool {
+            ptr,
+            capacity,
+            alloc_pos: 0,
+            free_pos: 0,
+            live: VecDeque::new(),
+            lent: 0,
+        })
+    }
+
+    /// The pool's size in bytes.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Bytes taken by live regions and by skipped ends.
+    pub(crate) fn used(&self) -> usize {
+        (self.alloc_pos - self.free_pos) as usize
+    }
+
+    /// The whole allocation, for registering it with a ring: (address, length).
+    pub(crate) fn as_raw_parts(&self) -> (*mut u8, usize) {
+        (self.ptr.as_ptr(), self.capacity)
+    }
+
+    /// Takes a region of at least `len` bytes (rounded up to a page) from the free end, or
+    /// `None` if there is not that much room in one run.
+    pub(crate) fn alloc(&mut self, len: usize) -> Option<Region> {
+        let len = len.max(1).next_multiple_of(PAGE);
+        if len > self.capacity {
+            return None;
+        }
+        let phys = (self.alloc_pos % self.capacity as u64) as usize;
+        let start = if phys + len > self.capacity {
+            self.alloc_pos + (self.capacity - phys) as u64
+        } else {
+            self.alloc_pos
+        };
+        if start + len as u64 - self.free_pos > self.capacity as u64 {
+            return None;
+        }
+        self.alloc_pos = start + len as u64;
+        self.live.push_back(Live {
+            start,
+            len,
+            freed: false,
+        });
+        debug_assert!(self.alloc_pos - self.free_pos <= self.capacity as u64);
+        Some(Region { start, len })
+    }
+
+    /// Gives a region back. Its memory is reused once every region taken before it is back
+    /// too.
+    pub(crate) fn free(&mut self, region: Region) {
+        let i = self.index_of(&region);
+        self.live[i].freed = true;
+        while self.live.front().is_some_and(|l| l.freed) {
+            self.live.pop_front();
+        }
+        self.free_pos = self.live.front().map_or(self.alloc_pos, |l| l.start);
+    }
+
+    /// The bytes `range` of a region that is not lent.
+    pub(crate) fn bytes(&self, region: &Region, range: std::ops::Range<usize>) -> &[u8] {
+        assert!(
+            range.start <= range.end && range.end <= region.len,
+            "range {range:?} outside a region of {} bytes",
+            region.len
+        );
+        let phys = self.phys(region);
+        // SAFETY: `phys + region.len <= capacity` (checked by `phys`), so the range lies inside
+        // the allocation; the region is not lent (the caller holds its `Region` token, which
+        // `lend` consumes), so nothing writes these bytes while the shared borrow of `self`
+        // lives; the allocation is zero-initialised, so every byte is initialised.
+        unsafe {
+            std::slice::from_raw_parts(self.ptr.as_ptr().add(phys + range.start), range.len())
+        }
+    }
+
+    /// The bytes of a region that is not lent, writable (to fill it with a sentinel in tests).
+    #[cfg(test)]
+    pub(crate) fn bytes_mut(&mut self, region: &mut Region) -> &mut [u8] {
+        let phys = self.phys(region);
+        // SAFETY: as in `bytes`, and the exclusive borrow of `self` means no other slice of the
+        // pool is alive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(phys), region.len) }
+    }
+
+    /// Hands a region to a backend. Until [`reclaim`](Self::reclaim) gets it back, nothing
+    /// here touches its bytes.
+    pub(crate) fn lend(&mut self, region: Region) -> Loan {
+        let phys = self.phys(&region);
+        self.lent += 1;
+        // SAFETY: `phys < capacity`, so the pointer stays inside the allocation.
+        let ptr = unsafe { NonNull::new_unchecked(self.ptr.as_ptr().add(phys)) };
+        Loan { ptr, region }
+    }
+
+    /// Takes back a region whose backend is done with it (its completion was reaped).
+    pub(crate) fn reclaim(&mut self, loan: Loan) -> Region {
+        debug_assert_eq!(
+            loan.ptr.as_ptr() as usize,
+            self.ptr.as_ptr() as usize + self.phys(&loan.region)
+        );
+        self.lent -= 1;
+        loan.region
+    }
+
+    /// How many regions are lent.
+    pub(crate) fn lent(&self) -> usize {
+        self.lent
+    }
+
+    fn index_of(&self, region: &Region) -> usize {
+        let i = self
+            .live
+            .binary_search_by_key(&region.start, |l| l.start)
+            .unwrap_or_else(|_| panic!("region at {} is not live in this pool", region.start));
+        assert!(!self.live[i].freed && self.live[i].len == region.len);
+        i
+    }
+
+    /// The offset in the allocation of a live region, checked to lie inside it.
+    fn phys(&self, region: &Region) -> usize {
+        let phys = (region.start % self.capacity as u64) as usize;
+        assert!(
+            region.start >= self.free_pos
+                && region.start + region.len as u64 <= self.alloc_pos
+                && phys + region.len <= self.capacity,
+            "region {region:?} is not a live region of this pool"
+        );
+        phys
+    }
+
+    #[cfg(test)]
+    pub(crate) fn live_regions(&self) -> usize {
+        self.live.len()
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        if self.lent > 0 {
+            // A backend still holds regions (its completions were never reaped), so the kernel
+            // may still write here: leak the memory rather than free it under the kernel.
+            return;
+        }
+        let layout = Layout::from_size_align(self.capacity, PAGE).expect("checked at allocation");
+        // SAFETY: allocated in `with_capacity` with this same layout, freed once, and no loan is
+        // out (`lent == 0`), so neither the kernel nor any token can reach it any more.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regions_are_page_aligned_and_fifo() {
+        let mut p = Pool::with_capacity(4 * PAGE).unwrap();
+        let a = p.alloc(100).unwrap();
+        let b = p.alloc(PAGE + 1).unwrap();
+        assert_eq!(a.len, PAGE);
+        assert_eq!(b.len, 2 * PAGE);
+        assert_eq!(p.used(), 3 * PAGE);
+        assert!(p.alloc(2 * PAGE).is_none(), "only one page is left");
+        let c = p.alloc(PAGE).unwrap();
+        assert!(p.alloc(1).is_none());
+        // Freeing out of order takes nothing back until the oldest is back.
+        p.free(b);
+        assert_eq!(p.used(), 4 * PAGE);
+        p.free(a);
+        assert_eq!(p.used(), PAGE);
+        p.free(c);
+        assert_eq!(p.used(), 0);
+        assert_eq!(p.live_regions(), 0);
+    }
+
+    #[test]
+    fn a_region_never_wraps() {
+        let mut p = Pool::with_capacity(4 * PAGE).unwrap();
+        let a = p.alloc(3 * PAGE).unwrap();
+        p.free(a);
+        // One page at the end is free, but a two-page region must skip it and start at 0.
+        let b = p.alloc(2 * PAGE).unwrap();
+        assert_eq!(p.phys(&b), 0);
+        assert_eq!(p.used(), 3 * PAGE);
+        p.free(b);
+        assert_eq!(p.used(), 0);
+    }
+
+    #[test]
+    fn lend_and_reclaim_keep_bytes() {
+        let mut p = Pool::with_capacity(2 * PAGE).unwrap();
+        let r = p.alloc(10).unwrap();
+        let mut loan = p.lend(r);
+        assert_eq!(p.lent(), 1);
+        loan.as_mut_slice()[..3].copy_from_slice(b"abc");
+        let r = p.reclaim(loan);
+        assert_eq!(p.lent(), 0);
+        assert_eq!(p.bytes(&r, 0..3), b"abc");
+        p.free(r);
+    }
+
+    #[test]
+    fn dropping_with_a_loan_out_leaks_instead_of_freeing() {
+        let mut p = Pool::with_capacity(PAGE).unwrap();
+        let r = p.alloc(1).unwrap();
+        let loan = p.lend(r);
+        drop(p);
+        // The loan's memory is still mapped: writing through it must not fault.
+        let mut loan = loan;
+        loan.as_mut_slice()[0] = 1;
+    }
+
+    #[test]
+    #[should_panic(expected = "outside a region")]
+    fn bytes_past_a_region_panic() {
+        let mut p = Pool::with_capacity(PAGE).unwrap();
+        let r = p.alloc(1).unwrap();
+        let _ = p.bytes(&r, 0..PAGE + 1);
+    }
+
+    #[test]
+    fn churn_keeps_accounting() {
+        let mut p = Pool::with_capacity(8 * PAGE).unwrap();
+        let mut held = VecDeque::new();
+        for i in 0..1000usize {
+            let len = 1 + (i * 7919) % (3 * PAGE);
+            while p.alloc(len).map(|r| held.push_back(r)).is_none() {
+                p.free(held.pop_front().unwrap());
+            }
+            assert!(p.used() <= p.capacity());
+        }
+        while let Some(r) = held.pop_front() {
+            p.free(r);
+        }
+        assert_eq!(p.used(), 0);
+    }
+}

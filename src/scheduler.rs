@@ -1,0 +1,689 @@
+//! The scheduler: turns queued files into reads and completions into bytes for the consumer.
+//!
+//! It knows nothing of the kernel: reads go through the [`Io`] trait, which the io_uring
+//! backend, the `pread` backend and the tests' scripted completion source implement.
+//!
+//! Invariants:
+//! - Reads are issued in queue order: all of a file's reads before any of the next file's.
+//!   So `chunks` (the live reads, in id order) is also in (file, offset) order, and the
+//!   current file's chunks are at its front.
+//! - A chunk's bytes are readable only once its read completed (`region` is `Some`); while in
+//!   flight the region is lent to the backend and the chunk holds nothing to read.
+//! - A chunk dropped while in flight becomes an orphan: its region stays lent until its
+//!   completion is reaped, and is then freed unread.
+//! - A file's `in_flight` counts its live chunks that are in flight; orphans belong to no file.
+
+use std::collections::{HashSet, VecDeque};
+use std::fs::File;
+use std::io;
+use std::mem;
+use std::time::Instant;
+
+use crate::builder::{Backend, DIRECT_ALIGN};
+use crate::error::Error;
+use crate::pool::{Loan, Pool, Region};
+use crate::queue::{FdRef, FileEntry, Queue, Source};
+use crate::stats::Stats;
+
+/// How many times a read is retried after `EINTR`, `EAGAIN` or `ECANCELED` before its file
+/// fails.
+const MAX_RETRIES: u32 = 16;
+
+/// One read for a backend: `len` bytes of `fd` at `offset`, into `loan` from `buf_off`.
+#[derive(Debug)]
+pub(crate) struct ReadReq<'a> {
+    id: u64,
+    fd: FdRef<'a>,
+    offset: u64,
+    loan: Loan,
+    buf_off: usize,
+    len: usize,
+}
+
+impl<'a> ReadReq<'a> {
+    /// # Panics
+    /// If `buf_off + len` does not fit in the loan (the io_uring backend relies on it).
+    pub(crate) fn new(
+        id: u64,
+        fd: FdRef<'a>,
+        offset: u64,
+        loan: Loan,
+        buf_off: usize,
+        len: usize,
+    ) -> Self {
+        assert!(
+            buf_off <= loan.len() && len <= loan.len() - buf_off,
+            "read outside its region"
+        );
+        assert!(len <= u32::MAX as usize);
+        ReadReq {
+            id,
+            fd,
+            offset,
+            loan,
+            buf_off,
+            len,
+        }
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+    pub(crate) fn fd(&self) -> &FdRef<'a> {
+        &self.fd
+    }
+    pub(crate) fn offset(&self) -> u64 {
+        self.offset
+    }
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The address the read writes to: inside the loan, with `len` bytes after it.
+    pub(crate) fn buf_ptr(&mut self) -> *mut u8 {
+        self.loan.as_mut_ptr().wrapping_add(self.buf_off)
+    }
+
+    /// The bytes the read writes, for a backend that writes them itself.
+    pub(crate) fn buf_mut(&mut self) -> &mut [u8] {
+        let (off, len) = (self.buf_off, self.len);
+        &mut self.loan.as_mut_slice()[off..off + len]
+    }
+
+    /// The completion of this read: bytes read, or `-errno`.
+    pub(crate) fn done(self, result: i32) -> ReadDone<'a> {
+        ReadDone {
+            id: self.id,
+            result,
+            loan: self.loan,
+            _fd: self.fd,
+        }
+    }
+}
+
+/// A completed read: its loan comes back with the result (bytes read, or `-errno`).
+#[derive(Debug)]
+pub(crate) struct ReadDone<'a> {
+    pub(crate) id: u64,
+    pub(crate) result: i32,
+    pub(crate) loan: Loan,
+    /// Keeps the descriptor open until the completion is handled.
+    _fd: FdRef<'a>,
+}
+
+/// A file set up for reading.
+pub(crate) struct Opened<'a> {
+    pub(crate) fd: FdRef<'a>,
+    pub(crate) direct: bool,
+    pub(crate) opened_here: bool,
+    pub(crate) size: u64,
+}
+
+/// What the scheduler needs of a backend.
+pub(crate) trait Io<'a>: Send {
+    /// `IoUring` or `Sync`.
+    fn backend(&self) -> Backend;
+    /// Queues a read. The backend owns the loan until it returns it in a [`ReadDone`].
+    fn read(&mut self, req: ReadReq<'a>);
+    /// Asks for a queued or in-flight read to be cancelled; its completion still comes back.
+    fn cancel(&mut self, id: u64);
+    /// Starts what is queued, without waiting.
+    fn submit(&mut self) -> io::Result<()>;
+    /// Collects completions; with `wait`, blocks until at least one read has completed.
+    fn reap(&mut self, wait: bool, out: &mut Vec<ReadDone<'a>>) -> io::Result<()>;
+    /// Reads handed over and not yet returned.
+    fn in_flight(&self) -> usize;
+    /// Cancels everything and waits until every read has come back.
+    fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>) -> io::Result<()>;
+    /// Opens (if it is a path) and sizes a queued file.
+    fn open(&mut self, source: &Source<'a>, direct: bool) -> Result<Opened<'a>, Error> {
+        crate::sync::open_source(source, direct)
+    }
+    /// Switches a file that refused `O_DIRECT` reads to buffered ones.
+    fn reopen_buffered(&mut self, source: &Source<'a>) -> Result<Opened<'a>, Error> {
+        crate::sync::open_source(source, false)
+    }
+}
+
+/// Settings the scheduler works by.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    pub(crate) read_size: usize,
+    pub(crate) direct: bool,
+    pub(crate) depth: usize,
+    pub(crate) max_open: usize,
+}
+
+/// One read's region and what came back into it.
+#[derive(Debug)]
+struct Chunk {
+    id: u64,
+    file: u64,
+    /// File offset of the region's first byte.
+    offset: u64,
+    /// Bytes asked for.
+    want: usize,
+    /// Bytes the completed reads wrote, from the region's start.
+    filled: usize,
+    /// Where in the region the read in flight starts (after a short read).
+    from: usize,
+    /// Bytes the consumer has taken.
+    pos: usize,
+    /// `None` while lent to the backend.
+    region: Option<Region>,
+    retries: u32,
+}
+
+impl Chunk {
+    /// Bytes of this chunk the consumer may see: what was read, up to the file's end.
+    fn valid(&self, file_end: u64) -> usize {
+        (self.filled as u64).min(file_end.saturating_sub(self.offset)) as usize
+    }
+}
+
+/// The queue, the pool and a backend, worked together.
+pub(crate) struct Engine<'a> {
+    // Drop order: `Drop for Engine` first takes every loan back from `io` (cancelling and
+    // waiting); then `io` is dropped (closing the ring) before `pool` (freeing the memory).
+    io: Box<dyn Io<'a> + 'a>,
+    pool: Pool,
+    queue: Queue<'a>,
+    chunks: VecDeque<Chunk>,
+    orphans: HashSet<u64>,
+    next_chunk: u64,
+    done: Vec<ReadDone<'a>>,
+    limits: Limits,
+    stats: Stats,
+}
+
+impl<'a> Engine<'a> {
+    pub(crate) fn new(io: Box<dyn Io<'a> + 'a>, pool: Pool, limits: Limits) -> Self {
+        Engine {
+            io,
+            pool,
+            queue: Queue::default(),
+            chunks: VecDeque::new(),
+            orphans: HashSet::new(),
+            next_chunk: 0,
+            done: Vec::new(),
+            limits,
+            stats: Stats::default(),
+        }
+    }
+
+    pub(crate) fn backend(&self) -> Backend {
+        self.io.backend()
+    }
+
+    pub(crate) fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    pub(crate) fn file_offset(&self) -> u64 {
+        self.queue.front().map_or(0, |f| f.consumed)
+    }
+
+    /// Queues a file; it becomes current if the queue was empty.
+    pub(crate) fn push(&mut self, source: Source<'a>, limit: u64) -> io::Result<()> {
+        self.queue.push(source, limit);
+        if self.queue.len() == 1 {
+            self.refill()?;
+        }
+        Ok(())
+    }
+
+    /// The current file's next bytes, `&[]` at its end.
+    pub(crate) fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        loop {
+            let Some(front) = self.queue.front() else {
+                return Ok(&[]);
+            };
+            match self.chunks.front() {
+                Some(c) if c.file == front.id && c.region.is_some() => {
+                    if c.pos < c.valid(front.end) {
+                        break;
+                    }
+                    self.pop_chunk();
+                    self.refill()?;
+                }
+                Some(c) if c.file == front.id => self.wait()?,
+                _ => {
+                    if let Some(e) = &front.error {
+                        return Err(e.duplicate().into());
+                    }
+                    if front.all_issued() {
+                        return Ok(&[]);
+                    }
+                    self.schedule()?;
+                    let issued = self
+                        .chunks
+                        .front()
+                        .is_some_and(|c| c.file == front_id(&self.queue));
+                    let failed = self.queue.front().is_some_and(|f| f.error.is_some());
+                    if !issued && !failed {
+                        if self.io.in_flight() == 0 {
+                            return Err(io::Error::other("readahead: no read could be issued for the current file (this is a bug)"));
+                        }
+                        self.wait()?;
+                    }
+                }
+            }
+        }
+        let (Some(front), Some(c)) = (self.queue.front(), self.chunks.front()) else {
+            unreachable!("the loop breaks only on a readable chunk")
+        };
+        let region = c.region.as_ref().expect("checked readable");
+        Ok(self.pool.bytes(region, c.pos..c.valid(front.end)))
+    }
+
+    /// Marks `amt` bytes of the last `fill_buf` as read; clamps to what it returned.
+    pub(crate) fn consume(&mut self, amt: usize) {
+        let (Some(front), Some(c)) = (self.queue.front_mut(), self.chunks.front_mut()) else {
+            return;
+        };
+        if c.file != front.id || c.region.is_none() {
+            return;
+        }
+        let amt = amt.min(c.valid(front.end) - c.pos);
+        c.pos += amt;
+        front.consumed += amt as u64;
+        self.stats.bytes_consumed += amt as u64;
+    }
+
+    /// Drops the rest of the current file; whether another file is now current.
+    pub(crate) fn move_to_next_file(&mut self) -> io::Result<bool> {
+        if self.queue.is_empty() {
+            return Ok(false);
+        }
+        self.drop_front_file();
+        self.refill()?;
+        Ok(!self.queue.is_empty())
+    }
+
+    /// Makes the caller's `(file, limit)` current; see `SequentialFileReader::activate_file`.
+    pub(crate) fn activate(&mut self, file: &'a File, limit: u64) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        match self.queue.position(file.as_raw_fd(), limit) {
+            Some(i) => {
+                for _ in 0..i {
+                    self.drop_front_file();
+                }
+                let front = self.queue.front().expect("found at i");
+                if front.consumed > 0 || front.error.is_some() {
+                    self.restart();
+                }
+            }
+            None => {
+                while !self.queue.is_empty() {
+                    self.drop_front_file();
+                }
+                self.queue.push(Source::Borrowed(file), limit);
+            }
+        }
+        self.refill()
+    }
+
+    /// Reaps what has completed and issues more reads: called whenever room may have opened.
+    fn refill(&mut self) -> io::Result<()> {
+        if self.io.in_flight() > 0 {
+            self.io.reap(false, &mut self.done)?;
+            self.handle_done();
+        }
+        self.schedule()
+    }
+
+    /// Blocks until a read completes, then handles what came back and refills.
+    fn wait(&mut self) -> io::Result<()> {
+        debug_assert!(
+            self.io.in_flight() > 0,
+            "waiting with nothing in flight would hang"
+        );
+        let start = Instant::now();
+        self.io.reap(true, &mut self.done)?;
+        self.stats.waits += 1;
+        self.stats.wait_time += start.elapsed();
+        self.handle_done();
+        self.schedule()
+    }
+
+    /// Issues reads, earliest file first, while depth and pool allow; then submits them.
+    fn schedule(&mut self) -> io::Result<()> {
+        let mut issued = false;
+        while self.io.in_flight() < self.limits.depth {
+            let Some(idx) = self.queue.next_with_work() else {
+                break;
+            };
+            let entry = self.queue.get_mut(idx).expect("index from the queue");
+            if entry.fd.is_none() {
+                if idx > 0 && self.queue.open_here >= self.limits.max_open {
+                    break;
+                }
+                self.open_entry(idx);
+                continue;
+            }
+            let len = (entry.end - entry.next_read).min(self.limits.read_size as u64) as usize;
+            let read_len = if entry.direct {
+                len.next_multiple_of(DIRECT_ALIGN)
+            } else {
+                len
+            };
+            let Some(region) = self.pool.alloc(read_len) else {
+                break;
+            };
+            let id = self.next_chunk;
+            self.next_chunk += 1;
+            let offset = entry.next_read;
+            entry.next_read += len as u64;
+            entry.in_flight += 1;
+            let fd = entry.fd.clone().expect("checked open");
+            self.chunks.push_back(Chunk {
+                id,
+                file: entry.id,
+                offset,
+                want: read_len,
+                filled: 0,
+                from: 0,
+                pos: 0,
+                region: None,
+                retries: 0,
+            });
+            let loan = self.pool.lend(region);
+            self.io
+                .read(ReadReq::new(id, fd, offset, loan, 0, read_len));
+            self.stats.reads += 1;
+            issued = true;
+        }
+        if issued {
+            self.stats.peak_in_flight = self.stats.peak_in_flight.max(self.io.in_flight() as u64);
+            self.stats.peak_pool_bytes = self.stats.peak_pool_bytes.max(self.pool.used() as u64);
+            self.io.submit()?;
+        }
+        Ok(())
+    }
+
+    /// Opens and sizes the file at `idx`, or records why it cannot be read.
+    fn open_entry(&mut self, idx: usize) {
+        let direct = self.limits.direct;
+        let entry = self.queue.get_mut(idx).expect("index from the queue");
+        match self.io.open(&entry.source, direct) {
+            Ok(opened) => {
+                entry.fd = Some(opened.fd);
+                entry.direct = opened.direct;
+                entry.opened_here = opened.opened_here;
+                entry.set_size(opened.size);
+                if opened.opened_here {
+                    self.queue.open_here += 1;
+                    self.stats.files_opened += 1;
+                }
+                if self
+                    .queue
+                    .get_mut(idx)
+                    .expect("still there")
+                    .reads_finished()
+                {
+                    self.queue.release_fd(idx);
+                }
+            }
+            Err(e) => {
+                entry.error = Some(e);
+                self.stats.files_failed += 1;
+            }
+        }
+    }
+
+    fn handle_done(&mut self) {
+        let mut done = mem::take(&mut self.done);
+        for d in done.drain(..) {
+            self.complete(d);
+        }
+        self.done = done;
+    }
+
+    /// Takes one completion: bytes for the consumer, a continuation, a retry or an error.
+    fn complete(&mut self, done: ReadDone<'a>) {
+        let ReadDone {
+            id,
+            result,
+            loan,
+            _fd: read_fd,
+        } = done;
+        let region = self.pool.reclaim(loan);
+        if self.orphans.remove(&id) {
+            self.pool.free(region);
+            self.stats.reads_discarded += 1;
+            if result > 0 {
+                self.stats.bytes_read += result as u64;
+            }
+            return;
+        }
+        let i = self
+            .chunks
+            .binary_search_by_key(&id, |c| c.id)
+            .expect("a completion is either an orphan's or a live chunk's");
+        let chunk = &mut self.chunks[i];
+        let entry = self
+            .queue
+            .by_id_mut(chunk.file)
+            .expect("a live chunk's file is queued");
+        debug_assert!(
+            chunk.region.is_none(),
+            "completion for a chunk not in flight"
+        );
+        if result > 0 {
+            let n = result as usize;
+            self.stats.bytes_read += n as u64;
+            chunk.filled = chunk.from + n;
+            debug_assert!(chunk.filled <= chunk.want);
+            let to_end = entry.end.saturating_sub(chunk.offset);
+            if chunk.filled < chunk.want && (chunk.filled as u64) < to_end {
+                // A short read before the end: read the rest into the same region. O_DIRECT
+                // needs an aligned offset, so it may read a few bytes again.
+                self.stats.short_reads += 1;
+                chunk.from = if entry.direct {
+                    chunk.filled / DIRECT_ALIGN * DIRECT_ALIGN
+                } else {
+                    chunk.filled
+                };
+                let fd = entry.fd.clone().expect("open while reads are in flight");
+                self.resubmit(i, region, fd);
+                return;
+            }
+            chunk.region = Some(region);
+            entry.in_flight -= 1;
+        } else {
+            let region = if result < 0 {
+                match self.retry(i, result, region, read_fd.raw()) {
+                    Some(region) => region,
+                    None => return,
+                }
+            } else {
+                region
+            };
+            // End of file (or an error) at `from`: the file ends there.
+            let chunk = &mut self.chunks[i];
+            let entry = self.queue.by_id_mut(chunk.file).expect("checked above");
+            chunk.filled = chunk.from;
+            chunk.region = Some(region);
+            let at = chunk.offset + chunk.from as u64;
+            entry.end = entry.end.min(at);
+            entry.in_flight -= 1;
+            if result < 0 {
+                entry.error = Some(Error::Read {
+                    path: entry.name(),
+                    offset: at,
+                    source: io::Error::from_raw_os_error(-result),
+                });
+                self.stats.files_failed += 1;
+            }
+            self.drop_chunks_after(i);
+        }
+        self.release_if_finished(id);
+    }
+
+    /// Retries a failed read where the error is passing (`None`: resubmitted); gives the
+    /// region back where the file must fail.
+    fn retry(&mut self, i: usize, result: i32, region: Region, read_fd: i32) -> Option<Region> {
+        let chunk = &mut self.chunks[i];
+        let file = chunk.file;
+        let passing = matches!(-result, libc::EINTR | libc::EAGAIN | libc::ECANCELED);
+        if passing && chunk.retries < MAX_RETRIES {
+            chunk.retries += 1;
+            self.stats.retries += 1;
+            let fd = self
+                .queue
+                .by_id_mut(file)
+                .and_then(|e| e.fd.clone())
+                .expect("open while reads are in flight");
+            self.resubmit(i, region, fd);
+            return None;
+        }
+        let entry = self
+            .queue
+            .by_id_mut(file)
+            .expect("a live chunk's file is queued");
+        let current = entry.fd.clone().expect("open while reads are in flight");
+        if -result == libc::EINVAL && current.raw() != read_fd {
+            // Issued on a descriptor the file has since replaced (O_DIRECT was refused).
+            self.resubmit(i, region, current);
+            return None;
+        }
+        if -result == libc::EINVAL && entry.direct {
+            // The filesystem refused O_DIRECT for this read: go on buffered.
+            if let Ok(opened) = self.io.reopen_buffered(&entry.source) {
+                entry.direct = false;
+                entry.fd = Some(opened.fd.clone());
+                self.resubmit(i, region, opened.fd);
+                return None;
+            }
+        }
+        Some(region)
+    }
+
+    /// Reads the rest of chunk `i` (from its `from`) again.
+    fn resubmit(&mut self, i: usize, region: Region, fd: FdRef<'a>) {
+        let chunk = &self.chunks[i];
+        let loan = self.pool.lend(region);
+        let req = ReadReq::new(
+            chunk.id,
+            fd,
+            chunk.offset + chunk.from as u64,
+            loan,
+            chunk.from,
+            chunk.want - chunk.from,
+        );
+        self.io.read(req);
+        self.stats.reads += 1;
+    }
+
+    /// Drops the chunks of chunk `i`'s file that come after it (past the file's new end).
+    fn drop_chunks_after(&mut self, i: usize) {
+        let file = self.chunks[i].file;
+        while self.chunks.get(i + 1).is_some_and(|c| c.file == file) {
+            let c = self.chunks.remove(i + 1).expect("checked");
+            self.drop_chunk(c);
+        }
+    }
+
+    /// Frees a chunk's region, or orphans it if its read is in flight.
+    fn drop_chunk(&mut self, c: Chunk) {
+        match c.region {
+            Some(region) => self.pool.free(region),
+            None => {
+                if let Some(e) = self.queue.by_id_mut(c.file) {
+                    e.in_flight -= 1;
+                }
+                self.orphans.insert(c.id);
+                self.io.cancel(c.id);
+            }
+        }
+    }
+
+    /// Pops the consumed front chunk.
+    fn pop_chunk(&mut self) {
+        let c = self.chunks.pop_front().expect("a front chunk");
+        self.pool
+            .free(c.region.expect("a consumed chunk is not in flight"));
+    }
+
+    /// Drops the current file and whatever was read or is in flight for it.
+    fn drop_front_file(&mut self) {
+        let id = front_id(&self.queue);
+        while self.chunks.front().is_some_and(|c| c.file == id) {
+            let c = self.chunks.pop_front().expect("checked");
+            self.drop_chunk(c);
+        }
+        self.queue.pop_front();
+    }
+
+    /// Forgets every read and reads every queued file again from its start.
+    fn restart(&mut self) {
+        while let Some(c) = self.chunks.pop_front() {
+            self.drop_chunk(c);
+        }
+        self.queue.rewind_all();
+    }
+
+    /// Closes the descriptor of the chunk's file if the reader opened it and is done with it.
+    fn release_if_finished(&mut self, chunk_id: u64) {
+        let Ok(i) = self.chunks.binary_search_by_key(&chunk_id, |c| c.id) else {
+            return;
+        };
+        let file = self.chunks[i].file;
+        let Some(first) = self.queue.front().map(|f| f.id) else {
+            return;
+        };
+        let idx = (file - first) as usize;
+        if self
+            .queue
+            .get_mut(idx)
+            .is_some_and(|e| e.opened_here && e.reads_finished())
+        {
+            self.queue.release_fd(idx);
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn pool(&self) -> &Pool {
+        &self.pool
+    }
+}
+
+fn front_id(queue: &Queue<'_>) -> u64 {
+    queue.front().map_or(u64::MAX, |f| f.id)
+}
+
+impl FileEntry<'_> {
+    /// Whether every byte of the file has been asked for.
+    pub(crate) fn all_issued(&self) -> bool {
+        self.sized && self.next_read >= self.end
+    }
+}
+
+impl std::fmt::Debug for Engine<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SequentialFileReader")
+            .field("backend", &self.backend())
+            .field("files_queued", &self.queue.len())
+            .field("file_offset", &self.file_offset())
+            .field("reads_in_flight", &self.io.in_flight())
+            .field(
+                "pool",
+                &format_args!("{}/{} bytes", self.pool.used(), self.pool.capacity()),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Engine<'_> {
+    fn drop(&mut self) {
+        let mut done = Vec::new();
+        let drained = self.io.shutdown(&mut done);
+        for d in done {
+            let region = self.pool.reclaim(d.loan);
+            self.pool.free(region);
+        }
+        // If the drain failed, some loans are still out: `Pool`'s drop then leaks its memory
+        // instead of freeing it under the kernel.
+        debug_assert!(drained.is_err() || self.pool.lent() == 0);
+    }
+}

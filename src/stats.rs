@@ -1,0 +1,36 @@
+//! Counters a user needs to tune a reader.
+
+use std::time::Duration;
+
+/// Counters of what a reader has done since it was built.
+///
+/// Read them with [`SequentialFileReader::stats`](crate::SequentialFileReader::stats). All
+/// counts are totals since the reader was built.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Bytes the backend read into the pool (including bytes later dropped unread).
+    pub bytes_read: u64,
+    /// Bytes handed to the consumer through `fill_buf`/`read`.
+    pub bytes_consumed: u64,
+    /// Reads submitted, continuations and retries included.
+    pub reads: u64,
+    /// Reads that returned fewer bytes than asked before the file's end.
+    pub short_reads: u64,
+    /// Reads submitted again after `EINTR`, `EAGAIN` or `ECANCELED`.
+    pub retries: u64,
+    /// Reads whose completion was no longer wanted (the file was moved past).
+    pub reads_discarded: u64,
+    /// Times the consumer had to wait for a read to complete.
+    pub waits: u64,
+    /// Total time the consumer spent blocked waiting.
+    pub wait_time: Duration,
+    /// Files opened by the reader (queued paths, and reopenings for direct I/O).
+    pub files_opened: u64,
+    /// Files that failed (open or read errors).
+    pub files_failed: u64,
+    /// The most reads that were in flight at once.
+    pub peak_in_flight: u64,
+    /// The most pool bytes that were in use at once.
+    pub peak_pool_bytes: u64,
+}

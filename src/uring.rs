@@ -1,0 +1,327 @@
+//! The io_uring backend: one ring, reads submitted in batches, completions reaped in batches,
+//! cancel and drain on drop. Also the few plain syscalls that need `unsafe` (`posix_fadvise`).
+//!
+//! Invariants:
+//! - Every read handed to the kernel stays in `ops` (its loan: the bytes the kernel writes;
+//!   its `FdRef`: the descriptor it names) until its completion is reaped. Nothing else can
+//!   reach those bytes meanwhile, since the loan is the only token for them.
+//! - At most `depth` reads and `depth` cancels are in flight, and the completion queue holds
+//!   `4 * depth`, so it cannot overflow (and the kernel keeps overflow anyway: `FEAT_NODROP`).
+//! - If the ring is dropped with reads still in flight (a drain that failed), their loans and
+//!   descriptors are leaked, never freed, and the pool leaks its memory with them.
+#![allow(unsafe_code)]
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io;
+use std::mem::{self, ManuallyDrop};
+use std::os::fd::AsRawFd;
+
+use io_uring::{opcode, register::Probe, squeue, types, IoUring};
+
+use crate::builder::Backend;
+use crate::pool::Pool;
+use crate::scheduler::{Io, ReadDone, ReadReq};
+
+/// The `user_data` of cancel requests; read ids never reach it.
+const CANCEL: u64 = u64::MAX;
+/// Tries of a submission the kernel answers with `EBUSY`/`EAGAIN` before giving up.
+const BUSY_TRIES: u32 = 64;
+/// The largest buffer the kernel registers as one.
+const MAX_REGISTERED: usize = 1 << 30;
+
+/// Sets up a small ring and checks it can do what the backend needs.
+pub(crate) fn probe() -> io::Result<()> {
+    let ring = IoUring::new(2)?;
+    check_features(&ring)
+}
+
+fn check_features(ring: &IoUring) -> io::Result<()> {
+    if !ring.params().is_feature_nodrop() {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "the kernel's io_uring lacks IORING_FEAT_NODROP (needs Linux 5.6 or later)",
+        ));
+    }
+    let mut probe = Probe::new();
+    let supported = ring.submitter().register_probe(&mut probe).is_ok()
+        && probe.is_supported(opcode::Read::CODE)
+        && probe.is_supported(opcode::AsyncCancel::CODE);
+    if !supported {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "the kernel's io_uring lacks IORING_OP_READ (needs Linux 5.6 or later)",
+        ));
+    }
+    Ok(())
+}
+
+/// The ring and the reads it has in flight.
+pub(crate) struct Ring<'a> {
+    // Drop order: `Drop for Ring` forgets `ops` if anything is still in flight, then `ring`
+    // closes. `ManuallyDrop` keeps the ring's own drop explicit there.
+    ring: ManuallyDrop<IoUring>,
+    /// Reads the kernel has, by id.
+    ops: HashMap<u64, ReadReq<'a>>,
+    /// Reads handed over but not given to the kernel because the ring failed.
+    unsent: Vec<ReadReq<'a>>,
+    /// Completions reaped while submitting, not yet collected.
+    ready: Vec<ReadDone<'a>>,
+    cancels: usize,
+    depth: usize,
+    /// Whether the pool is registered (reads are `READ_FIXED` with buffer index 0).
+    fixed: bool,
+    /// The first error the ring returned; it is broken after that.
+    broken: Option<io::Error>,
+}
+
+impl std::fmt::Debug for Ring<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ring")
+            .field("in_flight", &self.ops.len())
+            .field("fixed", &self.fixed)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the ring needs of the reader's settings.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RingConfig {
+    pub(crate) depth: u32,
+    pub(crate) register: bool,
+    pub(crate) io_workers: Option<u32>,
+}
+
+impl<'a> Ring<'a> {
+    /// Sets up the ring for `pool` (the memory every read lands in), registering the pool
+    /// where asked and permitted.
+    pub(crate) fn new(config: RingConfig, pool: &Pool) -> io::Result<Ring<'a>> {
+        let depth = config.depth;
+        let ring = IoUring::builder()
+            .setup_cqsize(depth * 4)
+            .setup_coop_taskrun()
+            .build(depth)
+            .or_else(|_| IoUring::builder().setup_cqsize(depth * 4).build(depth))?;
+        check_features(&ring)?;
+        let (base, len) = pool.as_raw_parts();
+        let fixed = config.register && len <= MAX_REGISTERED && {
+            let iov = libc::iovec {
+                iov_base: base.cast(),
+                iov_len: len,
+            };
+            // SAFETY: registering only pins the pages; the kernel writes into them only for the
+            // READ_FIXED requests `read` submits, each of which names a loan of this pool, and
+            // the pool never frees its memory while a loan is out (invariant above).
+            unsafe { ring.submitter().register_buffers(&[iov]) }.is_ok()
+        };
+        if let Some(workers) = config.io_workers {
+            // Bounded workers serve regular-file reads; 0 leaves the unbounded ones as they are.
+            let _ = ring
+                .submitter()
+                .register_iowq_max_workers(&mut [workers, 0]);
+        }
+        Ok(Ring {
+            ring: ManuallyDrop::new(ring),
+            ops: HashMap::with_capacity(depth as usize),
+            unsent: Vec::new(),
+            ready: Vec::new(),
+            cancels: 0,
+            depth: depth as usize,
+            fixed,
+            broken: None,
+        })
+    }
+
+    /// Puts an entry in the submission queue, submitting to make room if it is full.
+    ///
+    /// # Safety
+    ///
+    /// Every buffer and descriptor the entry names must stay valid until its completion is
+    /// reaped.
+    unsafe fn push(&mut self, entry: &squeue::Entry) -> io::Result<()> {
+        loop {
+            // SAFETY: the caller keeps what `entry` names valid until its completion is reaped.
+            if unsafe { self.ring.submission().push(entry) }.is_ok() {
+                return Ok(());
+            }
+            self.submit_queued()?;
+        }
+    }
+
+    /// `io_uring_enter` for what is queued, reaping into `ready` when the kernel is busy.
+    fn submit_queued(&mut self) -> io::Result<()> {
+        if let Some(e) = &self.broken {
+            return Err(io::Error::new(e.kind(), e.to_string()));
+        }
+        let mut tries = 0;
+        loop {
+            match self.ring.submit() {
+                Ok(_) => return Ok(()),
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                Err(e) if is_busy(&e) && tries < BUSY_TRIES => {
+                    tries += 1;
+                    let mut ready = mem::take(&mut self.ready);
+                    self.drain(&mut ready);
+                    self.ready = ready;
+                }
+                Err(e) => {
+                    self.broken = Some(io::Error::new(e.kind(), e.to_string()));
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Moves every completion in the completion queue to `out`.
+    fn drain(&mut self, out: &mut Vec<ReadDone<'a>>) {
+        for cqe in self.ring.completion() {
+            if cqe.user_data() == CANCEL {
+                self.cancels -= 1;
+                continue;
+            }
+            let req = self
+                .ops
+                .remove(&cqe.user_data())
+                .expect("a completion for a read in flight");
+            out.push(req.done(cqe.result()));
+        }
+    }
+
+    /// Blocks in the kernel until at least one completion is there.
+    fn wait_one(&mut self) -> io::Result<()> {
+        let mut tries = 0;
+        loop {
+            match self.ring.submit_and_wait(1) {
+                Ok(_) => return Ok(()),
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                // Completions are waiting to be reaped: reap them.
+                Err(e) if is_busy(&e) && tries < BUSY_TRIES => {
+                    tries += 1;
+                    if !self.ring.completion().is_empty() {
+                        return Ok(());
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+fn is_busy(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EAGAIN))
+}
+
+impl<'a> Io<'a> for Ring<'a> {
+    fn backend(&self) -> Backend {
+        Backend::IoUring
+    }
+
+    fn read(&mut self, mut req: ReadReq<'a>) {
+        let (fd, ptr, len, offset) = (
+            types::Fd(req.fd().raw()),
+            req.buf_ptr(),
+            req.len() as u32,
+            req.offset(),
+        );
+        let entry = if self.fixed {
+            opcode::ReadFixed::new(fd, ptr, len, 0)
+                .offset(offset)
+                .build()
+        } else {
+            opcode::Read::new(fd, ptr, len).offset(offset).build()
+        }
+        .user_data(req.id());
+        debug_assert!(req.id() != CANCEL && !self.ops.contains_key(&req.id()));
+        // SAFETY: `ptr..ptr+len` lies in the request's loan (`ReadReq::new` checks it), and the
+        // request, loan and `FdRef` with it, goes into `ops` right below, where it stays until
+        // `drain` reaps this id's completion. With `fixed`, the address lies in the registered
+        // pool (every loan is a region of it).
+        match unsafe { self.push(&entry) } {
+            Ok(()) => {
+                self.ops.insert(req.id(), req);
+            }
+            // Not queued (the ring is broken): keep it to hand back on shutdown.
+            Err(_) => self.unsent.push(req),
+        }
+    }
+
+    fn cancel(&mut self, id: u64) {
+        if self.cancels >= self.depth || !self.ops.contains_key(&id) {
+            return; // Best effort: the read completes on its own.
+        }
+        let entry = opcode::AsyncCancel::new(id).build().user_data(CANCEL);
+        // SAFETY: a cancel names no buffer or descriptor, only the id of a read.
+        if unsafe { self.push(&entry) }.is_ok() {
+            self.cancels += 1;
+        }
+    }
+
+    fn submit(&mut self) -> io::Result<()> {
+        if self.ring.submission().is_empty() {
+            return Ok(());
+        }
+        self.submit_queued()
+    }
+
+    fn reap(&mut self, wait: bool, out: &mut Vec<ReadDone<'a>>) -> io::Result<()> {
+        let before = out.len();
+        out.append(&mut self.ready);
+        self.drain(out);
+        if wait && out.len() == before {
+            if let Some(e) = &self.broken {
+                return Err(io::Error::new(e.kind(), e.to_string()));
+            }
+            self.wait_one()?;
+            self.drain(out);
+        } else if !self.ring.submission().is_empty() {
+            self.submit_queued()?;
+        }
+        Ok(())
+    }
+
+    fn in_flight(&self) -> usize {
+        self.ops.len() + self.ready.len() + self.unsent.len()
+    }
+
+    fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>) -> io::Result<()> {
+        out.extend(self.unsent.drain(..).map(|r| r.done(-libc::ECANCELED)));
+        out.append(&mut self.ready);
+        let ids: Vec<u64> = self.ops.keys().copied().collect();
+        for id in ids {
+            let entry = opcode::AsyncCancel::new(id).build().user_data(CANCEL);
+            // SAFETY: a cancel names no buffer or descriptor.
+            unsafe { self.push(&entry) }?;
+            self.cancels += 1;
+        }
+        while !self.ops.is_empty() {
+            self.drain(out);
+            if !self.ops.is_empty() {
+                self.wait_one()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Ring<'_> {
+    fn drop(&mut self) {
+        if !self.ops.is_empty() {
+            // Reads the kernel may still be doing: never free their loans or close their
+            // descriptors. Leaking the loans makes the pool leak its memory too.
+            mem::forget(mem::take(&mut self.ops));
+        }
+        // SAFETY: dropped exactly once, here, and nothing in flight names our memory any more
+        // (drained, or leaked above).
+        unsafe { ManuallyDrop::drop(&mut self.ring) };
+    }
+}
+
+/// Tells the kernel a range of a file will be read soon (`POSIX_FADV_WILLNEED`), so its
+/// readahead starts now. A hint: failures are ignored.
+pub(crate) fn fadvise_willneed(file: &File, offset: u64, len: u64) {
+    let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+        return;
+    };
+    // SAFETY: a plain syscall on a descriptor `file` keeps open; it touches no memory of ours.
+    unsafe { libc::posix_fadvise(file.as_raw_fd(), offset, len, libc::POSIX_FADV_WILLNEED) };
+}
