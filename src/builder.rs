@@ -237,7 +237,7 @@ mod tests {
 
     #[test]
     fn defaults_are_valid() {
-        ReaderBuilder::new().validate().unwrap();
+        let _ = ReaderBuilder::new().validate().unwrap();
     }
 
     #[test]
@@ -252,7 +252,7 @@ mod tests {
     fn pool_must_hold_one_aligned_read() {
         let msg = err(ReaderBuilder::new().buffer_size(4096).read_size(4097));
         assert!(msg.contains("cannot hold one read"), "{msg}");
-        ReaderBuilder::new()
+        let _ = ReaderBuilder::new()
             .buffer_size(8192)
             .read_size(4097)
             .validate()

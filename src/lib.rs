@@ -78,3 +78,7 @@ pub use stats::Stats;
 pub fn io_uring_available() -> std::io::Result<()> {
     uring::probe()
 }
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -34,6 +34,8 @@ const MAX_RETRIES: u32 = 16;
 pub(crate) struct ReadReq<'a> {
     id: u64,
     fd: FdRef<'a>,
+    /// Whether `fd` has `O_DIRECT` (page-cache hints are pointless then).
+    direct: bool,
     offset: u64,
     loan: Loan,
     buf_off: usize,
@@ -45,7 +47,7 @@ impl<'a> ReadReq<'a> {
     /// If `buf_off + len` does not fit in the loan (the io_uring backend relies on it).
     pub(crate) fn new(
         id: u64,
-        fd: FdRef<'a>,
+        (fd, direct): (FdRef<'a>, bool),
         offset: u64,
         loan: Loan,
         buf_off: usize,
@@ -59,6 +61,7 @@ impl<'a> ReadReq<'a> {
         ReadReq {
             id,
             fd,
+            direct,
             offset,
             loan,
             buf_off,
@@ -71,6 +74,9 @@ impl<'a> ReadReq<'a> {
     }
     pub(crate) fn fd(&self) -> &FdRef<'a> {
         &self.fd
+    }
+    pub(crate) fn is_direct(&self) -> bool {
+        self.direct
     }
     pub(crate) fn offset(&self) -> u64 {
         self.offset
@@ -194,6 +200,10 @@ pub(crate) struct Engine<'a> {
     done: Vec<ReadDone<'a>>,
     limits: Limits,
     stats: Stats,
+    /// Tests fill every region with this byte before it is read into, to catch bytes
+    /// exposed that no read wrote.
+    #[cfg(test)]
+    poison: Option<u8>,
 }
 
 impl<'a> Engine<'a> {
@@ -208,6 +218,8 @@ impl<'a> Engine<'a> {
             done: Vec::new(),
             limits,
             stats: Stats::default(),
+            #[cfg(test)]
+            poison: None,
         }
     }
 
@@ -367,15 +379,20 @@ impl<'a> Engine<'a> {
             } else {
                 len
             };
-            let Some(region) = self.pool.alloc(read_len) else {
+            #[cfg_attr(not(test), allow(unused_mut))]
+            let Some(mut region) = self.pool.alloc(read_len) else {
                 break;
             };
+            #[cfg(test)]
+            if let Some(byte) = self.poison {
+                self.pool.bytes_mut(&mut region).fill(byte);
+            }
             let id = self.next_chunk;
             self.next_chunk += 1;
             let offset = entry.next_read;
             entry.next_read += len as u64;
             entry.in_flight += 1;
-            let fd = entry.fd.clone().expect("checked open");
+            let fd = (entry.fd.clone().expect("checked open"), entry.direct);
             self.chunks.push_back(Chunk {
                 id,
                 file: entry.id,
@@ -562,10 +579,11 @@ impl<'a> Engine<'a> {
     /// Reads the rest of chunk `i` (from its `from`) again.
     fn resubmit(&mut self, i: usize, region: Region, fd: FdRef<'a>) {
         let chunk = &self.chunks[i];
+        let direct = self.queue.by_id_mut(chunk.file).is_some_and(|e| e.direct);
         let loan = self.pool.lend(region);
         let req = ReadReq::new(
             chunk.id,
-            fd,
+            (fd, direct),
             chunk.offset + chunk.from as u64,
             loan,
             chunk.from,
@@ -687,3 +705,7 @@ impl Drop for Engine<'_> {
         debug_assert!(drained.is_err() || self.pool.lent() == 0);
     }
 }
+
+#[cfg(test)]
+#[path = "scheduler_tests.rs"]
+mod tests;

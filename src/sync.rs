@@ -32,7 +32,9 @@ impl<'a> Io<'a> for SyncIo<'a> {
 
     fn read(&mut self, req: ReadReq<'a>) {
         // Tell the kernel now, so its readahead runs while the consumer works on earlier bytes.
-        fadvise_willneed(req.fd().file(), req.offset(), req.len() as u64);
+        if !req.is_direct() {
+            fadvise_willneed(req.fd().file(), req.offset(), req.len() as u64);
+        }
         self.pending.push_back(req);
     }
 
