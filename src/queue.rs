@@ -70,7 +70,8 @@ pub(crate) struct FileEntry<'a> {
     pub(crate) consumed: u64,
     /// Reads of this file in flight.
     pub(crate) in_flight: usize,
-    pub(crate) error: Option<Error>,
+    /// Why the file cannot be read further (boxed: most files never have one).
+    pub(crate) error: Option<Box<Error>>,
 }
 
 impl<'a> FileEntry<'a> {

@@ -338,7 +338,9 @@ impl<'a> Engine<'a> {
     /// Reaps what has completed and issues more reads: called whenever room may have opened.
     fn refill(&mut self) -> io::Result<()> {
         if self.io.in_flight() > 0 {
-            self.io.reap(false, &mut self.done)?;
+            self.io
+                .reap(false, &mut self.done)
+                .map_err(ring_error("reap"))?;
             self.handle_done();
         }
         self.schedule()
@@ -351,7 +353,9 @@ impl<'a> Engine<'a> {
             "waiting with nothing in flight would hang"
         );
         let start = Instant::now();
-        self.io.reap(true, &mut self.done)?;
+        self.io
+            .reap(true, &mut self.done)
+            .map_err(ring_error("wait"))?;
         self.stats.waits += 1;
         self.stats.wait_time += start.elapsed();
         self.handle_done();
@@ -413,7 +417,7 @@ impl<'a> Engine<'a> {
         if issued {
             self.stats.peak_in_flight = self.stats.peak_in_flight.max(self.io.in_flight() as u64);
             self.stats.peak_pool_bytes = self.stats.peak_pool_bytes.max(self.pool.used() as u64);
-            self.io.submit()?;
+            self.io.submit().map_err(ring_error("submit"))?;
         }
         Ok(())
     }
@@ -442,7 +446,7 @@ impl<'a> Engine<'a> {
                 }
             }
             Err(e) => {
-                entry.error = Some(e);
+                entry.error = Some(Box::new(e));
                 self.stats.files_failed += 1;
             }
         }
@@ -525,11 +529,11 @@ impl<'a> Engine<'a> {
             entry.end = entry.end.min(at);
             entry.in_flight -= 1;
             if result < 0 {
-                entry.error = Some(Error::Read {
+                entry.error = Some(Box::new(Error::Read {
                     path: entry.name(),
                     offset: at,
                     source: io::Error::from_raw_os_error(-result),
-                });
+                }));
                 self.stats.files_failed += 1;
             }
             self.drop_chunks_after(i);
@@ -664,6 +668,11 @@ impl<'a> Engine<'a> {
     pub(crate) fn pool(&self) -> &Pool {
         &self.pool
     }
+}
+
+/// Wraps a failure of the backend itself (not of one file's read) so it names the operation.
+fn ring_error(op: &'static str) -> impl FnOnce(io::Error) -> io::Error {
+    move |source| Error::Ring { op, source }.into()
 }
 
 fn front_id(queue: &Queue<'_>) -> u64 {
