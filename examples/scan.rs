@@ -1,0 +1,713 @@
+//! Scan files front to back with `readahead` and with std's `BufReader`, and compare.
+//!
+//! ```text
+//! cargo run --release --example scan -- [OPTIONS] [PATH ...]
+//! ```
+//!
+//! Each PATH is a file or a directory (walked recursively, its files in sorted path order).
+//! With no PATH, a default data set is generated once (about 256 MiB of files of 4 KiB-4 MiB,
+//! log-uniform, from a fixed seed) in `$TMPDIR/readahead-scan-default` and reused afterwards.
+//!
+//! Every byte goes through a consumer: a cheap word-wise checksum, or blake3 with `--hash`.
+//! The per-file digests are combined in order into one checksum, the same for every backend.
+//!
+//! Options:
+//!
+//! - `--backend auto|uring|sync|std`: run one backend only. `std` is the baseline,
+//!   `BufReader::with_capacity(read_size, File::open(path)?)` per file. Without it, the
+//!   reader (`auto`) runs, then std, and the ratio of their throughputs is printed.
+//! - `--direct`: `O_DIRECT` reads (the reader only; std reads through the page cache).
+//! - `--hash`: blake3 of every file instead of the cheap checksum.
+//! - `--buffer-size N`, `--read-size N`: bytes, or with a suffix K, M or G (`512K`, `64M`).
+//! - `--json`: one line of JSON on stdout, nothing else there (the reader only, unless
+//!   `--backend` says otherwise).
+//!
+//! Each run is timed from building its reader to dropping it (wall seconds, and CPU seconds of
+//! the process from `getrusage`). `--json` prints
+//! `{"backend":"uring|sync|std","files":N,"bytes":N,"seconds":F,"gib_per_s":F,"cpu_seconds":F,"checksum":"hex"}`,
+//! where `files` counts failed files too and `bytes` is every byte consumed.
+//!
+//! A file that cannot be opened or read is reported on stderr, counted as failed, and skipped;
+//! the scan goes on. Exit status: 0, 1 when the checksums of the two runs differ or the scan
+//! cannot run, 2 for a bad command line.
+//!
+//! Warm runs measure the page cache. For cold runs, drop the caches before each run (as root:
+//! `sync; echo 3 > /proc/sys/vm/drop_caches`) and run one backend at a time.
+
+#[path = "support/checksum.rs"]
+mod checksum;
+#[path = "support/prng.rs"]
+mod prng;
+
+use std::ffi::OsString;
+use std::fs::{self, File};
+use std::io::{self, BufRead, BufReader, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use readahead::{Backend, SequentialFileReader, Stats, DEFAULT_BUFFER_SIZE, DEFAULT_READ_SIZE};
+
+use checksum::Checksum;
+use prng::Prng;
+
+const USAGE: &str = "\
+usage: scan [OPTIONS] [PATH ...]
+
+Reads every file under the PATHs (files, or directories walked recursively) front to back,
+with readahead and with std's BufReader, and compares throughput. With no PATH, scans a
+default data set of about 256 MiB, generated once in $TMPDIR/readahead-scan-default.
+
+options:
+  --backend B        auto | uring | sync | std (default: auto, then std, and the ratio)
+  --direct           O_DIRECT reads (readahead only)
+  --hash             blake3 of every file instead of a cheap checksum
+  --buffer-size N    readahead's pool size (default 32M); suffixes K, M, G
+  --read-size N      largest single read, also std's buffer size (default 512K)
+  --json             one line of JSON on stdout (readahead only unless --backend)
+  -h, --help         this text";
+
+/// The default data set: its seed, total size and file sizes.
+const DEFAULT_SEED: u64 = 0x7265_6164_6168_6561;
+const DEFAULT_TOTAL: u64 = 256 << 20;
+const DEFAULT_MIN_FILE: u64 = 4 << 10;
+const DEFAULT_MAX_FILE: u64 = 4 << 20;
+/// Files per subdirectory of the default data set.
+const DEFAULT_FILES_PER_DIR: usize = 64;
+/// Written last into the default data set's directory; never scanned.
+const MARKER: &str = ".complete";
+
+/// One way of reading the files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Runner {
+    Ours(Backend),
+    Std,
+}
+
+/// The command line, parsed.
+#[derive(Debug)]
+struct Options {
+    paths: Vec<PathBuf>,
+    backend: Option<Runner>,
+    direct: bool,
+    hash: bool,
+    buffer_size: usize,
+    read_size: usize,
+    json: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            paths: Vec::new(),
+            backend: None,
+            direct: false,
+            hash: false,
+            buffer_size: DEFAULT_BUFFER_SIZE,
+            read_size: DEFAULT_READ_SIZE,
+            json: false,
+        }
+    }
+}
+
+impl Options {
+    /// The runs to make, in order.
+    fn runners(&self) -> Vec<Runner> {
+        match self.backend {
+            Some(runner) => vec![runner],
+            None if self.json => vec![Runner::Ours(Backend::Auto)],
+            None => vec![Runner::Ours(Backend::Auto), Runner::Std],
+        }
+    }
+}
+
+/// What the command line asks for.
+enum Command {
+    Run(Options),
+    Help,
+}
+
+/// A bad command line: the message, shown above the usage.
+struct UsageError(String);
+
+fn parse_args(mut args: impl Iterator<Item = OsString>) -> Result<Command, UsageError> {
+    let mut opts = Options::default();
+    let mut only_paths = false;
+    while let Some(arg) = args.next() {
+        let text = arg.to_str().unwrap_or("");
+        if only_paths || !text.starts_with('-') || text == "-" {
+            opts.paths.push(PathBuf::from(arg));
+        } else if text == "--" {
+            only_paths = true;
+        } else if text == "-h" || text == "--help" {
+            return Ok(Command::Help);
+        } else {
+            let (name, inline) = match text.split_once('=') {
+                Some((name, value)) => (name.to_owned(), Some(value.to_owned())),
+                None => (text.to_owned(), None),
+            };
+            parse_option(&mut opts, &name, inline, &mut args)?;
+        }
+    }
+    Ok(Command::Run(opts))
+}
+
+/// Applies one `--name [value]` option.
+fn parse_option(
+    opts: &mut Options,
+    name: &str,
+    inline: Option<String>,
+    args: &mut impl Iterator<Item = OsString>,
+) -> Result<(), UsageError> {
+    let takes_value = matches!(name, "--backend" | "--buffer-size" | "--read-size");
+    if !takes_value && inline.is_some() {
+        return Err(UsageError(format!("option '{name}' takes no value")));
+    }
+    let value = || option_value(name, inline, args);
+    match name {
+        "--backend" => opts.backend = Some(parse_backend(&value()?)?),
+        "--buffer-size" => opts.buffer_size = parse_size(name, &value()?)?,
+        "--read-size" => opts.read_size = parse_size(name, &value()?)?,
+        "--direct" => opts.direct = true,
+        "--hash" => opts.hash = true,
+        "--json" => opts.json = true,
+        _ => return Err(UsageError(format!("unknown option '{name}'"))),
+    }
+    Ok(())
+}
+
+/// The value of an option: after `=`, or the next argument.
+fn option_value(
+    name: &str,
+    inline: Option<String>,
+    args: &mut impl Iterator<Item = OsString>,
+) -> Result<String, UsageError> {
+    match inline.or_else(|| args.next().map(|a| a.to_string_lossy().into_owned())) {
+        Some(value) => Ok(value),
+        None => Err(UsageError(format!("option '{name}' needs a value"))),
+    }
+}
+
+fn parse_backend(value: &str) -> Result<Runner, UsageError> {
+    match value {
+        "auto" => Ok(Runner::Ours(Backend::Auto)),
+        "uring" | "io_uring" | "io-uring" => Ok(Runner::Ours(Backend::IoUring)),
+        "sync" => Ok(Runner::Ours(Backend::Sync)),
+        "std" => Ok(Runner::Std),
+        _ => Err(UsageError(format!(
+            "unknown backend '{value}': use auto, uring, sync or std"
+        ))),
+    }
+}
+
+/// A byte count: plain, or with a suffix K, M or G (powers of 1024).
+fn parse_size(name: &str, value: &str) -> Result<usize, UsageError> {
+    let bad = || {
+        UsageError(format!(
+            "option '{name}': '{value}' is not a size like 4096, 512K or 64M"
+        ))
+    };
+    let (digits, shift) = match value.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&value[..i], 10),
+        Some((i, 'm' | 'M')) => (&value[..i], 20),
+        Some((i, 'g' | 'G')) => (&value[..i], 30),
+        _ => (value, 0),
+    };
+    let n: usize = digits.parse().map_err(|_| bad())?;
+    n.checked_mul(1 << shift).ok_or_else(bad)
+}
+
+/// The files to scan, in order, and the sum of their sizes.
+#[derive(Debug, Default)]
+struct FileList {
+    paths: Vec<PathBuf>,
+    total_bytes: u64,
+}
+
+/// Lists the files under `roots`: files as given, directories walked and sorted. A path that
+/// cannot be examined is kept, so that each backend reports it and counts it as failed.
+fn collect_files(roots: &[PathBuf]) -> FileList {
+    let mut list = FileList::default();
+    for root in roots {
+        match fs::metadata(root) {
+            Ok(meta) if meta.is_dir() => {
+                let mut found = Vec::new();
+                walk(root, &mut found);
+                found.sort();
+                for (path, size) in found {
+                    list.paths.push(path);
+                    list.total_bytes += size;
+                }
+            }
+            Ok(meta) => {
+                list.paths.push(root.clone());
+                list.total_bytes += meta.len();
+            }
+            Err(_) => list.paths.push(root.clone()),
+        }
+    }
+    list
+}
+
+/// Adds the regular files under `dir` to `out` with their sizes, recursively; skips the data
+/// set's marker. Follows symlinks to files, not to directories (no cycles).
+fn walk(dir: &Path, out: &mut Vec<(PathBuf, u64)>) {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => return eprintln!("warning: cannot list {}: {e}", dir.display()),
+    };
+    for entry in entries {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(e) => {
+                eprintln!("warning: cannot list {}: {e}", dir.display());
+                continue;
+            }
+        };
+        if entry.file_name() == MARKER {
+            continue;
+        }
+        let path = entry.path();
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => walk(&path, out),
+            Ok(t) if t.is_symlink() => match fs::metadata(&path) {
+                Ok(meta) if meta.is_file() => out.push((path, meta.len())),
+                _ => {}
+            },
+            Ok(t) if t.is_file() => match entry.metadata() {
+                Ok(meta) => out.push((path, meta.len())),
+                Err(_) => out.push((path, 0)),
+            },
+            Ok(_) => {}
+            Err(e) => eprintln!("warning: cannot examine {}: {e}", path.display()),
+        }
+    }
+}
+
+/// The default data set's directory, generated first if it is missing or incomplete.
+fn default_data_set() -> io::Result<PathBuf> {
+    let dir = std::env::temp_dir().join("readahead-scan-default");
+    let params = format!(
+        "seed={DEFAULT_SEED:#x} total={DEFAULT_TOTAL} min={DEFAULT_MIN_FILE} max={DEFAULT_MAX_FILE} per_dir={DEFAULT_FILES_PER_DIR}\n"
+    );
+    if fs::read_to_string(dir.join(MARKER)).is_ok_and(|text| text == params) {
+        return Ok(dir);
+    }
+    eprintln!(
+        "generating the default data set ({} MiB) in {}",
+        DEFAULT_TOTAL >> 20,
+        dir.display()
+    );
+    if dir.exists() {
+        fs::remove_dir_all(&dir)?;
+    }
+    let start = Instant::now();
+    let files = generate(&dir)?;
+    fs::write(dir.join(MARKER), params)?;
+    eprintln!(
+        "generated {files} files in {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
+    Ok(dir)
+}
+
+/// Writes the default data set's files into `dir`; returns how many.
+fn generate(dir: &Path) -> io::Result<usize> {
+    let mut rng = Prng::new(DEFAULT_SEED);
+    let mut buf = Vec::new();
+    let mut total = 0;
+    let mut count = 0;
+    while total < DEFAULT_TOTAL {
+        let sub = dir.join(format!("{:03}", count / DEFAULT_FILES_PER_DIR));
+        if count % DEFAULT_FILES_PER_DIR == 0 {
+            fs::create_dir_all(&sub)?;
+        }
+        let size = rng.log_uniform(DEFAULT_MIN_FILE, DEFAULT_MAX_FILE);
+        buf.resize(size as usize, 0);
+        rng.fill(&mut buf);
+        fs::write(sub.join(format!("{count:05}.bin")), &buf)?;
+        total += size;
+        count += 1;
+    }
+    Ok(count)
+}
+
+/// The consumer of one file: every byte goes through it.
+enum FileDigest {
+    Sum(Checksum),
+    Hash(Box<blake3::Hasher>),
+}
+
+impl FileDigest {
+    fn new(hash: bool) -> Self {
+        if hash {
+            FileDigest::Hash(Box::default())
+        } else {
+            FileDigest::Sum(Checksum::default())
+        }
+    }
+
+    fn update(&mut self, bytes: &[u8]) {
+        match self {
+            FileDigest::Sum(sum) => sum.update(bytes),
+            FileDigest::Hash(hasher) => {
+                hasher.update(bytes);
+            }
+        }
+    }
+
+    /// Appends this file's digest to the digest of the whole scan.
+    fn finish_into(self, all: &mut blake3::Hasher) {
+        match self {
+            FileDigest::Sum(sum) => all.update(&sum.finish().to_le_bytes()),
+            FileDigest::Hash(hasher) => all.update(hasher.finalize().as_bytes()),
+        };
+    }
+}
+
+/// Feeds the rest of the current file to `digest` straight from the reader's buffer;
+/// returns the bytes consumed, and the error that stopped it early if any.
+fn consume_file(
+    reader: &mut impl BufRead,
+    digest: &mut FileDigest,
+    bar: Option<&ProgressBar>,
+) -> (u64, io::Result<()>) {
+    let mut bytes = 0;
+    loop {
+        let chunk = match reader.fill_buf() {
+            Ok([]) => return (bytes, Ok(())),
+            Ok(chunk) => chunk,
+            Err(e) => return (bytes, Err(e)),
+        };
+        digest.update(chunk);
+        let n = chunk.len();
+        reader.consume(n);
+        bytes += n as u64;
+        if let Some(bar) = bar {
+            bar.inc(n as u64);
+        }
+    }
+}
+
+/// Totals of one scan.
+struct Tally {
+    files: u64,
+    failed: u64,
+    bytes: u64,
+    digest: blake3::Hasher,
+}
+
+impl Tally {
+    fn new() -> Self {
+        Tally {
+            files: 0,
+            failed: 0,
+            bytes: 0,
+            digest: blake3::Hasher::new(),
+        }
+    }
+
+    /// Counts one file; a failed one is reported and left out of the checksum.
+    fn record(&mut self, bytes: u64, result: io::Result<()>, digest: FileDigest, path: &Path) {
+        self.files += 1;
+        self.bytes += bytes;
+        match result {
+            Ok(()) => digest.finish_into(&mut self.digest),
+            Err(e) => {
+                self.failed += 1;
+                warn_failed(&e, path);
+            }
+        }
+    }
+}
+
+/// Reports a failed file; names the path unless the error already does.
+fn warn_failed(e: &io::Error, path: &Path) {
+    if e.to_string().contains(&*path.to_string_lossy()) {
+        eprintln!("warning: {e}; skipped");
+    } else {
+        eprintln!("warning: {}: {e}; skipped", path.display());
+    }
+}
+
+/// Wall and CPU time since it was started.
+struct Clock {
+    wall: Instant,
+    cpu: f64,
+}
+
+impl Clock {
+    fn start() -> Self {
+        Clock {
+            wall: Instant::now(),
+            cpu: cpu_seconds(),
+        }
+    }
+
+    /// `(wall seconds, CPU seconds)` since the start.
+    fn stop(&self) -> (f64, f64) {
+        (self.wall.elapsed().as_secs_f64(), cpu_seconds() - self.cpu)
+    }
+}
+
+/// User plus system CPU time of this process so far, in seconds.
+fn cpu_seconds() -> f64 {
+    // SAFETY: all-zero bytes are a valid `rusage` (integers and timevals), and getrusage
+    // writes only into the struct it is given, which lives for the whole call.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
+/// The result of one run.
+struct Outcome {
+    backend: &'static str,
+    files: u64,
+    failed: u64,
+    bytes: u64,
+    seconds: f64,
+    cpu_seconds: f64,
+    checksum: String,
+    stats: Option<Stats>,
+}
+
+impl Outcome {
+    fn new(backend: &'static str, tally: Tally, clock: &Clock, stats: Option<Stats>) -> Self {
+        let (seconds, cpu_seconds) = clock.stop();
+        Outcome {
+            backend,
+            files: tally.files,
+            failed: tally.failed,
+            bytes: tally.bytes,
+            seconds,
+            cpu_seconds,
+            checksum: tally.digest.finalize().to_hex().to_string(),
+            stats,
+        }
+    }
+
+    fn gib_per_s(&self) -> f64 {
+        self.bytes as f64 / (1u64 << 30) as f64 / self.seconds
+    }
+}
+
+/// A progress bar on stderr, counting bytes, if stderr is a terminal and JSON is off.
+fn progress(opts: &Options, total: u64, label: &'static str) -> Option<ProgressBar> {
+    if opts.json || !io::stderr().is_terminal() {
+        return None;
+    }
+    let style = ProgressStyle::with_template(
+        "{prefix:>9} [{bar:40}] {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
+    )
+    .expect("a valid template")
+    .progress_chars("=> ");
+    Some(ProgressBar::new(total).with_style(style).with_prefix(label))
+}
+
+/// Scans the files with a `SequentialFileReader`.
+fn run_ours(opts: &Options, backend: Backend, files: &FileList) -> Result<Outcome, String> {
+    let bar = progress(opts, files.total_bytes, "readahead");
+    let clock = Clock::start();
+    let mut reader = SequentialFileReader::builder()
+        .buffer_size(opts.buffer_size)
+        .read_size(opts.read_size)
+        .direct_io(opts.direct)
+        .backend(backend)
+        .build()
+        .map_err(|e| format!("cannot build the reader: {e}"))?;
+    let ring_error = |e: io::Error| format!("the reader failed: {e}");
+    for path in &files.paths {
+        reader.add_path_to_prefetch(path).map_err(ring_error)?;
+    }
+    let mut tally = Tally::new();
+    for (i, path) in files.paths.iter().enumerate() {
+        let mut digest = FileDigest::new(opts.hash);
+        let (bytes, result) = consume_file(&mut reader, &mut digest, bar.as_ref());
+        tally.record(bytes, result, digest, path);
+        let more = reader.move_to_next_file().map_err(ring_error)?;
+        if more != (i + 1 < files.paths.len()) {
+            return Err(format!(
+                "the reader's queue ended at file {i} ({}); expected {} files",
+                path.display(),
+                files.paths.len()
+            ));
+        }
+    }
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let name = match reader.backend() {
+        Backend::IoUring => "uring",
+        _ => "sync",
+    };
+    let stats = reader.stats();
+    // Timed up to here: dropping the reader (freeing its pool) is part of the scan's cost.
+    drop(reader);
+    Ok(Outcome::new(name, tally, &clock, Some(stats)))
+}
+
+/// Scans the files with `BufReader::with_capacity(read_size, File)`, one after another.
+fn run_std(opts: &Options, files: &FileList) -> Outcome {
+    let bar = progress(opts, files.total_bytes, "std");
+    let clock = Clock::start();
+    let mut tally = Tally::new();
+    for path in &files.paths {
+        let mut digest = FileDigest::new(opts.hash);
+        let (bytes, result) = match File::open(path) {
+            Ok(file) => {
+                let mut reader = BufReader::with_capacity(opts.read_size, file);
+                consume_file(&mut reader, &mut digest, bar.as_ref())
+            }
+            Err(e) => (0, Err(e)),
+        };
+        tally.record(bytes, result, digest, path);
+    }
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    Outcome::new("std", tally, &clock, None)
+}
+
+fn run(opts: &Options, runner: Runner, files: &FileList) -> Result<Outcome, String> {
+    match runner {
+        Runner::Ours(backend) => run_ours(opts, backend, files),
+        Runner::Std => Ok(run_std(opts, files)),
+    }
+}
+
+fn json_line(out: &Outcome) -> String {
+    format!(
+        "{{\"backend\":\"{}\",\"files\":{},\"bytes\":{},\"seconds\":{:.6},\"gib_per_s\":{:.6},\"cpu_seconds\":{:.6},\"checksum\":\"{}\"}}",
+        out.backend,
+        out.files,
+        out.bytes,
+        out.seconds,
+        out.gib_per_s(),
+        out.cpu_seconds,
+        out.checksum
+    )
+}
+
+/// Writes to stdout; a closed stdout (`scan | head`) is not worth a panic.
+fn emit(text: &str) {
+    let mut stdout = io::stdout().lock();
+    let _ = writeln!(stdout, "{text}").and_then(|()| stdout.flush());
+}
+
+/// The readable summary of one run.
+fn summary(out: &Outcome) -> String {
+    let mut text = match out.backend {
+        "std" => "std BufReader".to_owned(),
+        backend => format!("readahead ({backend})"),
+    };
+    let mib = out.bytes as f64 / (1 << 20) as f64;
+    text += &format!("\n  files        {} ({} failed)", out.files, out.failed);
+    text += &format!("\n  bytes        {} ({mib:.1} MiB)", out.bytes);
+    text += &format!("\n  seconds      {:.4}", out.seconds);
+    text += &format!("\n  GiB/s        {:.3}", out.gib_per_s());
+    text += &format!("\n  cpu seconds  {:.4}", out.cpu_seconds);
+    text += &format!("\n  checksum     {}", out.checksum);
+    if let Some(s) = &out.stats {
+        text += &format!(
+            "\n  reader       {} reads, {} waits ({:.4} s waiting), peak {} in flight",
+            s.reads,
+            s.waits,
+            s.wait_time.as_secs_f64(),
+            s.peak_in_flight,
+        );
+    }
+    text
+}
+
+/// The ratio of readahead's throughput to std's, and whether the checksums agree.
+fn comparison(ours: &Outcome, std: &Outcome) -> (String, bool) {
+    let ratio = ours.gib_per_s() / std.gib_per_s();
+    let agree = ours.checksum == std.checksum && ours.bytes == std.bytes;
+    let verdict = if agree {
+        "checksums agree".to_owned()
+    } else {
+        format!("CHECKSUMS DIFFER: {} vs {}", ours.checksum, std.checksum)
+    };
+    (
+        format!("ratio readahead / std: {ratio:.2}x\n{verdict}"),
+        agree,
+    )
+}
+
+/// One line on what is scanned and how.
+fn settings(opts: &Options, files: &FileList) -> String {
+    format!(
+        "{} files, {:.1} MiB; read size {} KiB, pool {} KiB, consumer {}{}",
+        files.paths.len(),
+        files.total_bytes as f64 / (1 << 20) as f64,
+        opts.read_size >> 10,
+        opts.buffer_size >> 10,
+        if opts.hash { "blake3" } else { "checksum" },
+        if opts.direct {
+            ", O_DIRECT (readahead only)"
+        } else {
+            ""
+        }
+    )
+}
+
+/// Runs every scan the options ask for, prints the results; the exit status.
+fn scan(opts: &Options, files: &FileList) -> ExitCode {
+    if !opts.json {
+        emit(&settings(opts, files));
+    }
+    let mut outcomes = Vec::new();
+    for runner in opts.runners() {
+        match run(opts, runner, files) {
+            Ok(out) if opts.json => emit(&json_line(&out)),
+            Ok(out) => {
+                emit(&summary(&out));
+                outcomes.push(out);
+            }
+            Err(msg) => {
+                eprintln!("error: {msg}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let [ours, std] = outcomes.as_slice() else {
+        return ExitCode::SUCCESS;
+    };
+    let (text, agree) = comparison(ours, std);
+    emit(&text);
+    if agree {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn main() -> ExitCode {
+    let mut opts = match parse_args(std::env::args_os().skip(1)) {
+        Ok(Command::Run(opts)) => opts,
+        Ok(Command::Help) => {
+            emit(USAGE);
+            return ExitCode::SUCCESS;
+        }
+        Err(UsageError(msg)) => {
+            eprintln!("error: {msg}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if opts.paths.is_empty() {
+        match default_data_set() {
+            Ok(dir) => opts.paths.push(dir),
+            Err(e) => {
+                eprintln!("error: cannot generate the default data set: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let files = collect_files(&opts.paths);
+    scan(&opts, &files)
+}
