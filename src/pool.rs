@@ -15,7 +15,6 @@
 //!   leaks its memory instead, since the kernel may still write into it.
 #![allow(unsafe_code)]
 
-use std::alloc::{self, Layout};
 use std::collections::VecDeque;
 use std::ptr::NonNull;
 
@@ -98,13 +97,28 @@ impl std::fmt::Debug for Pool {
 }
 
 impl Pool {
-    /// Allocates a pool of `capacity` bytes rounded up to a page, zeroed. `None` if the
-    /// allocation fails.
+    /// Maps a pool of `capacity` bytes rounded up to a page. `None` if the mapping fails.
+    ///
+    /// An anonymous private mapping: page-aligned, and zero-filled by the kernel page by page
+    /// as it is first touched, so building a reader costs no memset of the whole pool and
+    /// every byte is initialised.
     pub(crate) fn with_capacity(capacity: usize) -> Option<Pool> {
-        let capacity = capacity.max(1).next_multiple_of(PAGE);
-        let layout = Layout::from_size_align(capacity, PAGE).ok()?;
-        // SAFETY: `layout` has a non-zero size (at least one page).
-        let ptr = NonNull::new(unsafe { alloc::alloc_zeroed(layout) })?;
+        let capacity = capacity.max(1).checked_next_multiple_of(PAGE)?;
+        // SAFETY: a fresh anonymous mapping; it aliases nothing, and the result is checked.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                capacity,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return None;
+        }
+        let ptr = NonNull::new(ptr.cast::<u8>())?;
         Some(Pool {
             ptr,
             capacity,
@@ -178,7 +192,7 @@ impl Pool {
         // SAFETY: `phys + region.len <= capacity` (checked by `phys`), so the range lies inside
         // the allocation; the region is not lent (the caller holds its `Region` token, which
         // `lend` consumes), so nothing writes these bytes while the shared borrow of `self`
-        // lives; the allocation is zero-initialised, so every byte is initialised.
+        // lives; the mapping is zero-filled, so every byte is initialised.
         unsafe {
             std::slice::from_raw_parts(self.ptr.as_ptr().add(phys + range.start), range.len())
         }
@@ -252,10 +266,9 @@ impl Drop for Pool {
             // may still write here: leak the memory rather than free it under the kernel.
             return;
         }
-        let layout = Layout::from_size_align(self.capacity, PAGE).expect("checked at allocation");
-        // SAFETY: allocated in `with_capacity` with this same layout, freed once, and no loan is
-        // out (`lent == 0`), so neither the kernel nor any token can reach it any more.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) }
+        // SAFETY: mapped in `with_capacity` with this length, unmapped once, and no loan is out
+        // (`lent == 0`), so neither the kernel nor any token can reach it any more.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.capacity) };
     }
 }
 

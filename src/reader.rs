@@ -88,7 +88,7 @@ impl<'a> SequentialFileReader<'a> {
         };
         let ring_config = RingConfig {
             depth: config.queue_depth,
-            register: config.registered_buffers,
+            register: config.registered_buffers.unwrap_or(config.direct_io),
             io_workers: config.io_workers,
         };
         let io: Box<dyn Io<'a> + 'a> = match config.backend {

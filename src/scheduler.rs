@@ -374,7 +374,9 @@ impl<'a> Engine<'a> {
                 if idx > 0 && self.queue.open_here >= self.limits.max_open {
                     break;
                 }
-                self.open_entry(idx);
+                if !self.open_entry(idx) {
+                    break;
+                }
                 continue;
             }
             let len = (entry.end - entry.next_read).min(self.limits.read_size as u64) as usize;
@@ -423,8 +425,12 @@ impl<'a> Engine<'a> {
     }
 
     /// Opens and sizes the file at `idx`, or records why it cannot be read.
-    fn open_entry(&mut self, idx: usize) {
+    ///
+    /// Returns `false` where the process is out of descriptors (`EMFILE`/`ENFILE`) while the
+    /// reader holds some: the file stays queued, and the reader keeps fewer open from then on.
+    fn open_entry(&mut self, idx: usize) -> bool {
         let direct = self.limits.direct;
+        let open_here = self.queue.open_here;
         let entry = self.queue.get_mut(idx).expect("index from the queue");
         match self.io.open(&entry.source, direct) {
             Ok(opened) => {
@@ -445,11 +451,16 @@ impl<'a> Engine<'a> {
                     self.queue.release_fd(idx);
                 }
             }
+            Err(e) if idx > 0 && open_here > 0 && is_out_of_descriptors(&e) => {
+                self.limits.max_open = open_here;
+                return false;
+            }
             Err(e) => {
                 entry.error = Some(Box::new(e));
                 self.stats.files_failed += 1;
             }
         }
+        true
     }
 
     fn handle_done(&mut self) {
@@ -668,6 +679,11 @@ impl<'a> Engine<'a> {
     pub(crate) fn pool(&self) -> &Pool {
         &self.pool
     }
+}
+
+fn is_out_of_descriptors(e: &Error) -> bool {
+    matches!(e, Error::Open { source, .. }
+        if matches!(source.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)))
 }
 
 /// Wraps a failure of the backend itself (not of one file's read) so it names the operation.

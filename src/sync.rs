@@ -14,7 +14,7 @@ use crate::builder::Backend;
 use crate::error::{Error, FileName};
 use crate::queue::{FdRef, Source};
 use crate::scheduler::{Io, Opened, ReadDone, ReadReq};
-use crate::uring::fadvise_willneed;
+use crate::uring::{clear_nonblock, fadvise_willneed};
 
 /// Reads with `pread`, one at a time, when the consumer waits.
 #[derive(Debug, Default)]
@@ -112,7 +112,13 @@ pub(crate) fn open_source<'a>(source: &Source<'a>, direct: bool) -> Result<Opene
         Source::Path(p) => FileName::Path(p.to_path_buf()),
         _ => FileName::of_fd(fd.raw()),
     };
-    let size = file_size(fd.file()).map_err(|e| match e {
+    let size = file_size(fd.file()).and_then(|size| {
+        if opened_here {
+            clear_nonblock(fd.file()).map_err(SizeError::Io)?;
+        }
+        Ok(size)
+    });
+    let size = size.map_err(|e| match e {
         SizeError::NotAFile(kind) => Error::NotAFile { path: name(), kind },
         SizeError::Io(source) => Error::Open {
             path: name(),
@@ -129,6 +135,10 @@ pub(crate) fn open_source<'a>(source: &Source<'a>, direct: bool) -> Result<Opene
 
 /// Opens a path read-only, close-on-exec, with `O_NOATIME` where the kernel permits it and
 /// `O_DIRECT` where asked and the filesystem permits it. Returns whether `O_DIRECT` is on.
+///
+/// Also `O_NONBLOCK`, so that opening a FIFO with no writer does not hang: `open_source`
+/// clears it once the file is known to be a regular file or block device (io_uring would
+/// otherwise fail reads that must wait for the disk with `EAGAIN`).
 pub(crate) fn open_path(path: &Path, direct: bool) -> io::Result<(File, bool)> {
     let open = |flags: i32| {
         OpenOptions::new()
@@ -136,7 +146,7 @@ pub(crate) fn open_path(path: &Path, direct: bool) -> io::Result<(File, bool)> {
             .custom_flags(flags | libc::O_CLOEXEC)
             .open(path)
     };
-    let mut flags = libc::O_NOATIME | if direct { libc::O_DIRECT } else { 0 };
+    let mut flags = libc::O_NOATIME | libc::O_NONBLOCK | if direct { libc::O_DIRECT } else { 0 };
     loop {
         match open(flags) {
             Ok(f) => return Ok((f, flags & libc::O_DIRECT != 0)),

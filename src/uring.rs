@@ -325,3 +325,15 @@ pub(crate) fn fadvise_willneed(file: &File, offset: u64, len: u64) {
     // SAFETY: a plain syscall on a descriptor `file` keeps open; it touches no memory of ours.
     unsafe { libc::posix_fadvise(file.as_raw_fd(), offset, len, libc::POSIX_FADV_WILLNEED) };
 }
+
+/// Clears `O_NONBLOCK` on a descriptor the reader opened (see `sync::open_path`).
+pub(crate) fn clear_nonblock(file: &File) -> io::Result<()> {
+    let fd = file.as_raw_fd();
+    // SAFETY: plain fcntl calls on a descriptor `file` keeps open; no memory is passed.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
