@@ -1,0 +1,344 @@
+//! A bad file fails alone: its error names it, it keeps failing until the reader moves on,
+//! and the files around it read exactly.
+
+mod common;
+
+use std::fs::File;
+use std::io::{self, BufRead, ErrorKind, Read};
+use std::os::fd::OwnedFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::*;
+use readahead::SequentialFileReader;
+
+/// Good files to put around a bad one.
+fn good_files() -> (Files, Vec<Vec<u8>>) {
+    let files = make_files(&[70_000, 0, 5000]);
+    let want = oracle_all(&files.paths);
+    (files, want)
+}
+
+/// Queues a path; its error may come out of `add_path_to_prefetch` (then it names the path
+/// and the file is not queued) or out of reading it. Returns whether it was queued.
+fn add_path(r: &mut SequentialFileReader<'_>, path: &Path) -> bool {
+    match r.add_path_to_prefetch(path) {
+        Ok(()) => true,
+        Err(e) => {
+            assert_names(&e, &path.display().to_string());
+            false
+        }
+    }
+}
+
+/// Asserts an error's message contains `needle`, and that it carries a `readahead::Error`
+/// saying the same.
+#[track_caller]
+fn assert_names(e: &io::Error, needle: &str) {
+    let msg = e.to_string();
+    assert!(
+        msg.contains(needle),
+        "error {msg:?} does not name {needle:?}"
+    );
+    let inner = inner_error(e).unwrap_or_else(|| panic!("no readahead::Error in {e:?}"));
+    assert!(inner.to_string().contains(needle), "{inner}");
+}
+
+/// Reads good, bad, good, good, bad (the bad one twice) and checks the bad one fails as
+/// `check` says while every good one reads exactly.
+fn check_bad_path(bad: &Path, check: impl Fn(&io::Error)) {
+    let (files, want) = good_files();
+    for (name, b) in configs() {
+        let mut r = b.build().unwrap();
+        let mut expect: Vec<Option<&[u8]>> = Vec::new();
+        add_path(&mut r, &files.paths[0]);
+        expect.push(Some(&want[0]));
+        if add_path(&mut r, bad) {
+            expect.push(None);
+        }
+        add_path(&mut r, &files.paths[1]);
+        expect.push(Some(&want[1]));
+        add_path(&mut r, &files.paths[2]);
+        expect.push(Some(&want[2]));
+        if add_path(&mut r, bad) {
+            expect.push(None);
+        }
+        let got = read_all_files(&mut r);
+        assert_eq!(got.len(), expect.len(), "{name}");
+        for (i, (g, e)) in got.iter().zip(&expect).enumerate() {
+            match (g, e) {
+                (Ok(g), Some(w)) => assert_bytes_eq(g, w, &format!("{name}: file #{i}")),
+                (Err(err), None) => {
+                    assert_names(err, &bad.display().to_string());
+                    check(err);
+                }
+                (Ok(g), None) => panic!("{name}: file #{i}: {} bytes from a bad file", g.len()),
+                (Err(err), Some(_)) => panic!("{name}: file #{i}: {err}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn a_missing_path_fails_alone_and_names_the_path() {
+    let dir = tempdir();
+    let missing = dir.path().join("no such file");
+    check_bad_path(&missing, |e| {
+        assert_eq!(e.kind(), ErrorKind::NotFound, "{e}")
+    });
+}
+
+#[test]
+fn a_directory_fails_alone_and_names_the_path() {
+    let dir = tempdir();
+    let sub = dir.path().join("a directory");
+    std::fs::create_dir(&sub).unwrap();
+    check_bad_path(&sub, |e| {
+        assert!(e.to_string().contains("directory"), "{e}");
+    });
+}
+
+#[test]
+fn a_unix_socket_path_fails_alone_and_names_the_path() {
+    let dir = tempdir();
+    let sock = dir.path().join("sock");
+    let _listener = UnixListener::bind(&sock).unwrap();
+    check_bad_path(&sock, |_| {});
+}
+
+#[test]
+fn a_character_device_path_fails_alone_and_names_the_path() {
+    check_bad_path(Path::new("/dev/null"), |_| {});
+}
+
+#[test]
+fn a_file_without_read_permission_fails_alone_and_names_the_path() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        eprintln!("skipping permissions: root reads every file");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempdir();
+    let locked = make_file(dir.path(), "locked", 100);
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+    check_bad_path(&locked, |e| {
+        assert_eq!(e.kind(), ErrorKind::PermissionDenied, "{e}")
+    });
+}
+
+/// Reads good, bad, good through each config, with `bad` made fresh for each reader, and
+/// checks the bad one's error mentions `needle`.
+fn check_bad_file(make_bad: impl Fn() -> File, needle: &str) {
+    let (files, want) = good_files();
+    for (name, b) in configs() {
+        for owned in [false, true] {
+            let bad = make_bad();
+            let mut r = b.clone().build().unwrap();
+            r.add_path_to_prefetch(&files.paths[0]).unwrap();
+            if owned {
+                r.add_owned_file_to_prefetch(bad.try_clone().unwrap(), u64::MAX)
+                    .unwrap();
+            } else {
+                r.add_file_to_prefetch(&bad, u64::MAX).unwrap();
+            }
+            r.add_path_to_prefetch(&files.paths[2]).unwrap();
+            let got = read_all_files(&mut r);
+            let name = format!("{name} owned={owned}");
+            assert_eq!(got.len(), 3, "{name}");
+            assert_bytes_eq(got[0].as_ref().unwrap(), &want[0], &name);
+            let err = got[1].as_ref().expect_err("the bad file fails");
+            assert_names(err, needle);
+            assert_bytes_eq(got[2].as_ref().unwrap(), &want[2], &name);
+        }
+    }
+}
+
+#[test]
+fn a_write_only_descriptor_fails_alone_and_names_its_path() {
+    let dir = tempdir();
+    let target = make_file(dir.path(), "write only", 10_000);
+    let needle = target.display().to_string();
+    check_bad_file(
+        || File::options().write(true).open(&target).unwrap(),
+        &needle,
+    );
+}
+
+fn pipe_file() -> File {
+    let (reader, writer) = io::pipe().unwrap();
+    // Keep the write end open so that a read would block rather than see EOF.
+    std::mem::forget(writer);
+    File::from(OwnedFd::from(reader))
+}
+
+#[test]
+fn a_pipe_given_as_a_file_fails_alone() {
+    check_bad_file(pipe_file, "pipe");
+}
+
+#[test]
+fn a_socket_given_as_a_file_fails_alone() {
+    check_bad_file(
+        || {
+            let (a, b) = UnixStream::pair().unwrap();
+            std::mem::forget(b);
+            File::from(OwnedFd::from(a))
+        },
+        "socket",
+    );
+}
+
+#[test]
+fn a_directory_given_as_a_file_fails_alone_and_names_its_path() {
+    let dir = tempdir();
+    let sub = dir.path().join("opened dir");
+    std::fs::create_dir(&sub).unwrap();
+    let needle = sub.display().to_string();
+    check_bad_file(|| File::open(&sub).unwrap(), &needle);
+}
+
+#[test]
+fn after_an_error_the_file_keeps_failing_until_the_reader_moves_on() {
+    let (files, want) = good_files();
+    let missing = files.dir.path().join("missing");
+    for (name, b) in configs() {
+        let mut r = b.build().unwrap();
+        r.add_path_to_prefetch(&files.paths[0]).unwrap();
+        if !add_path(&mut r, &missing) {
+            continue; // Failed at queuing: nothing to read.
+        }
+        r.add_path_to_prefetch(&files.paths[2]).unwrap();
+        assert_bytes_eq(&rest_of_file(&mut r).unwrap(), &want[0], &name);
+        assert!(r.move_to_next_file().unwrap());
+        for round in 0..4 {
+            let e = r.fill_buf().unwrap_err();
+            assert_names(&e, "missing");
+            let e = r.read(&mut [0; 10]).unwrap_err();
+            assert_names(&e, "missing");
+            let e = r.read_exact(&mut [0; 10]).unwrap_err();
+            assert_names(&e, "missing");
+            let e = r.read_to_end(&mut Vec::new()).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::NotFound, "{name}: round {round}");
+            r.consume(10);
+            assert_eq!(r.file_offset(), 0, "{name}");
+        }
+        assert!(r.move_to_next_file().unwrap(), "{name}");
+        assert_bytes_eq(&rest_of_file(&mut r).unwrap(), &want[2], &name);
+        assert!(!r.move_to_next_file().unwrap());
+    }
+}
+
+#[test]
+fn many_bad_paths_in_a_row_then_good_ones() {
+    let (files, want) = good_files();
+    let bad: Vec<PathBuf> = (0..100)
+        .map(|i| files.dir.path().join(format!("missing {i}")))
+        .collect();
+    for (name, b) in configs() {
+        let mut r = b.clone().max_open_files(4).build().unwrap();
+        let mut queued_bad = 0;
+        for p in &bad {
+            queued_bad += add_path(&mut r, p) as usize;
+        }
+        for p in &files.paths {
+            r.add_path_to_prefetch(p).unwrap();
+        }
+        let got = read_all_files(&mut r);
+        assert_eq!(got.len(), queued_bad + 3, "{name}");
+        for (i, g) in got[..queued_bad].iter().enumerate() {
+            let e = g.as_ref().expect_err("missing");
+            assert_names(e, &bad[i].display().to_string());
+        }
+        let good: Vec<Vec<u8>> = got[queued_bad..]
+            .iter()
+            .map(|g| g.as_ref().unwrap().clone())
+            .collect();
+        assert_files_eq(&good, &want, &name);
+    }
+}
+
+#[test]
+fn activating_a_bad_file_gives_its_error_and_moving_on_works() {
+    let (files, want) = good_files();
+    let good = File::open(&files.paths[2]).unwrap();
+    for (name, b) in configs() {
+        let bad = pipe_file();
+        let mut r = b.build().unwrap();
+        r.add_path_to_prefetch(&files.paths[0]).unwrap();
+        r.add_file_to_prefetch(&bad, u64::MAX).unwrap();
+        r.add_file_to_prefetch(&good, u64::MAX).unwrap();
+        r.activate_file(&bad, u64::MAX).unwrap();
+        assert_names(&r.fill_buf().unwrap_err(), "pipe");
+        // Activating it again (it failed, so it starts again) fails the same way.
+        r.activate_file(&bad, u64::MAX).unwrap();
+        assert_names(&r.fill_buf().unwrap_err(), "pipe");
+        assert!(r.move_to_next_file().unwrap(), "{name}");
+        assert_bytes_eq(&rest_of_file(&mut r).unwrap(), &want[2], &name);
+    }
+}
+
+/// The path of a new FIFO in `dir`.
+fn mkfifo(dir: &Path) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    let path = dir.join("fifo");
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path.
+    let rc = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+    assert_eq!(rc, 0, "mkfifo: {}", io::Error::last_os_error());
+    path
+}
+
+/// A FIFO queued by path is "a pipe": it must fail alone like any unseekable file, not block
+/// the reader until some writer opens it.
+#[test]
+fn a_fifo_path_fails_alone_without_blocking() {
+    let (files, want) = good_files();
+    let fifo = mkfifo(files.dir.path());
+    for (name, b) in configs() {
+        let (tx, rx) = mpsc::channel();
+        let (paths, fifo2) = (files.paths.clone(), fifo.clone());
+        std::thread::spawn(move || {
+            let mut r = b.build().unwrap();
+            r.add_path_to_prefetch(&paths[0]).unwrap();
+            let queued = add_path(&mut r, &fifo2);
+            r.add_path_to_prefetch(&paths[2]).unwrap();
+            let got: Vec<Result<Vec<u8>, String>> = read_all_files(&mut r)
+                .into_iter()
+                .map(|g| g.map_err(|e| e.to_string()))
+                .collect();
+            let _ = tx.send((queued, got));
+        });
+        let Ok((queued, got)) = rx.recv_timeout(Duration::from_secs(5)) else {
+            // Unblock the stuck open(2) by opening the write end, so the thread can finish.
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags_nonblock()
+                .open(&fifo);
+            panic!("{name}: reading past a FIFO path blocked for 5 s");
+        };
+        let mut i = 0;
+        assert_bytes_eq(got[i].as_ref().unwrap(), &want[0], &name);
+        i += 1;
+        if queued {
+            let e = got[i].as_ref().expect_err("a FIFO fails");
+            assert!(e.contains(&fifo.display().to_string()), "{e}");
+            i += 1;
+        }
+        assert_bytes_eq(got[i].as_ref().unwrap(), &want[2], &name);
+    }
+}
+
+/// `O_NONBLOCK` on an `OpenOptions`, so that opening a FIFO's write end never waits.
+trait NonBlock {
+    fn custom_flags_nonblock(&mut self) -> &mut Self;
+}
+
+impl NonBlock for std::fs::OpenOptions {
+    fn custom_flags_nonblock(&mut self) -> &mut Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        self.custom_flags(libc::O_NONBLOCK)
+    }
+}

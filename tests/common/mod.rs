@@ -1,0 +1,230 @@
+//! Helpers shared by the integration tests: one builder per backend to test, files with
+//! position- and file-dependent content, the `std::fs::read` oracle, and the documented read
+//! loop.
+//!
+//! Not every test file uses every helper.
+#![allow(dead_code)]
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use readahead::{Backend, ReaderBuilder, SequentialFileReader};
+use tempfile::TempDir;
+
+/// The backends to test here: `Sync` always, `IoUring` only where the kernel allows it (the
+/// reason it is skipped goes to stderr; a refused io_uring never fails a test).
+pub fn backends() -> Vec<Backend> {
+    let mut out = vec![Backend::Sync];
+    match readahead::io_uring_available() {
+        Ok(()) => out.push(Backend::IoUring),
+        Err(e) => eprintln!("skipping io_uring: {e}"),
+    }
+    out
+}
+
+/// A default builder per backend to test (see [`backends`]), with the backend's name.
+pub fn builders() -> Vec<(Backend, ReaderBuilder)> {
+    backends()
+        .into_iter()
+        .map(|b| (b, SequentialFileReader::builder().backend(b)))
+        .collect()
+}
+
+/// Per backend to test: the default pool, and a small one (see [`small_pool`]) where the next
+/// files are read ahead while the current one ends and reads wait for the consumer. Each with
+/// a name for messages.
+pub fn configs() -> Vec<(String, ReaderBuilder)> {
+    builders()
+        .into_iter()
+        .flat_map(|(name, b)| {
+            [
+                (format!("{name:?} default"), b.clone()),
+                (format!("{name:?} 64K/4K"), small_pool(b)),
+            ]
+        })
+        .collect()
+}
+
+/// A small pool, so that reads wrap around it and wait for the consumer often.
+pub fn small_pool(b: ReaderBuilder) -> ReaderBuilder {
+    b.buffer_size(64 << 10).read_size(4 << 10)
+}
+
+/// A fresh seed per file made in this process, so that no two files have the same bytes.
+pub fn next_seed() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+fn splitmix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// `len` bytes that depend on `seed` and on their position: every 8-byte word is a hash of
+/// (seed, word index), so bytes from another file or another offset do not match.
+pub fn content(seed: u64, len: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len + 8);
+    let base = splitmix64(seed);
+    let mut word = 0u64;
+    while out.len() < len {
+        out.extend_from_slice(
+            &splitmix64(base ^ word.wrapping_mul(0xD6E8_FEB8_6659_FD93)).to_le_bytes(),
+        );
+        word += 1;
+    }
+    out.truncate(len);
+    out
+}
+
+/// Writes a file of `len` bytes with content of its own at `dir/name`.
+pub fn make_file(dir: &Path, name: &str, len: usize) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, content(next_seed(), len)).expect("write a test file");
+    path
+}
+
+/// A temporary directory (on the real filesystem under the target directory's temp dir)
+/// and files in it, in order.
+#[derive(Debug)]
+pub struct Files {
+    pub dir: TempDir,
+    pub paths: Vec<PathBuf>,
+}
+
+impl Files {
+    /// The files opened read-only, in order.
+    pub fn open_all(&self) -> Vec<File> {
+        self.paths
+            .iter()
+            .map(|p| File::open(p).expect("open a test file"))
+            .collect()
+    }
+}
+
+/// A fresh temporary directory.
+pub fn tempdir() -> TempDir {
+    tempfile::tempdir().expect("make a temporary directory")
+}
+
+/// A temporary directory for thousands of small files: on tmpfs (`/dev/shm`) where there is
+/// one, since creating a file takes about a millisecond on some disks, else as [`tempdir`].
+pub fn tempdir_for_many_files() -> TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(dir) = tempfile::tempdir_in(shm) {
+            return dir;
+        }
+    }
+    tempdir()
+}
+
+/// Files of these sizes, named `000000`, `000001`, ..., each with content of its own.
+pub fn make_files(sizes: &[usize]) -> Files {
+    let dir = tempdir();
+    let paths = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| make_file(dir.path(), &format!("{i:06}"), len))
+        .collect();
+    Files { dir, paths }
+}
+
+/// The oracle: the file's bytes as `std::fs::read` sees them, cut at `limit`.
+pub fn oracle(path: &Path, limit: u64) -> Vec<u8> {
+    let mut bytes = std::fs::read(path).expect("oracle read");
+    if let Ok(limit) = usize::try_from(limit) {
+        bytes.truncate(limit);
+    }
+    bytes
+}
+
+/// The oracle for every path, read whole.
+pub fn oracle_all(paths: &[PathBuf]) -> Vec<Vec<u8>> {
+    paths.iter().map(|p| oracle(p, u64::MAX)).collect()
+}
+
+/// Reads every queued file with the documented loop
+/// `loop { r.read_to_end(&mut v)?; use(&v); if !r.move_to_next_file()? { break } }`,
+/// but keeps each file's error instead of stopping at the first.
+///
+/// Like the documented loop, a reader with nothing queued yields one empty file.
+pub fn read_all_files(r: &mut SequentialFileReader<'_>) -> Vec<io::Result<Vec<u8>>> {
+    let mut out = Vec::new();
+    loop {
+        let mut v = Vec::new();
+        out.push(r.read_to_end(&mut v).map(|_| v));
+        match r.move_to_next_file() {
+            Ok(true) => {}
+            Ok(false) => break,
+            Err(e) => {
+                out.push(Err(e));
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// Unwraps every file of [`read_all_files`], naming the file that failed.
+pub fn read_all_ok(r: &mut SequentialFileReader<'_>) -> Vec<Vec<u8>> {
+    read_all_files(r)
+        .into_iter()
+        .enumerate()
+        .map(|(i, res)| res.unwrap_or_else(|e| panic!("file #{i}: {e}")))
+        .collect()
+}
+
+/// Asserts two lists of file contents are equal, reporting the first difference briefly
+/// (files can be MiBs; `assert_eq!` on them would print it all).
+#[track_caller]
+pub fn assert_files_eq(got: &[Vec<u8>], want: &[Vec<u8>], what: &str) {
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "{what}: {} files read, {} expected",
+        got.len(),
+        want.len()
+    );
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_bytes_eq(g, w, &format!("{what}: file #{i}"));
+    }
+}
+
+/// Asserts two byte strings are equal, reporting lengths and the first differing offset.
+#[track_caller]
+pub fn assert_bytes_eq(got: &[u8], want: &[u8], what: &str) {
+    if got == want {
+        return;
+    }
+    let first = got.iter().zip(want).position(|(a, b)| a != b);
+    panic!(
+        "{what}: got {} bytes, want {}; first difference at {:?}",
+        got.len(),
+        want.len(),
+        first
+    );
+}
+
+/// Reads the current file to its end with `read_to_end`.
+pub fn rest_of_file(r: &mut SequentialFileReader<'_>) -> io::Result<Vec<u8>> {
+    let mut v = Vec::new();
+    r.read_to_end(&mut v)?;
+    Ok(v)
+}
+
+/// The number of descriptors this process has open.
+pub fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .expect("list /proc/self/fd")
+        .count()
+}
+
+/// The `readahead::Error` inside an `io::Error` from reading, if it carries one.
+pub fn inner_error(e: &io::Error) -> Option<&readahead::Error> {
+    e.get_ref()?.downcast_ref::<readahead::Error>()
+}

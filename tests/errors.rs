@@ -1,0 +1,214 @@
+//! Configuration errors name the setting; backends are what was asked for; read errors are
+//! `io::Error`s carrying a `readahead::Error` that names the file.
+
+mod common;
+
+use std::io::{BufRead, ErrorKind, Read};
+use std::os::fd::OwnedFd;
+
+use common::*;
+use readahead::{Backend, Error, FileName, SequentialFileReader};
+
+/// The message of a builder that must not build, checked to name `setting`.
+#[track_caller]
+fn refused(b: readahead::ReaderBuilder, setting: &str) -> String {
+    let err = b.build().expect_err("an invalid configuration builds");
+    let msg = err.to_string();
+    assert!(msg.contains(setting), "{msg:?} does not name {setting}");
+    assert!(
+        matches!(&err, Error::InvalidConfig { what, .. } if *what == setting),
+        "{err:?}"
+    );
+    assert!(!msg.ends_with('.'), "{msg:?}: no trailing period");
+    assert_eq!(io_kind(err), ErrorKind::InvalidInput);
+    msg
+}
+
+fn io_kind(e: Error) -> ErrorKind {
+    std::io::Error::from(e).kind()
+}
+
+#[test]
+fn zero_sizes_are_refused_and_named() {
+    for (_, b) in builders() {
+        refused(b.clone().buffer_size(0), "buffer_size");
+        refused(b.clone().read_size(0), "read_size");
+        refused(b.clone().queue_depth(0), "queue_depth");
+        refused(b.clone().max_open_files(0), "max_open_files");
+    }
+}
+
+#[test]
+fn a_pool_smaller_than_one_aligned_read_is_refused() {
+    for (_, b) in builders() {
+        let msg = refused(b.clone().buffer_size(4096).read_size(4097), "buffer_size");
+        assert!(msg.contains("4097"), "{msg}: says which read");
+        refused(
+            b.clone().buffer_size(64 << 10).read_size(65 << 10),
+            "buffer_size",
+        );
+        // A read takes at least a page of the pool.
+        refused(b.clone().buffer_size(1).read_size(1), "buffer_size");
+        refused(b.clone().buffer_size(4095).read_size(100), "buffer_size");
+        // Direct reads are rounded up to 4 KiB: 5000 needs 8192.
+        refused(
+            b.clone().direct_io(true).buffer_size(8191).read_size(5000),
+            "buffer_size",
+        );
+    }
+}
+
+#[test]
+fn sizes_beyond_what_can_work_are_refused() {
+    for (_, b) in builders() {
+        refused(b.clone().read_size(usize::MAX), "read_size");
+        refused(
+            b.clone().buffer_size(usize::MAX).read_size(4096),
+            "buffer_size",
+        );
+        refused(b.clone().queue_depth(u32::MAX), "queue_depth");
+    }
+}
+
+#[test]
+fn the_smallest_valid_configs_build_and_read() {
+    let files = make_files(&[10_000, 3]);
+    let want = oracle_all(&files.paths);
+    for (backend, b) in builders() {
+        for b in [
+            b.clone().buffer_size(4096).read_size(1),
+            b.clone().buffer_size(4096).read_size(4096),
+            b.clone().buffer_size(4096).read_size(1).queue_depth(1),
+            b.clone().max_open_files(1).io_workers(1),
+            b.clone().registered_buffers(false),
+        ] {
+            let what = format!("{backend:?}: {b:?}");
+            let mut r = b.build().unwrap_or_else(|e| panic!("{what}: {e}"));
+            for p in &files.paths {
+                r.add_path_to_prefetch(p).unwrap();
+            }
+            assert_files_eq(&read_all_ok(&mut r), &want, &what);
+        }
+    }
+}
+
+#[test]
+fn each_backend_is_what_was_asked_for_and_never_auto() {
+    let sync = SequentialFileReader::builder()
+        .backend(Backend::Sync)
+        .build()
+        .unwrap();
+    assert_eq!(sync.backend(), Backend::Sync);
+
+    let auto = SequentialFileReader::builder()
+        .backend(Backend::Auto)
+        .build()
+        .unwrap();
+    assert_ne!(auto.backend(), Backend::Auto);
+    assert_ne!(
+        SequentialFileReader::new().unwrap().backend(),
+        Backend::Auto
+    );
+
+    let uring = SequentialFileReader::builder()
+        .backend(Backend::IoUring)
+        .build();
+    match readahead::io_uring_available() {
+        Ok(()) => {
+            assert_eq!(uring.unwrap().backend(), Backend::IoUring);
+            assert_eq!(auto.backend(), Backend::IoUring, "Auto prefers io_uring");
+        }
+        Err(reason) => {
+            eprintln!("skipping io_uring: {reason}");
+            let err = uring.expect_err("io_uring is refused, so IoUring cannot build");
+            assert!(matches!(err, Error::IoUringUnavailable { .. }), "{err:?}");
+            assert!(err.to_string().contains("io_uring"), "{err}");
+            assert_eq!(auto.backend(), Backend::Sync);
+        }
+    }
+}
+
+#[test]
+fn the_default_backend_is_auto() {
+    assert_eq!(Backend::default(), Backend::Auto);
+}
+
+#[test]
+fn error_is_send_sync_static_and_an_error() {
+    fn assert_bounds<T: Send + Sync + 'static + std::error::Error>() {}
+    assert_bounds::<Error>();
+}
+
+#[test]
+fn a_read_error_carries_a_readahead_error_naming_the_path() {
+    let dir = tempdir();
+    let missing = dir.path().join("missing file");
+    for (backend, b) in builders() {
+        let mut r = b.build().unwrap();
+        if let Err(e) = r.add_path_to_prefetch(&missing) {
+            // Failing at queuing is allowed: the same checks apply.
+            check_missing(&e, &missing);
+            continue;
+        }
+        let e = r.fill_buf().unwrap_err();
+        check_missing(&e, &missing);
+        let e = r.read(&mut [0; 1]).unwrap_err();
+        check_missing(&e, &missing);
+        assert!(!r.move_to_next_file().unwrap(), "{backend:?}");
+    }
+}
+
+fn check_missing(e: &std::io::Error, missing: &std::path::Path) {
+    assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+    let inner = inner_error(e).unwrap_or_else(|| panic!("no readahead::Error in {e:?}"));
+    match inner {
+        Error::Open { path, source } => {
+            assert_eq!(path, &FileName::Path(missing.to_path_buf()));
+            assert_eq!(source.kind(), ErrorKind::NotFound);
+        }
+        other => panic!("expected Error::Open, got {other:?}"),
+    }
+    assert!(
+        e.to_string().contains(&missing.display().to_string()),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_pipe_error_is_not_a_file_of_kind_pipe() {
+    for (backend, b) in builders() {
+        let (reader, writer) = std::io::pipe().unwrap();
+        let pipe = std::fs::File::from(OwnedFd::from(reader));
+        let mut r = b.build().unwrap();
+        r.add_file_to_prefetch(&pipe, u64::MAX).unwrap();
+        let e = r.fill_buf().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{backend:?}: {e}");
+        match inner_error(&e) {
+            Some(Error::NotAFile { kind, .. }) => assert_eq!(*kind, "pipe"),
+            other => panic!("{backend:?}: expected Error::NotAFile, got {other:?}"),
+        }
+        drop(writer);
+    }
+}
+
+#[test]
+fn errors_display_lowercase_without_a_trailing_period() {
+    let dir = tempdir();
+    let mut msgs = vec![SequentialFileReader::builder()
+        .buffer_size(0)
+        .build()
+        .unwrap_err()
+        .to_string()];
+    let mut r = SequentialFileReader::builder()
+        .backend(Backend::Sync)
+        .build()
+        .unwrap();
+    r.add_path_to_prefetch(dir.path().join("x")).unwrap_or(());
+    if let Err(e) = r.fill_buf() {
+        msgs.push(inner_error(&e).unwrap().to_string());
+    }
+    for m in msgs {
+        assert!(m.starts_with(|c: char| c.is_lowercase()), "{m:?}");
+        assert!(!m.ends_with('.'), "{m:?}");
+    }
+}

@@ -1,0 +1,141 @@
+//! Any number of queued paths, whatever `ulimit -n` is: paths are opened only as the
+//! read-ahead reaches them, at most `max_open_files` at a time.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use common::*;
+use readahead::Backend;
+
+/// `n` files of 0 to 64 bytes in one directory (on tmpfs where there is one).
+fn small_files(n: usize) -> Files {
+    let dir = tempdir_for_many_files();
+    let paths = (0..n)
+        .map(|i| make_file(dir.path(), &format!("{i:06}"), i * 7 % 65))
+        .collect();
+    Files { dir, paths }
+}
+
+/// 20 000 queued paths of 20 000 files, in a scrambled order.
+#[test]
+fn twenty_thousand_paths_with_sixteen_open_at_most() {
+    let start = Instant::now();
+    let files = small_files(20_000);
+    eprintln!("made 20000 files in {:?}", start.elapsed());
+    let want = oracle_all(&files.paths);
+    let order: Vec<usize> = (0..20_000).map(|i| i * 7919 % 20_000).collect();
+    for (backend, b) in builders() {
+        let start = Instant::now();
+        let mut r = b.max_open_files(16).build().unwrap();
+        for &i in &order {
+            r.add_path_to_prefetch(&files.paths[i]).unwrap();
+        }
+        let got = read_all_ok(&mut r);
+        let expect: Vec<Vec<u8>> = order.iter().map(|&i| want[i].clone()).collect();
+        assert_files_eq(&got, &expect, &format!("{backend:?}"));
+        let stats = r.stats();
+        assert_eq!(stats.files_failed, 0, "{backend:?}");
+        assert!(stats.files_opened >= 20_000, "{backend:?}: {stats:?}");
+        eprintln!("{backend:?}: read 20000 paths in {:?}", start.elapsed());
+    }
+}
+
+#[test]
+fn open_descriptors_stay_within_max_open_files() {
+    let files = small_files(2000);
+    let want = oracle_all(&files.paths);
+    for (backend, b) in builders() {
+        for cap in [1usize, 3] {
+            let before = open_fds();
+            let mut r = b.clone().max_open_files(cap).build().unwrap();
+            for p in &files.paths {
+                r.add_path_to_prefetch(p).unwrap();
+            }
+            // Tests on other threads open files too, so this bound is loose: it catches a
+            // reader that opens every queued path, not one over by a few.
+            assert!(
+                open_fds() < before + 200,
+                "{backend:?}: {} descriptors open after queuing",
+                open_fds() - before
+            );
+            let got = read_all_ok(&mut r);
+            assert_files_eq(&got, &want, &format!("{backend:?} cap {cap}"));
+        }
+    }
+}
+
+/// Set in the child process that runs [`child_reads_100k_paths_under_nofile_256`].
+const CHILD_ENV: &str = "READAHEAD_TEST_LOW_NOFILE_CHILD";
+const CHILD_TEST: &str = "child_reads_100k_paths_under_nofile_256";
+const CHILD_DONE: &str = "child: read every path";
+
+/// Lowers `RLIMIT_NOFILE` in a child process (never in this one, whose other tests run on
+/// parallel threads) and queues 100 000 paths there.
+#[test]
+fn a_hundred_thousand_paths_under_a_nofile_limit_of_256() {
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new(exe)
+        .env(CHILD_ENV, "1")
+        .args(["--exact", CHILD_TEST, "--nocapture", "--test-threads", "1"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "child failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    assert!(
+        stdout.contains(CHILD_DONE) || stderr.contains(CHILD_DONE),
+        "the child did not run its test\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    eprint!("{stderr}");
+}
+
+/// Does its work only in the child process started by the test above.
+#[test]
+fn child_reads_100k_paths_under_nofile_256() {
+    if std::env::var_os(CHILD_ENV).is_none() {
+        return;
+    }
+    let limit = libc::rlimit {
+        rlim_cur: 256,
+        rlim_max: 256,
+    };
+    // SAFETY: setrlimit reads the struct we pass; this process runs only this test.
+    let rc = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
+    assert_eq!(rc, 0, "setrlimit: {}", std::io::Error::last_os_error());
+
+    let start = Instant::now();
+    let files = small_files(1000);
+    let want = oracle_all(&files.paths);
+    // 100 000 entries: every file 100 times, in a scrambled order.
+    let order: Vec<usize> = (0..100_000).map(|i| i * 7919 % 1000).collect();
+    let queued: Vec<&PathBuf> = order.iter().map(|&i| &files.paths[i]).collect();
+    for (backend, b) in builders() {
+        let mut r = b.build().unwrap();
+        for p in &queued {
+            r.add_path_to_prefetch(p).unwrap();
+        }
+        let got = read_all_files(&mut r);
+        assert_eq!(got.len(), order.len(), "{backend:?}");
+        for (n, (g, &i)) in got.iter().zip(&order).enumerate() {
+            let g = g
+                .as_ref()
+                .unwrap_or_else(|e| panic!("{backend:?}: entry {n}: {e}"));
+            assert_bytes_eq(g, &want[i], &format!("{backend:?}: entry {n}"));
+        }
+        eprintln!(
+            "{backend:?}: 100000 paths under ulimit -n 256 in {:?}",
+            start.elapsed()
+        );
+        if backend == Backend::IoUring {
+            assert_eq!(r.backend(), Backend::IoUring);
+        }
+    }
+    println!("{CHILD_DONE}");
+}

@@ -1,0 +1,96 @@
+//! Paths are opened read-only, close-on-exec and with `O_NOATIME` (so a scan writes nothing),
+//! and with `O_DIRECT` where asked and the filesystem allows it.
+
+mod common;
+
+use std::fs::File;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use common::*;
+
+/// The `flags:` of every descriptor of this process open on `path` (from
+/// `/proc/self/fdinfo`).
+fn flags_of_fds_on(path: &Path) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        let Ok(target) = std::fs::read_link(entry.path()) else {
+            continue;
+        };
+        if target != path {
+            continue;
+        }
+        let fd = entry.file_name();
+        let info = std::fs::read_to_string(Path::new("/proc/self/fdinfo").join(&fd));
+        let Ok(info) = info else { continue };
+        let flags = info
+            .lines()
+            .find_map(|l| l.strip_prefix("flags:"))
+            .map(|f| i32::from_str_radix(f.trim(), 8).unwrap())
+            .unwrap();
+        out.push(flags);
+    }
+    out
+}
+
+#[test]
+fn queued_paths_are_opened_read_only_cloexec_noatime() {
+    let files = make_files(&[100_000, 10]);
+    let path = files.paths[0].canonicalize().unwrap();
+    for (backend, b) in builders() {
+        for direct in [false, true] {
+            let mut r = b.clone().direct_io(direct).build().unwrap();
+            r.add_path_to_prefetch(&path).unwrap();
+            r.add_path_to_prefetch(&files.paths[1]).unwrap();
+            // The front file is opened as soon as it is queued, and stays open while its
+            // reads are in flight.
+            let flags = flags_of_fds_on(&path);
+            assert_eq!(flags.len(), 1, "{backend:?}: one descriptor on the file");
+            let f = flags[0];
+            let what = format!("{backend:?} direct={direct}: flags {f:o}");
+            assert_eq!(f & libc::O_ACCMODE, libc::O_RDONLY, "{what}");
+            assert_ne!(f & libc::O_CLOEXEC, 0, "{what}: O_CLOEXEC");
+            // O_NOATIME is refused only for files of other owners; these are ours.
+            assert_ne!(f & libc::O_NOATIME, 0, "{what}: O_NOATIME");
+            // The temporary directory is on a disk filesystem that allows O_DIRECT.
+            assert_eq!(f & libc::O_DIRECT != 0, direct, "{what}: O_DIRECT");
+            assert_files_eq(&read_all_ok(&mut r), &oracle_all(&files.paths), &what);
+            drop(r);
+            assert!(flags_of_fds_on(&path).is_empty(), "{what}: closed");
+        }
+    }
+}
+
+#[test]
+fn a_scan_leaves_access_times_alone() {
+    let files = make_files(&[5000, 0, 70_000]);
+    let want = oracle_all(&files.paths);
+    // An access time well before the modification time: `relatime` would update it on read.
+    let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+    let set_old = |p: &Path| {
+        let f = File::options().write(true).open(p).unwrap();
+        f.set_times(std::fs::FileTimes::new().set_accessed(old))
+            .unwrap();
+    };
+    let atime = |p: &Path| std::fs::metadata(p).unwrap().accessed().unwrap();
+    for (backend, b) in builders() {
+        for p in &files.paths {
+            set_old(p);
+        }
+        let mut r = b.build().unwrap();
+        for p in &files.paths {
+            r.add_path_to_prefetch(p).unwrap();
+        }
+        assert_files_eq(&read_all_ok(&mut r), &want, "scan");
+        drop(r);
+        for p in &files.paths {
+            assert_eq!(atime(p), old, "{backend:?}: {} was touched", p.display());
+        }
+    }
+    // The check means something: a plain read does update the access time here.
+    set_old(&files.paths[0]);
+    std::fs::read(&files.paths[0]).unwrap();
+    if atime(&files.paths[0]) == old {
+        eprintln!("note: this filesystem does not update access times at all (noatime)");
+    }
+}
