@@ -258,3 +258,137 @@ fn activating_then_reading_with_fill_buf_and_moving_on() {
         assert!(!r.move_to_next_file().unwrap(), "{name}");
     }
 }
+
+mod model {
+    //! Random sequences of queuing, reading, moving on and activating, against a model of
+    //! the queue: a list of (file, limit) and the offset in the front one.
+
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        Add(usize, u64),
+        Read(usize),
+        Consume(usize),
+        Move,
+        Activate(usize, u64),
+    }
+
+    /// A few limits, so that activations often find their entry.
+    fn limit() -> impl Strategy<Value = u64> {
+        prop_oneof![Just(u64::MAX), Just(5000u64), Just(0u64), Just(70_001u64)]
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            3 => (0..4usize, limit()).prop_map(|(f, l)| Step::Add(f, l)),
+            3 => (1..=40_000usize).prop_map(Step::Read),
+            2 => (1..=40_000usize).prop_map(Step::Consume),
+            1 => Just(Step::Move),
+            2 => (0..4usize, limit()).prop_map(|(f, l)| Step::Activate(f, l)),
+        ]
+    }
+
+    struct Fixture {
+        _files: Files,
+        opened: Vec<File>,
+        want: Vec<Vec<u8>>,
+    }
+
+    fn fixture() -> &'static Fixture {
+        static FIXTURE: std::sync::OnceLock<Fixture> = std::sync::OnceLock::new();
+        FIXTURE.get_or_init(|| {
+            let (files, opened, want) = four();
+            Fixture {
+                _files: files,
+                opened,
+                want,
+            }
+        })
+    }
+
+    fn run(steps: &[Step]) {
+        let fx = fixture();
+        let bytes = |f: usize, limit: u64| -> &[u8] {
+            let w = &fx.want[f];
+            &w[..w.len().min(usize::try_from(limit).unwrap_or(usize::MAX))]
+        };
+        let direct = configs()
+            .into_iter()
+            .map(|(name, b)| (format!("{name} direct"), b.direct_io(true)));
+        for (name, b) in configs().into_iter().chain(direct) {
+            let mut r = b.build().unwrap();
+            let mut queue: std::collections::VecDeque<(usize, u64)> = Default::default();
+            let mut at = 0usize;
+            for (n, s) in steps.iter().enumerate() {
+                let what = format!("{name}: step {n} {s:?}");
+                match *s {
+                    Step::Add(f, l) => {
+                        r.add_file_to_prefetch(&fx.opened[f], l).unwrap();
+                        queue.push_back((f, l));
+                    }
+                    Step::Read(len) => {
+                        let rest = queue.front().map_or(&[][..], |&(f, l)| &bytes(f, l)[at..]);
+                        let k = len.min(rest.len());
+                        let mut buf = vec![0; k];
+                        r.read_exact(&mut buf)
+                            .unwrap_or_else(|e| panic!("{what}: {e}"));
+                        assert_bytes_eq(&buf, &rest[..k], &what);
+                        at += k;
+                    }
+                    Step::Consume(len) => {
+                        let rest = queue.front().map_or(&[][..], |&(f, l)| &bytes(f, l)[at..]);
+                        let avail = r.fill_buf().unwrap();
+                        assert_eq!(avail.is_empty(), rest.is_empty(), "{what}");
+                        let k = avail.len().min(len);
+                        assert_bytes_eq(&avail[..k], &rest[..k], &what);
+                        r.consume(k);
+                        at += k;
+                    }
+                    Step::Move => {
+                        queue.pop_front();
+                        at = 0;
+                        assert_eq!(r.move_to_next_file().unwrap(), !queue.is_empty(), "{what}");
+                    }
+                    Step::Activate(f, l) => {
+                        r.activate_file(&fx.opened[f], l).unwrap();
+                        match queue.iter().position(|&e| e == (f, l)) {
+                            Some(i) => {
+                                queue.drain(..i);
+                            }
+                            None => {
+                                queue.clear();
+                                queue.push_back((f, l));
+                            }
+                        }
+                        at = 0;
+                    }
+                }
+                assert_eq!(r.file_offset(), at as u64, "{what}: file_offset");
+            }
+            // What is left: the rest of the front file, then the queued files whole.
+            let mut rest: Vec<Vec<u8>> = queue.iter().map(|&(f, l)| bytes(f, l).to_vec()).collect();
+            if let Some(first) = rest.first_mut() {
+                first.drain(..at);
+            }
+            if rest.is_empty() {
+                rest.push(Vec::new()); // The read loop's one empty file on an empty reader.
+            }
+            assert_files_eq(&read_all_ok(&mut r), &rest, &format!("{name}: the rest"));
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 32,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn random_steps_match_the_model(steps in prop::collection::vec(step(), 1..40)) {
+            run(&steps);
+        }
+    }
+}

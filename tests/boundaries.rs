@@ -250,3 +250,47 @@ fn consume_zero_changes_nothing() {
         assert_bytes_eq(&rest_of_file(&mut r).unwrap(), &want[0], &name);
     }
 }
+
+#[test]
+fn lines_stop_at_the_end_of_each_file() {
+    let dir = tempdir();
+    let texts = [
+        "first\nsecond\nno newline at the end",
+        "",
+        "\n\nthird file\n",
+        "x",
+    ];
+    let paths: Vec<_> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let p = dir.path().join(format!("{i}.txt"));
+            std::fs::write(&p, t).unwrap();
+            p
+        })
+        .collect();
+    for (name, b) in configs() {
+        let mut r = b.build().unwrap();
+        for p in &paths {
+            r.add_path_to_prefetch(p).unwrap();
+        }
+        for (i, t) in texts.iter().enumerate() {
+            let got: Vec<String> = (&mut r).lines().map(Result::unwrap).collect();
+            let want: Vec<&str> = t.lines().collect();
+            assert_eq!(got, want, "{name}: file #{i}");
+            assert_eq!(r.move_to_next_file().unwrap(), i + 1 < texts.len());
+        }
+        // read_until and read_to_string stop there too.
+        for p in &paths {
+            r.add_path_to_prefetch(p).unwrap();
+        }
+        let mut line = Vec::new();
+        r.read_until(b'\n', &mut line).unwrap();
+        assert_eq!(line, b"first\n", "{name}");
+        let mut rest = String::new();
+        r.read_to_string(&mut rest).unwrap();
+        assert_eq!(rest, "second\nno newline at the end", "{name}");
+        line.clear();
+        assert_eq!(r.read_until(b'\n', &mut line).unwrap(), 0, "{name}");
+    }
+}

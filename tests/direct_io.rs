@@ -24,7 +24,12 @@ fn configs() -> Vec<(String, ReaderBuilder)> {
                 // Rounded up to 8 KiB reads.
                 (
                     format!("{backend:?} direct 64K/5000"),
-                    b.buffer_size(64 * KIB).read_size(5000),
+                    b.clone().buffer_size(64 * KIB).read_size(5000),
+                ),
+                // Registered by default with direct I/O; plain reads too.
+                (
+                    format!("{backend:?} direct unregistered 64K/4K"),
+                    small_pool(b).registered_buffers(false),
                 ),
             ]
         })

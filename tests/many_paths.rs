@@ -137,5 +137,24 @@ fn child_reads_100k_paths_under_nofile_256() {
             assert_eq!(r.backend(), Backend::IoUring);
         }
     }
+    // A cap above the limit, and reads deep enough to reach it: the reader runs out of
+    // descriptors and must keep fewer open, not fail files.
+    for (backend, b) in builders() {
+        let mut r = b.max_open_files(100_000).queue_depth(4096).build().unwrap();
+        for p in &queued[..3000] {
+            r.add_path_to_prefetch(p).unwrap();
+        }
+        let got = read_all_files(&mut r);
+        assert_eq!(got.len(), 3000, "{backend:?}");
+        for (n, (g, &i)) in got.iter().zip(&order).enumerate() {
+            let what = format!("{backend:?} over the limit: entry {n}");
+            let g = g.as_ref().unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_bytes_eq(g, &want[i], &what);
+        }
+        let stats = r.stats();
+        assert_eq!(stats.files_failed, 0, "{backend:?}");
+        // Every in-flight read holds its file open, so the limit bounds them.
+        assert!(stats.peak_in_flight < 256, "{backend:?}: {stats:?}");
+    }
     println!("{CHILD_DONE}");
 }

@@ -61,6 +61,11 @@ fn paths_of_edge_sizes_come_out_in_order() {
         }
         assert_files_eq(&read_all_ok(&mut r), &want, &name);
         assert!(!r.move_to_next_file().unwrap(), "{name}: nothing left");
+        let total: u64 = want.iter().map(|w| w.len() as u64).sum();
+        let stats = r.stats();
+        assert_eq!(stats.bytes_consumed, total, "{name}: {stats:?}");
+        assert!(stats.bytes_read >= total, "{name}: {stats:?}");
+        assert_eq!(stats.files_failed, 0, "{name}: {stats:?}");
     }
 }
 
