@@ -151,6 +151,13 @@ impl Pool {
         if len > self.capacity {
             return None;
         }
+        if self.live.is_empty() {
+            // Nothing is live: start again at the allocation's start, so a region of up to the
+            // whole capacity fits without waiting for a skipped end to come back.
+            let cap = self.capacity as u64;
+            self.alloc_pos = self.alloc_pos.next_multiple_of(cap);
+            self.free_pos = self.alloc_pos;
+        }
         let phys = (self.alloc_pos % self.capacity as u64) as usize;
         let start = if phys + len > self.capacity {
             self.alloc_pos + (self.capacity - phys) as u64
@@ -300,14 +307,33 @@ mod tests {
     #[test]
     fn a_region_never_wraps() {
         let mut p = Pool::with_capacity(4 * PAGE).unwrap();
-        let a = p.alloc(3 * PAGE).unwrap();
+        let a = p.alloc(2 * PAGE).unwrap();
+        let b = p.alloc(PAGE).unwrap();
         p.free(a);
-        // One page at the end is free, but a two-page region must skip it and start at 0.
-        let b = p.alloc(2 * PAGE).unwrap();
-        assert_eq!(p.phys(&b), 0);
-        assert_eq!(p.used(), 3 * PAGE);
+        // One page is free at the end and two at the start: a two-page region skips the end.
+        let c = p.alloc(2 * PAGE).unwrap();
+        assert_eq!(p.phys(&c), 0);
+        assert_eq!(p.used(), 4 * PAGE, "the skipped page counts until b is back");
         p.free(b);
+        assert_eq!(p.used(), 2 * PAGE);
+        p.free(c);
         assert_eq!(p.used(), 0);
+    }
+
+    #[test]
+    fn an_empty_pool_fits_a_region_of_its_whole_size() {
+        let mut p = Pool::with_capacity(4 * PAGE).unwrap();
+        let a = p.alloc(PAGE).unwrap();
+        p.free(a);
+        // Three pages are free after the first, one before it: only a restart at 0 fits four.
+        let b = p.alloc(4 * PAGE).unwrap();
+        assert_eq!(p.phys(&b), 0);
+        p.free(b);
+        let c = p.alloc(3 * PAGE).unwrap();
+        let d = p.alloc(PAGE).unwrap();
+        assert!(p.alloc(1).is_none());
+        p.free(c);
+        p.free(d);
     }
 
     #[test]

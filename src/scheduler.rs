@@ -507,21 +507,24 @@ impl<'a> Engine<'a> {
             chunk.filled = chunk.from + n;
             debug_assert!(chunk.filled <= chunk.want);
             let to_end = entry.end.saturating_sub(chunk.offset);
-            if chunk.filled < chunk.want && (chunk.filled as u64) < to_end {
-                // A short read before the end: read the rest into the same region. O_DIRECT
-                // needs an aligned offset, so it may read a few bytes again.
+            let short = chunk.filled < chunk.want && (chunk.filled as u64) < to_end;
+            // O_DIRECT reads come back short only at the end of the file, and a read
+            // continued from an unaligned offset would be refused: the file ends there.
+            let at_end = entry.direct && chunk.filled % DIRECT_ALIGN != 0;
+            if short && !at_end {
+                // A short read before the end: read the rest into the same region.
                 self.stats.short_reads += 1;
-                chunk.from = if entry.direct {
-                    chunk.filled / DIRECT_ALIGN * DIRECT_ALIGN
-                } else {
-                    chunk.filled
-                };
+                chunk.from = chunk.filled;
                 let fd = entry.fd.clone().expect("open while reads are in flight");
                 self.resubmit(i, region, fd);
                 return;
             }
             chunk.region = Some(region);
             entry.in_flight -= 1;
+            if short {
+                entry.end = entry.end.min(chunk.offset + chunk.filled as u64);
+                self.drop_chunks_after(i);
+            }
         } else {
             let region = if result < 0 {
                 match self.retry(i, result, region, read_fd.raw()) {

@@ -14,7 +14,7 @@ use crate::builder::Backend;
 use crate::error::{Error, FileName};
 use crate::queue::{FdRef, Source};
 use crate::scheduler::{Io, Opened, ReadDone, ReadReq};
-use crate::uring::{clear_nonblock, fadvise_willneed};
+use crate::uring::{clear_nonblock, fadvise_willneed, status_flags};
 
 /// Reads with `pread`, one at a time, when the consumer waits.
 #[derive(Debug, Default)]
@@ -165,7 +165,9 @@ pub(crate) fn open_path(path: &Path, direct: bool) -> io::Result<(File, bool)> {
 
 /// A second descriptor with `O_DIRECT` for a file handed in, where asked and permitted.
 fn reopen_direct<'a>(file: &File, direct: bool) -> Option<(FdRef<'a>, bool, bool)> {
-    if !direct {
+    // A descriptor not open for reading must fail as it would without direct I/O, not be
+    // reopened for reading.
+    if !direct || !status_flags(file).is_ok_and(|f| f & libc::O_ACCMODE != libc::O_WRONLY) {
         return None;
     }
     let path = format!("/proc/self/fd/{}", file.as_raw_fd());

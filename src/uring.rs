@@ -326,13 +326,21 @@ pub(crate) fn fadvise_willneed(file: &File, offset: u64, len: u64) {
     unsafe { libc::posix_fadvise(file.as_raw_fd(), offset, len, libc::POSIX_FADV_WILLNEED) };
 }
 
+/// The descriptor's status flags (`fcntl(F_GETFL)`): access mode, `O_NONBLOCK`, ...
+pub(crate) fn status_flags(file: &File) -> io::Result<i32> {
+    // SAFETY: a plain fcntl on a descriptor `file` keeps open; no memory is passed.
+    let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(flags)
+}
+
 /// Clears `O_NONBLOCK` on a descriptor the reader opened (see `sync::open_path`).
 pub(crate) fn clear_nonblock(file: &File) -> io::Result<()> {
-    let fd = file.as_raw_fd();
-    // SAFETY: plain fcntl calls on a descriptor `file` keeps open; no memory is passed.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    // SAFETY: as above.
-    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+    let flags = status_flags(file)?;
+    // SAFETY: a plain fcntl on a descriptor `file` keeps open; no memory is passed.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())

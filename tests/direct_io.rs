@@ -198,7 +198,6 @@ fn direct_io_reads_many_small_files_between_large_ones() {
 /// A file cut to an unaligned size while queued yields a prefix of what it held, at least what
 /// it still holds, and then ends: with O_DIRECT the last read is short of a whole block.
 #[test]
-#[ignore = "bug: with direct_io, a file truncated to an unaligned size while queued makes fill_buf loop forever re-reading its last block"]
 fn direct_io_file_truncated_to_an_unaligned_size_while_queued() {
     use std::io::Read;
     use std::sync::mpsc;
@@ -248,7 +247,6 @@ fn direct_io_file_truncated_to_an_unaligned_size_while_queued() {
 /// A descriptor opened write-only cannot be read: direct I/O must not change that by
 /// reopening the file read-only through `/proc/self/fd`.
 #[test]
-#[ignore = "bug: with direct_io, a write-only File handed in is reopened read-only via /proc/self/fd and read, while without direct_io it fails (EBADF)"]
 fn direct_io_does_not_read_through_a_write_only_descriptor() {
     let files = make_files(&[10_000, 100]);
     let want = oracle(&files.paths[1], u64::MAX);

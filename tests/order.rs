@@ -322,7 +322,6 @@ fn new_reader_with_defaults_reads_in_order() {
 /// A read as large as the whole pool is allowed by `build()`, so it must work whatever the
 /// files before it left the pool's position at.
 #[test]
-#[ignore = "bug: with read_size > buffer_size / 2, a read that fits the empty pool only by wrapping fails with \"no read could be issued\""]
 fn read_size_equal_to_buffer_size_reads_every_file() {
     let files = make_files(&[100, 64 * KIB, 8193, 200_000, 64 * KIB - 1]);
     let want = oracle_all(&files.paths);
@@ -340,7 +339,6 @@ fn read_size_equal_to_buffer_size_reads_every_file() {
 /// After a 40 KiB file the free run is 60 KiB at the end and 40 KiB at the start, and the
 /// pool is empty once the 40 KiB file is consumed.
 #[test]
-#[ignore = "bug: with read_size > buffer_size / 2, a read that fits the empty pool only by wrapping fails with \"no read could be issued\""]
 fn read_size_over_half_the_pool_reads_every_file() {
     let files = make_files(&[40 * KIB, 64 * KIB, 40 * KIB, 300_000]);
     let want = oracle_all(&files.paths);
