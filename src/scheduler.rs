@@ -510,7 +510,7 @@ impl<'a> Engine<'a> {
             let short = chunk.filled < chunk.want && (chunk.filled as u64) < to_end;
             // O_DIRECT reads come back short only at the end of the file, and a read
             // continued from an unaligned offset would be refused: the file ends there.
-            let at_end = entry.direct && chunk.filled % DIRECT_ALIGN != 0;
+            let at_end = entry.direct && !chunk.filled.is_multiple_of(DIRECT_ALIGN);
             if short && !at_end {
                 // A short read before the end: read the rest into the same region.
                 self.stats.short_reads += 1;
