@@ -313,7 +313,11 @@ mod tests {
         // One page is free at the end and two at the start: a two-page region skips the end.
         let c = p.alloc(2 * PAGE).unwrap();
         assert_eq!(p.phys(&c), 0);
-        assert_eq!(p.used(), 4 * PAGE, "the skipped page counts until b is back");
+        assert_eq!(
+            p.used(),
+            4 * PAGE,
+            "the skipped page counts until b is back"
+        );
         p.free(b);
         assert_eq!(p.used(), 2 * PAGE);
         p.free(c);
