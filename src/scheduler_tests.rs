@@ -126,6 +126,17 @@ impl<'a> Io<'a> for Scripted<'a> {
     }
 }
 
+/// A source where every read of `len` bytes at `offset` fails with `errno`, and others succeed.
+fn fail_at(offset: u64, len: usize, errno: i32) -> Scripted<'static> {
+    Scripted::new(move |c| {
+        if c.offset == offset && c.len == len {
+            Act::Fail(errno)
+        } else {
+            Act::Full
+        }
+    })
+}
+
 /// Bytes that tell files and offsets apart, all below 0x80 (so never [`POISON`]).
 fn content(file: usize, len: usize) -> Vec<u8> {
     (0..len)
@@ -279,17 +290,7 @@ fn eof_in_the_middle_of_a_region_ends_the_file_there() {
 #[test]
 fn an_error_fails_its_file_alone_naming_path_and_offset() {
     let f = files(&[10_000, 20_000, 3000]);
-    let mut e = engine(
-        Scripted::new(|c| {
-            if c.offset == 8192 && c.len == 8192 {
-                Act::Fail(libc::EIO)
-            } else {
-                Act::Full
-            }
-        }),
-        64 << 10,
-        8192,
-    );
+    let mut e = engine(fail_at(8192, 8192, libc::EIO), 64 << 10, 8192);
     queue_paths(&mut e, &f);
     // File 1's second region fails; its first region is delivered, then the error.
     let mut first = Vec::new();
@@ -353,17 +354,7 @@ fn passing_errors_are_retried() {
 #[test]
 fn retries_are_bounded() {
     let f = files(&[5000, 100]);
-    let mut e = engine(
-        Scripted::new(|c| {
-            if c.offset == 0 && c.len == 5000 {
-                Act::Fail(libc::EAGAIN)
-            } else {
-                Act::Full
-            }
-        }),
-        64 << 10,
-        8192,
-    );
+    let mut e = engine(fail_at(0, 5000, libc::EAGAIN), 64 << 10, 8192);
     queue_paths(&mut e, &f);
     let got = read_all(&mut e);
     assert!(got[0].as_ref().unwrap_err().contains("offset 0"));
