@@ -21,10 +21,7 @@ fn four() -> (Files, Vec<File>, Vec<Vec<u8>>) {
 fn activating_a_queued_file_drops_the_files_ahead_of_it() {
     let (_files, f, want) = four();
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        for file in &f {
-            r.add_file_to_prefetch(file, u64::MAX).unwrap();
-        }
+        let mut r = reader_over_files(b, &f);
         // Part of the first file read, so that reads are in flight or waiting for all of them.
         r.read_exact(&mut [0; 1000]).unwrap();
         r.activate_file(&f[2], u64::MAX).unwrap();
@@ -37,10 +34,7 @@ fn activating_a_queued_file_drops_the_files_ahead_of_it() {
 fn activating_the_last_queued_file_drops_all_the_others() {
     let (_files, f, want) = four();
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        for file in &f {
-            r.add_file_to_prefetch(file, u64::MAX).unwrap();
-        }
+        let mut r = reader_over_files(b, &f);
         r.activate_file(&f[3], u64::MAX).unwrap();
         assert_files_eq(&read_all_ok(&mut r), &want[3..], &name);
     }
@@ -50,10 +44,7 @@ fn activating_the_last_queued_file_drops_all_the_others() {
 fn activating_the_untouched_front_file_uses_what_was_read_ahead() {
     let (_files, f, want) = four();
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        for file in &f {
-            r.add_file_to_prefetch(file, u64::MAX).unwrap();
-        }
+        let mut r = reader_over_files(b, &f);
         // Wait for the first read to land, without consuming anything.
         let first = r.fill_buf().unwrap().to_vec();
         assert!(!first.is_empty());
@@ -81,10 +72,7 @@ fn activating_a_partly_read_file_starts_it_again_from_byte_zero() {
     let (_files, f, want) = four();
     for (name, b) in configs() {
         for already in [1usize, 4096, 100_000, 150_000] {
-            let mut r = b.clone().build().unwrap();
-            for file in &f {
-                r.add_file_to_prefetch(file, u64::MAX).unwrap();
-            }
+            let mut r = reader_over_files(b.clone(), &f);
             let mut head = vec![0; already];
             r.read_exact(&mut head).unwrap();
             assert_eq!(r.file_offset(), already as u64);
@@ -100,9 +88,7 @@ fn activating_a_partly_read_file_starts_it_again_from_byte_zero() {
 fn activating_a_file_read_to_its_end_starts_it_again() {
     let (_files, f, want) = four();
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        r.add_file_to_prefetch(&f[1], u64::MAX).unwrap();
-        r.add_file_to_prefetch(&f[2], u64::MAX).unwrap();
+        let mut r = reader_over_files(b, &f[1..3]);
         assert_bytes_eq(&rest_of_file(&mut r).unwrap(), &want[1], &name);
         r.activate_file(&f[1], u64::MAX).unwrap();
         assert_eq!(r.file_offset(), 0);
@@ -118,9 +104,7 @@ fn activating_a_file_read_to_its_end_starts_it_again() {
 fn activating_a_file_that_is_not_queued_empties_the_queue() {
     let (_files, f, want) = four();
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        r.add_file_to_prefetch(&f[0], u64::MAX).unwrap();
-        r.add_file_to_prefetch(&f[1], u64::MAX).unwrap();
+        let mut r = reader_over_files(b, &f[..2]);
         r.read_exact(&mut [0; 500]).unwrap();
         r.activate_file(&f[3], u64::MAX).unwrap();
         assert_eq!(r.file_offset(), 0, "{name}");
@@ -173,10 +157,7 @@ fn identity_is_the_descriptor_plus_the_limit() {
 
         // Another descriptor of the same file is another file.
         let dup = f[1].try_clone().unwrap();
-        let mut r = b.clone().build().unwrap();
-        r.add_file_to_prefetch(&f[0], u64::MAX).unwrap();
-        r.add_file_to_prefetch(&f[1], u64::MAX).unwrap();
-        r.add_file_to_prefetch(&f[2], u64::MAX).unwrap();
+        let mut r = reader_over_files(b.clone(), &f[..3]);
         r.activate_file(&dup, u64::MAX).unwrap();
         assert_files_eq(
             &read_all_ok(&mut r),
@@ -190,9 +171,7 @@ fn identity_is_the_descriptor_plus_the_limit() {
 fn a_queued_path_is_not_the_same_file_as_an_open_descriptor() {
     let (files, f, want) = four();
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        r.add_path_to_prefetch(&files.paths[0]).unwrap();
-        r.add_path_to_prefetch(&files.paths[1]).unwrap();
+        let mut r = reader_over(b, &files.paths[..2]);
         r.activate_file(&f[0], u64::MAX).unwrap();
         assert_files_eq(&read_all_ok(&mut r), &want[..1], &name);
     }
@@ -220,10 +199,7 @@ fn activating_the_first_of_two_matching_entries() {
 fn activating_repeatedly_mid_file() {
     let (_files, f, want) = four();
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        for file in &f {
-            r.add_file_to_prefetch(file, u64::MAX).unwrap();
-        }
+        let mut r = reader_over_files(b, &f);
         for round in 0..10 {
             let mut head = vec![0; 777 * (round + 1)];
             r.read_exact(&mut head).unwrap();
@@ -238,21 +214,9 @@ fn activating_repeatedly_mid_file() {
 fn activating_then_reading_with_fill_buf_and_moving_on() {
     let (_files, f, want) = four();
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        for file in &f {
-            r.add_file_to_prefetch(file, u64::MAX).unwrap();
-        }
+        let mut r = reader_over_files(b, &f);
         r.activate_file(&f[1], 10_000).unwrap();
-        let mut got = Vec::new();
-        loop {
-            let avail = r.fill_buf().unwrap();
-            if avail.is_empty() {
-                break;
-            }
-            let n = avail.len().min(333);
-            got.extend_from_slice(&avail[..n]);
-            r.consume(n);
-        }
+        let got = consume_in_sizes(&mut r, &[333]);
         // (f[1], 10_000) was not queued: it is alone.
         assert_bytes_eq(&got, &want[1][..10_000], &name);
         assert!(!r.move_to_next_file().unwrap(), "{name}");

@@ -12,10 +12,7 @@ fn at_the_end_fill_buf_is_empty_and_read_is_zero_until_moving_on() {
     let files = make_files(&[10_000, 5_000]);
     let want = oracle_all(&files.paths);
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
+        let mut r = reader_over(b, &files.paths);
         assert_bytes_eq(&rest_of_file(&mut r).unwrap(), &want[0], &name);
         for _ in 0..5 {
             assert!(r.fill_buf().unwrap().is_empty(), "{name}: fill_buf at end");
@@ -34,10 +31,7 @@ fn a_read_larger_than_the_file_stops_at_its_end() {
     let files = make_files(&[3, 4096, 70_000, 1]);
     let want = oracle_all(&files.paths);
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
+        let mut r = reader_over(b, &files.paths);
         let mut buf = vec![0; 1 << 20];
         for (i, w) in want.iter().enumerate() {
             let mut got = Vec::new();
@@ -63,10 +57,7 @@ fn fill_buf_never_offers_more_than_the_rest_of_the_file() {
     let files = make_files(&[5000, 100, 0, 9000]);
     let want = oracle_all(&files.paths);
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
+        let mut r = reader_over(b, &files.paths);
         for (i, w) in want.iter().enumerate() {
             let mut got = Vec::new();
             loop {
@@ -93,10 +84,7 @@ fn read_exact_past_the_end_is_unexpected_eof_and_the_next_file_is_intact() {
     let files = make_files(&[1000, 2000]);
     let want = oracle_all(&files.paths);
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
+        let mut r = reader_over(b, &files.paths);
         let mut buf = vec![0; 1001];
         let err = r.read_exact(&mut buf).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::UnexpectedEof, "{name}: {err}");
@@ -111,8 +99,7 @@ fn an_empty_read_buffer_reads_nothing_and_loses_nothing() {
     let files = make_files(&[3000]);
     let want = oracle_all(&files.paths);
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        r.add_path_to_prefetch(&files.paths[0]).unwrap();
+        let mut r = reader_over(b, &files.paths);
         assert_eq!(r.read(&mut []).unwrap(), 0, "{name}");
         r.read_exact(&mut []).unwrap();
         assert_eq!(r.file_offset(), 0, "{name}");
@@ -139,9 +126,7 @@ fn the_last_move_returns_false_and_the_reader_can_be_used_again() {
     let files = make_files(&[10, 20, 30]);
     let want = oracle_all(&files.paths);
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        r.add_path_to_prefetch(&files.paths[0]).unwrap();
-        r.add_path_to_prefetch(&files.paths[1]).unwrap();
+        let mut r = reader_over(b, &files.paths[..2]);
         assert_eq!(rest_of_file(&mut r).unwrap(), want[0], "{name}");
         assert!(r.move_to_next_file().unwrap(), "{name}");
         assert_eq!(rest_of_file(&mut r).unwrap(), want[1], "{name}");
@@ -160,10 +145,7 @@ fn moving_on_mid_file_drops_the_rest_and_the_next_file_starts_at_zero() {
     let files = make_files(&[300_000, 100_000, 0, 50_000]);
     let want = oracle_all(&files.paths);
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
+        let mut r = reader_over(b, &files.paths);
         let mut head = vec![0; 12_345];
         r.read_exact(&mut head).unwrap();
         assert_bytes_eq(&head, &want[0][..12_345], &name);
@@ -182,10 +164,7 @@ fn empty_files_are_files() {
     let files = make_files(&[0, 0, 7, 0, 4096, 0]);
     let want = oracle_all(&files.paths);
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
+        let mut r = reader_over(b, &files.paths);
         assert!(r.fill_buf().unwrap().is_empty(), "{name}: first is empty");
         assert_files_eq(&read_all_ok(&mut r), &want, &name);
     }
@@ -195,10 +174,7 @@ fn empty_files_are_files() {
 fn only_empty_files() {
     let files = make_files(&[0; 50]);
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
+        let mut r = reader_over(b, &files.paths);
         assert_files_eq(&read_all_ok(&mut r), &vec![vec![]; 50], &name);
     }
 }
@@ -208,10 +184,7 @@ fn consume_past_what_fill_buf_returned_clamps() {
     let files = make_files(&[20_000, 3000]);
     let want = oracle_all(&files.paths);
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
+        let mut r = reader_over(b, &files.paths);
         let mut got = Vec::new();
         let mut over = [1usize, 4096, usize::MAX].into_iter().cycle();
         loop {
@@ -237,8 +210,7 @@ fn consume_zero_changes_nothing() {
     let files = make_files(&[5000]);
     let want = oracle_all(&files.paths);
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        r.add_path_to_prefetch(&files.paths[0]).unwrap();
+        let mut r = reader_over(b, &files.paths);
         let first = r.fill_buf().unwrap().to_vec();
         r.consume(0);
         assert_eq!(
@@ -270,10 +242,7 @@ fn lines_stop_at_the_end_of_each_file() {
         })
         .collect();
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        for p in &paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
+        let mut r = reader_over(b, &paths);
         for (i, t) in texts.iter().enumerate() {
             let got: Vec<String> = (&mut r).lines().map(Result::unwrap).collect();
             let want: Vec<&str> = t.lines().collect();

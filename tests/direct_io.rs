@@ -65,16 +65,10 @@ fn check_dir(dir: &Path, what: &str) {
     let opened: Vec<File> = paths.iter().map(|p| File::open(p).unwrap()).collect();
     for (name, b) in configs() {
         let name = format!("{what}: {name}");
-        let mut r = b.clone().build().unwrap();
-        for p in &paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
+        let mut r = reader_over(b.clone(), &paths);
         assert_files_eq(&read_all_ok(&mut r), &want, &format!("{name}: paths"));
 
-        let mut r = b.clone().build().unwrap();
-        for f in &opened {
-            r.add_file_to_prefetch(f, u64::MAX).unwrap();
-        }
+        let mut r = reader_over_files(b.clone(), &opened);
         assert_files_eq(&read_all_ok(&mut r), &want, &format!("{name}: borrowed"));
 
         let mut r = b.build().unwrap();
@@ -185,14 +179,7 @@ fn direct_io_reads_many_small_files_between_large_ones() {
         .map(|i| if i % 40 == 0 { 700_001 } else { i * 13 % 9000 })
         .collect();
     let files = make_files(&sizes);
-    let want = oracle_all(&files.paths);
-    for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
-        assert_files_eq(&read_all_ok(&mut r), &want, &name);
-    }
+    assert_reads_paths(configs(), &files.paths);
 }
 
 /// A file cut to an unaligned size while queued yields a prefix of what it held, at least what
@@ -212,10 +199,7 @@ fn direct_io_file_truncated_to_an_unaligned_size_while_queued() {
         let (tx, rx) = mpsc::channel();
         // On a thread, so that a reader that never returns fails the test instead of hanging it.
         std::thread::spawn(move || {
-            let mut r = b.build().unwrap();
-            for p in &paths {
-                r.add_path_to_prefetch(p).unwrap();
-            }
+            let mut r = reader_over(b, &paths);
             let mut got = vec![0; 1000];
             r.read_exact(&mut got).unwrap();
             std::fs::OpenOptions::new()

@@ -76,10 +76,7 @@ fn dropping_after_a_few_bytes_with_paths_queued() {
     let files = big_files();
     let want = oracle(&files.paths[0], 100);
     check_no_leak(50, |name, b| {
-        let mut r = b.build().unwrap();
-        for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
+        let mut r = reader_over(b, &files.paths);
         let mut head = [0; 100];
         r.read_exact(&mut head).unwrap();
         assert_eq!(&head[..], &want[..], "{name}");
@@ -117,10 +114,7 @@ fn dropping_right_after_queuing() {
     let _serial = serial();
     let files = big_files();
     check_no_leak(50, |_, b| {
-        let mut r = b.build().unwrap();
-        for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
+        let mut r = reader_over(b, &files.paths);
         for p in &files.paths {
             r.add_owned_file_to_prefetch(File::open(p).unwrap(), u64::MAX)
                 .unwrap();
@@ -134,10 +128,7 @@ fn dropping_after_moving_on_and_activating() {
     let files = big_files();
     let f = files.open_all();
     check_no_leak(20, |_, b| {
-        let mut r = b.build().unwrap();
-        for file in &f {
-            r.add_file_to_prefetch(file, u64::MAX).unwrap();
-        }
+        let mut r = reader_over_files(b, &f);
         for p in &files.paths {
             r.add_path_to_prefetch(p).unwrap();
         }
@@ -174,10 +165,7 @@ fn dropping_a_fully_read_reader_and_an_unused_one() {
     let files = make_files(&[10, 100_000, 0]);
     let want = oracle_all(&files.paths);
     check_no_leak(10, |name, b| {
-        let mut r = b.clone().build().unwrap();
-        for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
+        let mut r = reader_over(b.clone(), &files.paths);
         assert_files_eq(&read_all_ok(&mut r), &want, name);
         drop(r);
         drop(b.build().unwrap());

@@ -127,15 +127,7 @@ fn limits_are_exact_when_read_in_small_pieces() {
         for limit in [4097u64, 8191, 8192, 33_333] {
             let mut r = b.clone().build().unwrap();
             r.add_file_to_prefetch(&f, limit).unwrap();
-            let mut got = Vec::new();
-            let mut buf = [0; 97];
-            loop {
-                let n = r.read(&mut buf).unwrap();
-                if n == 0 {
-                    break;
-                }
-                got.extend_from_slice(&buf[..n]);
-            }
+            let got = read_in_sizes(&mut r, &[97]);
             assert_bytes_eq(&got, &oracle(&files.paths[0], limit), &name);
             assert_eq!(r.file_offset(), limit, "{name}");
         }
@@ -152,10 +144,7 @@ fn a_file_truncated_while_queued_yields_only_its_bytes() {
         let files = make_files(&[before_len, 5000]);
         let before = oracle(&files.paths[0], u64::MAX);
         let next = oracle(&files.paths[1], u64::MAX);
-        let mut r = b.build().unwrap();
-        for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
+        let mut r = reader_over(b, &files.paths);
         let mut got = vec![0; 1000];
         r.read_exact(&mut got).unwrap();
         OpenOptions::new()
@@ -185,10 +174,7 @@ fn a_file_grown_while_queued_yields_only_its_bytes() {
         let files = make_files(&[3000, 50_000]);
         let first = oracle(&files.paths[0], u64::MAX);
         let before = oracle(&files.paths[1], u64::MAX);
-        let mut r = b.build().unwrap();
-        for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
+        let mut r = reader_over(b, &files.paths);
         let mut got = vec![0; 100];
         r.read_exact(&mut got).unwrap();
         let extra = content(next_seed(), 30_000);

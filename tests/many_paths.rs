@@ -29,10 +29,7 @@ fn twenty_thousand_paths_with_sixteen_open_at_most() {
     let order: Vec<usize> = (0..20_000).map(|i| i * 7919 % 20_000).collect();
     for (backend, b) in builders() {
         let start = Instant::now();
-        let mut r = b.max_open_files(16).build().unwrap();
-        for &i in &order {
-            r.add_path_to_prefetch(&files.paths[i]).unwrap();
-        }
+        let mut r = reader_over(b.max_open_files(16), order.iter().map(|&i| &files.paths[i]));
         let got = read_all_ok(&mut r);
         let expect: Vec<Vec<u8>> = order.iter().map(|&i| want[i].clone()).collect();
         assert_files_eq(&got, &expect, &format!("{backend:?}"));
@@ -50,10 +47,7 @@ fn open_descriptors_stay_within_max_open_files() {
     for (backend, b) in builders() {
         for cap in [1usize, 3] {
             let before = open_fds();
-            let mut r = b.clone().max_open_files(cap).build().unwrap();
-            for p in &files.paths {
-                r.add_path_to_prefetch(p).unwrap();
-            }
+            let mut r = reader_over(b.clone().max_open_files(cap), &files.paths);
             // Tests on other threads open files too, so this bound is loose: it catches a
             // reader that opens every queued path, not one over by a few.
             assert!(
@@ -117,10 +111,7 @@ fn child_reads_100k_paths_under_nofile_256() {
     let order: Vec<usize> = (0..100_000).map(|i| i * 7919 % 1000).collect();
     let queued: Vec<&PathBuf> = order.iter().map(|&i| &files.paths[i]).collect();
     for (backend, b) in builders() {
-        let mut r = b.build().unwrap();
-        for p in &queued {
-            r.add_path_to_prefetch(p).unwrap();
-        }
+        let mut r = reader_over(b, &queued);
         let got = read_all_files(&mut r);
         assert_eq!(got.len(), order.len(), "{backend:?}");
         for (n, (g, &i)) in got.iter().zip(&order).enumerate() {
@@ -140,10 +131,7 @@ fn child_reads_100k_paths_under_nofile_256() {
     // A cap above the limit, and reads deep enough to reach it: the reader runs out of
     // descriptors and must keep fewer open, not fail files.
     for (backend, b) in builders() {
-        let mut r = b.max_open_files(100_000).queue_depth(4096).build().unwrap();
-        for p in &queued[..3000] {
-            r.add_path_to_prefetch(p).unwrap();
-        }
+        let mut r = reader_over(b.max_open_files(100_000).queue_depth(4096), &queued[..3000]);
         let got = read_all_files(&mut r);
         assert_eq!(got.len(), 3000, "{backend:?}");
         for (n, (g, &i)) in got.iter().zip(&order).enumerate() {

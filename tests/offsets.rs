@@ -21,8 +21,7 @@ fn reads_advance_the_offset_by_what_they_return() {
     let files = make_files(&[100_000]);
     let want = oracle(&files.paths[0], u64::MAX);
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        r.add_path_to_prefetch(&files.paths[0]).unwrap();
+        let mut r = reader_over(b, &files.paths);
         assert_eq!(r.file_offset(), 0, "{name}");
         let mut at = 0u64;
         let mut buf = vec![0; 6000];
@@ -43,8 +42,7 @@ fn reads_advance_the_offset_by_what_they_return() {
 fn fill_buf_alone_does_not_move_the_offset_and_consume_does() {
     let files = make_files(&[50_000]);
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        r.add_path_to_prefetch(&files.paths[0]).unwrap();
+        let mut r = reader_over(b, &files.paths);
         let mut at = 0u64;
         loop {
             let n = r.fill_buf().unwrap().len();
@@ -66,10 +64,7 @@ fn fill_buf_alone_does_not_move_the_offset_and_consume_does() {
 fn read_exact_and_read_to_end_advance_the_offset() {
     let files = make_files(&[30_000, 5]);
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
+        let mut r = reader_over(b, &files.paths);
         r.read_exact(&mut [0; 4097]).unwrap();
         assert_eq!(r.file_offset(), 4097, "{name}");
         let mut rest = Vec::new();
@@ -86,10 +81,7 @@ fn read_exact_and_read_to_end_advance_the_offset() {
 fn moving_on_starts_the_next_file_at_zero_and_the_end_is_zero() {
     let files = make_files(&[10_000, 0, 20_000]);
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
+        let mut r = reader_over(b, &files.paths);
         r.read_exact(&mut [0; 5000]).unwrap();
         assert_eq!(r.file_offset(), 5000, "{name}");
         assert!(r.move_to_next_file().unwrap());
@@ -126,9 +118,7 @@ fn activation_sets_the_offset() {
     let files = make_files(&[40_000, 30_000]);
     let f = files.open_all();
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        r.add_file_to_prefetch(&f[0], u64::MAX).unwrap();
-        r.add_file_to_prefetch(&f[1], u64::MAX).unwrap();
+        let mut r = reader_over_files(b, &f);
         r.read_exact(&mut [0; 12_000]).unwrap();
         assert_eq!(r.file_offset(), 12_000, "{name}");
         // Partly read: back to 0.

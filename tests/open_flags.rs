@@ -77,10 +77,7 @@ fn a_scan_leaves_access_times_alone() {
         for p in &files.paths {
             set_old(p);
         }
-        let mut r = b.build().unwrap();
-        for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
+        let mut r = reader_over(b, &files.paths);
         assert_files_eq(&read_all_ok(&mut r), &want, "scan");
         drop(r);
         for p in &files.paths {

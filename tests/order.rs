@@ -4,7 +4,7 @@
 mod common;
 
 use std::fs::File;
-use std::io::{BufRead, Read};
+use std::io::Read;
 
 use common::*;
 use readahead::{ReaderBuilder, SequentialFileReader};
@@ -55,10 +55,7 @@ fn paths_of_edge_sizes_come_out_in_order() {
     let files = make_files(&edge_sizes());
     let want = oracle_all(&files.paths);
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
+        let mut r = reader_over(b, &files.paths);
         assert_files_eq(&read_all_ok(&mut r), &want, &name);
         assert!(!r.move_to_next_file().unwrap(), "{name}: nothing left");
         let total: u64 = want.iter().map(|w| w.len() as u64).sum();
@@ -75,10 +72,7 @@ fn borrowed_files_of_edge_sizes_come_out_in_order() {
     let want = oracle_all(&files.paths);
     let opened = files.open_all();
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        for f in &opened {
-            r.add_file_to_prefetch(f, u64::MAX).unwrap();
-        }
+        let mut r = reader_over_files(b, &opened);
         assert_files_eq(&read_all_ok(&mut r), &want, &name);
     }
 }
@@ -139,11 +133,9 @@ fn files_queued_while_reading_come_out_after_the_others() {
     let files = make_files(&[200_000, 3, 70_000, 0, 12_345]);
     let want = oracle_all(&files.paths);
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        r.add_path_to_prefetch(&files.paths[0]).unwrap();
-        let mut got = Vec::new();
+        let mut r = reader_over(b, &files.paths[..1]);
         let mut next = 1;
-        loop {
+        let got = each_file(&mut r, |r| {
             // Queue the next file halfway through the current one.
             let mut half = vec![0; 1000];
             let n = r.read(&mut half).unwrap();
@@ -153,43 +145,10 @@ fn files_queued_while_reading_come_out_after_the_others() {
                 next += 1;
             }
             r.read_to_end(&mut half).unwrap();
-            got.push(half);
-            if !r.move_to_next_file().unwrap() {
-                break;
-            }
-        }
+            half
+        });
         assert_files_eq(&got, &want, &name);
     }
-}
-
-/// Reads the current file with `read` into buffers of the given sizes, in turn.
-fn read_in_sizes(r: &mut SequentialFileReader<'_>, sizes: &[usize]) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut buf = vec![0; sizes.iter().copied().max().unwrap()];
-    for &len in sizes.iter().cycle() {
-        let n = r.read(&mut buf[..len]).unwrap();
-        assert!(n <= len);
-        if n == 0 && len > 0 {
-            return out;
-        }
-        out.extend_from_slice(&buf[..n]);
-    }
-    unreachable!()
-}
-
-/// Reads the current file with `fill_buf`/`consume`, consuming at most the given sizes in turn.
-fn consume_in_sizes(r: &mut SequentialFileReader<'_>, sizes: &[usize]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for &len in sizes.iter().cycle() {
-        let avail = r.fill_buf().unwrap();
-        if avail.is_empty() {
-            return out;
-        }
-        let n = avail.len().min(len);
-        out.extend_from_slice(&avail[..n]);
-        r.consume(n);
-    }
-    unreachable!()
 }
 
 /// Reads the current file with `read_exact` in the given sizes, then what is left.
@@ -211,44 +170,24 @@ fn read_exact_in_sizes(r: &mut SequentialFileReader<'_>, sizes: &[usize], total:
 
 const ODD: &[usize] = &[1, 7, 4093, 0, 65_537, 3, 4096, 100_003, 2];
 
-#[test]
-fn read_in_odd_sizes_is_exact() {
+/// Reads files of edge sizes with each config, each file with `read_one`, against the oracle.
+fn assert_edge_sizes_read_by(read_one: fn(&mut SequentialFileReader<'_>) -> Vec<u8>) {
     let files = make_files(&edge_sizes());
     let want = oracle_all(&files.paths);
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
-        let mut got = Vec::new();
-        loop {
-            got.push(read_in_sizes(&mut r, ODD));
-            if !r.move_to_next_file().unwrap() {
-                break;
-            }
-        }
+        let got = each_file(&mut reader_over(b, &files.paths), read_one);
         assert_files_eq(&got, &want, &name);
     }
 }
 
 #[test]
+fn read_in_odd_sizes_is_exact() {
+    assert_edge_sizes_read_by(|r| read_in_sizes(r, ODD));
+}
+
+#[test]
 fn fill_buf_and_consume_in_odd_sizes_is_exact() {
-    let files = make_files(&edge_sizes());
-    let want = oracle_all(&files.paths);
-    for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
-        let mut got = Vec::new();
-        loop {
-            got.push(consume_in_sizes(&mut r, ODD));
-            if !r.move_to_next_file().unwrap() {
-                break;
-            }
-        }
-        assert_files_eq(&got, &want, &name);
-    }
+    assert_edge_sizes_read_by(|r| consume_in_sizes(r, ODD));
 }
 
 #[test]
@@ -257,10 +196,7 @@ fn read_exact_in_odd_sizes_is_exact() {
     let want = oracle_all(&files.paths);
     let sizes: Vec<usize> = ODD.iter().copied().filter(|&n| n > 0).collect();
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
+        let mut r = reader_over(b, &files.paths);
         let mut got = Vec::new();
         for w in &want {
             got.push(read_exact_in_sizes(&mut r, &sizes, w.len()));
@@ -277,10 +213,7 @@ fn read_exact_of_a_whole_large_file_in_one_call() {
     let files = make_files(&[3 * MIB + 1, 1]);
     let want = oracle_all(&files.paths);
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
+        let mut r = reader_over(b, &files.paths);
         let mut buf = vec![0; want[0].len()];
         r.read_exact(&mut buf).unwrap();
         assert_bytes_eq(&buf, &want[0], &name);
@@ -298,14 +231,7 @@ fn many_small_files_between_large_ones() {
         })
         .collect();
     let files = make_files(&sizes);
-    let want = oracle_all(&files.paths);
-    for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
-        assert_files_eq(&read_all_ok(&mut r), &want, &name);
-    }
+    assert_reads_paths(configs(), &files.paths);
 }
 
 #[test]
@@ -319,20 +245,23 @@ fn new_reader_with_defaults_reads_in_order() {
     assert_files_eq(&read_all_ok(&mut r), &want, "SequentialFileReader::new");
 }
 
+/// Each backend with a pool of `buffer` bytes read `read` at a time, named `label`.
+fn pools(buffer: usize, read: usize, label: &str) -> Vec<(String, ReaderBuilder)> {
+    builders()
+        .into_iter()
+        .map(|(backend, b)| {
+            let b = b.buffer_size(buffer).read_size(read);
+            (format!("{backend:?} {label}"), b)
+        })
+        .collect()
+}
+
 /// A read as large as the whole pool is allowed by `build()`, so it must work whatever the
 /// files before it left the pool's position at.
 #[test]
 fn read_size_equal_to_buffer_size_reads_every_file() {
     let files = make_files(&[100, 64 * KIB, 8193, 200_000, 64 * KIB - 1]);
-    let want = oracle_all(&files.paths);
-    for (backend, b) in builders() {
-        let name = format!("{backend:?} 64K/64K");
-        let mut r = b.buffer_size(64 * KIB).read_size(64 * KIB).build().unwrap();
-        for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
-        assert_files_eq(&read_all_ok(&mut r), &want, &name);
-    }
+    assert_reads_paths(pools(64 * KIB, 64 * KIB, "64K/64K"), &files.paths);
 }
 
 /// As above with a pool that is not a multiple of the read: 100 KiB with reads of 64 KiB.
@@ -341,19 +270,7 @@ fn read_size_equal_to_buffer_size_reads_every_file() {
 #[test]
 fn read_size_over_half_the_pool_reads_every_file() {
     let files = make_files(&[40 * KIB, 64 * KIB, 40 * KIB, 300_000]);
-    let want = oracle_all(&files.paths);
-    for (backend, b) in builders() {
-        let name = format!("{backend:?} 100K/64K");
-        let mut r = b
-            .buffer_size(100 * KIB)
-            .read_size(64 * KIB)
-            .build()
-            .unwrap();
-        for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
-        assert_files_eq(&read_all_ok(&mut r), &want, &name);
-    }
+    assert_reads_paths(pools(100 * KIB, 64 * KIB, "100K/64K"), &files.paths);
 }
 
 #[test]

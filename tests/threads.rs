@@ -91,10 +91,7 @@ fn a_reader_of_borrowed_files_moves_between_scoped_threads() {
     let want = oracle_all(&files.paths);
     let opened = files.open_all();
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        for f in &opened {
-            r.add_file_to_prefetch(f, u64::MAX).unwrap();
-        }
+        let mut r = reader_over_files(b, &opened);
         let mut got = vec![Vec::new()];
         let mut done = false;
         while !done {
@@ -137,10 +134,7 @@ fn a_reader_moved_mid_file_and_dropped_on_another_thread() {
     let files = make_files(&[2 << 20, 1 << 20]);
     let want = oracle(&files.paths[0], 5000);
     for (name, b) in configs() {
-        let mut r = b.build().unwrap();
-        for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
-        }
+        let mut r = reader_over(b, &files.paths);
         let mut head = vec![0; 5000];
         r.read_exact(&mut head).unwrap();
         assert_bytes_eq(&head, &want, &name);
@@ -163,13 +157,10 @@ fn readers_on_parallel_threads_do_not_mix_bytes() {
             for t in 0..4 {
                 let (b, files, want, name) = (b.clone(), &files, &want, &name);
                 s.spawn(move || {
-                    let mut r = b.build().unwrap();
                     // Each thread its own order of the files.
                     let order: Vec<usize> =
                         (0..SIZES.len()).map(|i| (i + t) % SIZES.len()).collect();
-                    for &i in &order {
-                        r.add_path_to_prefetch(&files.paths[i]).unwrap();
-                    }
+                    let mut r = reader_over(b, order.iter().map(|&i| &files.paths[i]));
                     let got = read_all_ok(&mut r);
                     let expect: Vec<Vec<u8>> = order.iter().map(|&i| want[i].clone()).collect();
                     assert_files_eq(&got, &expect, &format!("{name}: thread {t}"));

@@ -6,7 +6,7 @@
 #![allow(dead_code)]
 
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::{self, BufRead, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -146,6 +146,80 @@ pub fn oracle(path: &Path, limit: u64) -> Vec<u8> {
 /// The oracle for every path, read whole.
 pub fn oracle_all(paths: &[PathBuf]) -> Vec<Vec<u8>> {
     paths.iter().map(|p| oracle(p, u64::MAX)).collect()
+}
+
+/// A reader built from `b` with every path queued, in order.
+pub fn reader_over<'a, P: AsRef<Path>>(
+    b: ReaderBuilder,
+    paths: impl IntoIterator<Item = P>,
+) -> SequentialFileReader<'a> {
+    let mut r = b.build().unwrap();
+    for p in paths {
+        r.add_path_to_prefetch(p).unwrap();
+    }
+    r
+}
+
+/// A reader built from `b` with every file queued borrowed and whole, in order.
+pub fn reader_over_files(b: ReaderBuilder, files: &[File]) -> SequentialFileReader<'_> {
+    let mut r = b.build().unwrap();
+    for f in files {
+        r.add_file_to_prefetch(f, u64::MAX).unwrap();
+    }
+    r
+}
+
+/// The documented loop: `read_one` reads each file in turn until moving on says there is none.
+pub fn each_file(
+    r: &mut SequentialFileReader<'_>,
+    mut read_one: impl FnMut(&mut SequentialFileReader<'_>) -> Vec<u8>,
+) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    loop {
+        got.push(read_one(r));
+        if !r.move_to_next_file().unwrap() {
+            return got;
+        }
+    }
+}
+
+/// Reads the current file with `read` into buffers of the given sizes, in turn.
+pub fn read_in_sizes(r: &mut SequentialFileReader<'_>, sizes: &[usize]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = vec![0; sizes.iter().copied().max().unwrap()];
+    for &len in sizes.iter().cycle() {
+        let n = r.read(&mut buf[..len]).unwrap();
+        assert!(n <= len);
+        if n == 0 && len > 0 {
+            return out;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    unreachable!()
+}
+
+/// Reads the current file with `fill_buf`/`consume`, consuming at most the given sizes in turn.
+pub fn consume_in_sizes(r: &mut SequentialFileReader<'_>, sizes: &[usize]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for &len in sizes.iter().cycle() {
+        let avail = r.fill_buf().unwrap();
+        if avail.is_empty() {
+            return out;
+        }
+        let n = avail.len().min(len);
+        out.extend_from_slice(&avail[..n]);
+        r.consume(n);
+    }
+    unreachable!()
+}
+
+/// Reads every path through each named builder and checks the files against the oracle.
+#[track_caller]
+pub fn assert_reads_paths(configs: Vec<(String, ReaderBuilder)>, paths: &[PathBuf]) {
+    let want = oracle_all(paths);
+    for (name, b) in configs {
+        assert_files_eq(&read_all_ok(&mut reader_over(b, paths)), &want, &name);
+    }
 }
 
 /// Reads every queued file with the documented loop
