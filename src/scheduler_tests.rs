@@ -126,6 +126,11 @@ impl<'a> Io<'a> for Scripted<'a> {
     }
 }
 
+/// A source where each read's first `n` attempts get `act`, and later ones succeed.
+fn first_attempts(n: u32, act: Act) -> Scripted<'static> {
+    Scripted::new(move |c| if c.attempt < n { act } else { Act::Full })
+}
+
 /// A source where every read of `len` bytes at `offset` fails with `errno`, and others succeed.
 fn fail_at(offset: u64, len: usize, errno: i32) -> Scripted<'static> {
     Scripted::new(move |c| {
@@ -240,17 +245,7 @@ fn reads_in_order_across_files() {
 fn short_reads_of_every_length_are_continued() {
     let f = files(&[3 * 4096 + 123, 5000]);
     for short in (1..=300).chain([511, 4095, 4096, 4097, 8191]) {
-        let mut e = engine(
-            Scripted::new(move |c| {
-                if c.attempt == 0 {
-                    Act::Short(short)
-                } else {
-                    Act::Full
-                }
-            }),
-            64 << 10,
-            8192,
-        );
+        let mut e = engine(first_attempts(1, Act::Short(short)), 64 << 10, 8192);
         queue_paths(&mut e, &f);
         assert_exact(&read_all(&mut e), &f.data);
         assert!(e.stats().short_reads > 0, "short {short}");
@@ -334,17 +329,7 @@ fn an_error_fails_its_file_alone_naming_path_and_offset() {
 fn passing_errors_are_retried() {
     for errno in [libc::EINTR, libc::EAGAIN, libc::ECANCELED] {
         let f = files(&[20_000, 100]);
-        let mut e = engine(
-            Scripted::new(move |c| {
-                if c.attempt < 2 {
-                    Act::Fail(errno)
-                } else {
-                    Act::Full
-                }
-            }),
-            64 << 10,
-            8192,
-        );
+        let mut e = engine(first_attempts(2, Act::Fail(errno)), 64 << 10, 8192);
         queue_paths(&mut e, &f);
         assert_exact(&read_all(&mut e), &f.data);
         assert!(e.stats().retries >= 2, "errno {errno}");
