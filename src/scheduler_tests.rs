@@ -350,13 +350,7 @@ fn retries_are_bounded() {
 #[test]
 fn completions_out_of_order() {
     let f = files(&[50_000, 7, 12_345, 0, 70_000]);
-    let mut io = Scripted::new(|c| {
-        if c.attempt == 0 {
-            Act::Short(1000)
-        } else {
-            Act::Full
-        }
-    });
+    let mut io = first_attempts(1, Act::Short(1000));
     io.reverse = true;
     let mut e = engine(io, 32 << 10, 4096);
     queue_paths(&mut e, &f);
