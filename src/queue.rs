@@ -105,6 +105,11 @@ impl<'a> FileEntry<'a> {
         self.error.is_none() && (!self.sized || self.next_read < self.end)
     }
 
+    /// Whether every byte of the file has been asked for.
+    pub(crate) fn all_issued(&self) -> bool {
+        self.sized && self.next_read >= self.end
+    }
+
     /// Whether every byte of the file has been asked for and nothing is in flight.
     pub(crate) fn reads_finished(&self) -> bool {
         self.error.is_some() || (self.sized && self.next_read >= self.end && self.in_flight == 0)

@@ -22,7 +22,7 @@ use std::time::Instant;
 use crate::builder::{Backend, DIRECT_ALIGN};
 use crate::error::Error;
 use crate::pool::{Loan, Pool, Region};
-use crate::queue::{FdRef, FileEntry, Queue, Source};
+use crate::queue::{FdRef, Queue, Source};
 use crate::stats::Stats;
 
 /// How many times a read is retried after `EINTR`, `EAGAIN` or `ECANCELED` before its file
@@ -296,7 +296,7 @@ impl<'a> Engine<'a> {
         if c.file != front.id || c.region.is_none() {
             return;
         }
-        let amt = amt.min(c.valid(front.end) - c.pos);
+        let amt = amt.min(c.valid(front.end).saturating_sub(c.pos));
         c.pos += amt;
         front.consumed += amt as u64;
         self.stats.bytes_consumed += amt as u64;
@@ -696,13 +696,6 @@ fn ring_error(op: &'static str) -> impl FnOnce(io::Error) -> io::Error {
 
 fn front_id(queue: &Queue<'_>) -> u64 {
     queue.front().map_or(u64::MAX, |f| f.id)
-}
-
-impl FileEntry<'_> {
-    /// Whether every byte of the file has been asked for.
-    pub(crate) fn all_issued(&self) -> bool {
-        self.sized && self.next_read >= self.end
-    }
 }
 
 impl std::fmt::Debug for Engine<'_> {
