@@ -183,11 +183,16 @@ impl<'a> Queue<'a> {
         self.files.get_mut(index)
     }
 
-    /// The entry with this id (files are in id order).
-    pub(crate) fn by_id_mut(&mut self, id: u64) -> Option<&mut FileEntry<'a>> {
+    /// The index of the entry with this id (files are in id order).
+    pub(crate) fn index_of(&self, id: u64) -> Option<usize> {
         let first = self.files.front()?.id;
         let i = usize::try_from(id.checked_sub(first)?).ok()?;
-        let e = self.files.get_mut(i)?;
+        (i < self.files.len()).then_some(i)
+    }
+
+    /// The entry with this id.
+    pub(crate) fn by_id_mut(&mut self, id: u64) -> Option<&mut FileEntry<'a>> {
+        let e = self.files.get_mut(self.index_of(id)?)?;
         debug_assert_eq!(e.id, id);
         Some(e)
     }

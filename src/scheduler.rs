@@ -493,9 +493,10 @@ impl<'a> Engine<'a> {
             .binary_search_by_key(&id, |c| c.id)
             .expect("a completion is either an orphan's or a live chunk's");
         let chunk = &mut self.chunks[i];
+        let file = chunk.file;
         let entry = self
             .queue
-            .by_id_mut(chunk.file)
+            .by_id_mut(file)
             .expect("a live chunk's file is queued");
         debug_assert!(
             chunk.region.is_none(),
@@ -552,7 +553,7 @@ impl<'a> Engine<'a> {
             }
             self.drop_chunks_after(i);
         }
-        self.release_if_finished(id);
+        self.release_if_finished(file);
     }
 
     /// Retries a failed read where the error is passing (`None`: resubmitted); gives the
@@ -659,16 +660,11 @@ impl<'a> Engine<'a> {
         self.queue.rewind_all();
     }
 
-    /// Closes the descriptor of the chunk's file if the reader opened it and is done with it.
-    fn release_if_finished(&mut self, chunk_id: u64) {
-        let Ok(i) = self.chunks.binary_search_by_key(&chunk_id, |c| c.id) else {
+    /// Closes the descriptor of file `file` if the reader opened it and is done with it.
+    fn release_if_finished(&mut self, file: u64) {
+        let Some(idx) = self.queue.index_of(file) else {
             return;
         };
-        let file = self.chunks[i].file;
-        let Some(first) = self.queue.front().map(|f| f.id) else {
-            return;
-        };
-        let idx = (file - first) as usize;
         if self
             .queue
             .get_mut(idx)
