@@ -78,6 +78,8 @@ pub(crate) struct Pool {
     alloc_pos: u64,
     free_pos: u64,
     live: VecDeque<Live>,
+    /// Bytes of the live regions, not counting skipped ends.
+    live_bytes: usize,
     lent: usize,
 }
 
@@ -125,6 +127,7 @@ impl Pool {
             alloc_pos: 0,
             free_pos: 0,
             live: VecDeque::new(),
+            live_bytes: 0,
             lent: 0,
         })
     }
@@ -139,6 +142,11 @@ impl Pool {
         (self.alloc_pos - self.free_pos) as usize
     }
 
+    /// Bytes of the live regions: what the read-ahead holds, skipped ends not counted.
+    pub(crate) fn live_bytes(&self) -> usize {
+        self.live_bytes
+    }
+
     /// The whole allocation, for registering it with a ring: (address, length).
     pub(crate) fn as_raw_parts(&self) -> (*mut u8, usize) {
         (self.ptr.as_ptr(), self.capacity)
@@ -146,34 +154,48 @@ impl Pool {
 
     /// Takes a region of at least `len` bytes (rounded up to a page) from the free end, or
     /// `None` if there is not that much room in one run.
+    #[cfg(test)]
     pub(crate) fn alloc(&mut self, len: usize) -> Option<Region> {
+        self.alloc_below(len, self.capacity)
+    }
+
+    /// Like `alloc`, but keeps the region within the first `limit` bytes of the allocation
+    /// where it fits there, skipping to the start instead of going past `limit`. A small
+    /// read-ahead window so cycles through the same few pages, which stay mapped and cached.
+    pub(crate) fn alloc_below(&mut self, len: usize, limit: usize) -> Option<Region> {
         let len = len.max(1).next_multiple_of(PAGE);
         if len > self.capacity {
             return None;
         }
+        let cap = self.capacity as u64;
         if self.live.is_empty() {
             // Nothing is live: start again at the allocation's start, so a region of up to the
             // whole capacity fits without waiting for a skipped end to come back.
-            let cap = self.capacity as u64;
             self.alloc_pos = self.alloc_pos.next_multiple_of(cap);
             self.free_pos = self.alloc_pos;
         }
-        let phys = (self.alloc_pos % self.capacity as u64) as usize;
-        let start = if phys + len > self.capacity {
-            self.alloc_pos + (self.capacity - phys) as u64
+        let wrap_at = if len <= limit {
+            limit.next_multiple_of(PAGE).min(self.capacity)
+        } else {
+            self.capacity
+        };
+        let phys = (self.alloc_pos % cap) as usize;
+        let start = if phys + len > wrap_at {
+            self.alloc_pos.next_multiple_of(cap)
         } else {
             self.alloc_pos
         };
-        if start + len as u64 - self.free_pos > self.capacity as u64 {
+        if start + len as u64 - self.free_pos > cap {
             return None;
         }
         self.alloc_pos = start + len as u64;
+        self.live_bytes += len;
         self.live.push_back(Live {
             start,
             len,
             freed: false,
         });
-        debug_assert!(self.alloc_pos - self.free_pos <= self.capacity as u64);
+        debug_assert!(self.alloc_pos - self.free_pos <= cap);
         Some(Region { start, len })
     }
 
@@ -182,6 +204,7 @@ impl Pool {
     pub(crate) fn free(&mut self, region: Region) {
         let i = self.index_of(&region);
         self.live[i].freed = true;
+        self.live_bytes -= region.len;
         while self.live.front().is_some_and(|l| l.freed) {
             self.live.pop_front();
         }
@@ -338,6 +361,34 @@ mod tests {
         assert!(p.alloc(1).is_none());
         p.free(c);
         p.free(d);
+    }
+
+    #[test]
+    fn a_limit_keeps_regions_in_the_first_pages() {
+        let mut p = Pool::with_capacity(8 * PAGE).unwrap();
+        let mut held = VecDeque::new();
+        for _ in 0..20 {
+            while held.len() >= 3 {
+                p.free(held.pop_front().unwrap());
+            }
+            let r = p.alloc_below(PAGE, 3 * PAGE).unwrap();
+            assert!(p.phys(&r) + PAGE <= 3 * PAGE, "stays below the limit");
+            held.push_back(r);
+        }
+        assert_eq!(p.live_bytes(), 3 * PAGE);
+        // Nothing fits below the limit while three pages are live there: none is taken.
+        assert!(p.alloc_below(PAGE, 3 * PAGE).is_none());
+        while let Some(r) = held.pop_front() {
+            p.free(r);
+        }
+        assert_eq!((p.used(), p.live_bytes()), (0, 0));
+        // A region larger than the limit goes past it.
+        let a = p.alloc_below(2 * PAGE, 3 * PAGE).unwrap();
+        let big = p.alloc_below(4 * PAGE, 3 * PAGE).unwrap();
+        assert_eq!((p.phys(&a), p.phys(&big)), (0, 2 * PAGE));
+        assert_eq!(p.live_bytes(), 6 * PAGE);
+        p.free(a);
+        p.free(big);
     }
 
     #[test]
