@@ -30,6 +30,13 @@ const MAX_READ_SIZE: usize = 1 << 30;
 pub const DEFAULT_BUFFER_SIZE: usize = 32 << 20;
 /// Default largest single read.
 pub const DEFAULT_READ_SIZE: usize = 512 << 10;
+
+/// Pool bytes the read-ahead holds while the files ahead are in the page cache, so that
+/// their bytes are still in the CPU's cache when the consumer gets them.
+pub(crate) const WARM_WINDOW: usize = 4 << 20;
+
+/// Reads copied by kernel workers at once, at most (see `Stats::reads_offloaded`).
+pub(crate) const OFFLOAD_DEPTH: usize = 2;
 /// Default number of reads in flight at once.
 pub const DEFAULT_QUEUE_DEPTH: u32 = 64;
 /// Default number of queued paths the reader keeps open at once.

@@ -58,6 +58,8 @@ pub(crate) struct FileEntry<'a> {
     pub(crate) direct: bool,
     /// Whether `fd` is a descriptor the reader opened (counts against `max_open_files`).
     pub(crate) opened_here: bool,
+    /// Whether the backend is opening the file (a path) now.
+    pub(crate) opening: bool,
     /// Whether the file's size is known (it was opened at least once).
     pub(crate) sized: bool,
     /// `min(limit, size)` once sized, `u64::MAX` before.
@@ -83,6 +85,7 @@ impl<'a> FileEntry<'a> {
             fd: None,
             direct: false,
             opened_here: false,
+            opening: false,
             sized: false,
             sized_end: u64::MAX,
             end: u64::MAX,
@@ -103,6 +106,14 @@ impl<'a> FileEntry<'a> {
     /// Whether the scheduler has more to do for this file: open it, or issue reads.
     pub(crate) fn wants_reads(&self) -> bool {
         self.error.is_none() && (!self.sized || self.next_read < self.end)
+    }
+
+    /// Whether the file is a path waiting to be opened (not open, not opening, not failed).
+    pub(crate) fn wants_open(&self) -> bool {
+        matches!(self.source, Source::Path(_))
+            && self.fd.is_none()
+            && !self.opening
+            && self.wants_reads()
     }
 
     /// Whether every byte of the file has been asked for.
@@ -152,6 +163,9 @@ pub(crate) struct Queue<'a> {
     /// Index of the first file the scheduler may still have work for; every file before it
     /// has all its reads issued (or has failed).
     pub(crate) cursor: usize,
+    /// Index of the first file the open-ahead has not looked at; every path before it is
+    /// open, being opened, done or failed.
+    pub(crate) open_cursor: usize,
     /// Files the reader opened itself that are still open (counted against the cap).
     pub(crate) open_here: usize,
 }
@@ -201,6 +215,7 @@ impl<'a> Queue<'a> {
     pub(crate) fn pop_front(&mut self) -> Option<FileEntry<'a>> {
         let e = self.files.pop_front()?;
         self.cursor = self.cursor.saturating_sub(1);
+        self.open_cursor = self.open_cursor.saturating_sub(1);
         if e.opened_here && e.fd.is_some() {
             self.open_here -= 1;
         }
@@ -241,6 +256,7 @@ impl<'a> Queue<'a> {
             self.release_fd(i);
         }
         self.cursor = 0;
+        self.open_cursor = 0;
     }
 }
 

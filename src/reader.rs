@@ -5,7 +5,7 @@ use std::io::{self, BufRead, Read};
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::builder::{Backend, ReaderBuilder};
+use crate::builder::{Backend, ReaderBuilder, OFFLOAD_DEPTH, WARM_WINDOW};
 use crate::error::Error;
 use crate::pool::Pool;
 use crate::queue::Source;
@@ -85,6 +85,8 @@ impl<'a> SequentialFileReader<'a> {
             direct: config.direct_io,
             depth: config.queue_depth as usize,
             max_open: config.max_open_files,
+            warm_window: WARM_WINDOW.max(config.read_size).min(config.buffer_size),
+            offload_depth: OFFLOAD_DEPTH,
         };
         let ring_config = RingConfig {
             depth: config.queue_depth,

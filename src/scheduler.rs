@@ -17,6 +17,7 @@ use std::collections::{HashSet, VecDeque};
 use std::fs::File;
 use std::io;
 use std::mem;
+use std::path::Path;
 use std::time::Instant;
 
 use crate::builder::{Backend, DIRECT_ALIGN};
@@ -36,6 +37,9 @@ pub(crate) struct ReadReq<'a> {
     fd: FdRef<'a>,
     /// Whether `fd` has `O_DIRECT` (page-cache hints are pointless then).
     direct: bool,
+    /// Whether the backend should copy on a kernel worker rather than inline (the bytes are
+    /// in the page cache, so the copy can overlap the consumer's work).
+    offload: bool,
     offset: u64,
     loan: Loan,
     buf_off: usize,
@@ -62,6 +66,7 @@ impl<'a> ReadReq<'a> {
             id,
             fd,
             direct,
+            offload: false,
             offset,
             loan,
             buf_off,
@@ -77,6 +82,13 @@ impl<'a> ReadReq<'a> {
     }
     pub(crate) fn is_direct(&self) -> bool {
         self.direct
+    }
+    pub(crate) fn offload(&self) -> bool {
+        self.offload
+    }
+    fn with_offload(mut self, offload: bool) -> Self {
+        self.offload = offload;
+        self
     }
     pub(crate) fn offset(&self) -> u64 {
         self.offset
@@ -101,6 +113,7 @@ impl<'a> ReadReq<'a> {
         ReadDone {
             id: self.id,
             result,
+            offload: self.offload,
             loan: self.loan,
             _fd: self.fd,
         }
@@ -112,6 +125,8 @@ impl<'a> ReadReq<'a> {
 pub(crate) struct ReadDone<'a> {
     pub(crate) id: u64,
     pub(crate) result: i32,
+    /// Whether the read was offloaded (see [`ReadReq::offload`]).
+    pub(crate) offload: bool,
     pub(crate) loan: Loan,
     /// Keeps the descriptor open until the completion is handled.
     _fd: FdRef<'a>,
@@ -145,6 +160,19 @@ pub(crate) trait Io<'a>: Send {
     fn open(&mut self, source: &Source<'a>, direct: bool) -> Result<Opened<'a>, Error> {
         crate::sync::open_source(source, direct)
     }
+    /// Starts opening a queued path (with `sync::open_flags`) without blocking; `false`
+    /// where the backend cannot, and the path is opened with [`open`](Self::open) instead.
+    /// The result comes back through [`take_opened`](Self::take_opened), after a `reap`.
+    fn start_open(&mut self, _file: u64, _path: &Path, _direct: bool) -> bool {
+        false
+    }
+    /// Opens started by `start_open` that completed: (file id, the file or `errno`).
+    fn take_opened(&mut self, _out: &mut Vec<(u64, Result<File, i32>)>) {}
+    /// Whether `len` bytes of `fd` at `offset` are all in the page cache; `None` where the
+    /// backend cannot tell.
+    fn cached(&mut self, _fd: &FdRef<'a>, _offset: u64, _len: u64) -> Option<bool> {
+        None
+    }
     /// Switches a file that refused `O_DIRECT` reads to buffered ones.
     fn reopen_buffered(&mut self, source: &Source<'a>) -> Result<Opened<'a>, Error> {
         crate::sync::open_source(source, false)
@@ -158,7 +186,15 @@ pub(crate) struct Limits {
     pub(crate) direct: bool,
     pub(crate) depth: usize,
     pub(crate) max_open: usize,
+    /// Pool bytes the read-ahead may hold while the files ahead are in the page cache.
+    pub(crate) warm_window: usize,
+    /// Offloaded reads in flight at most.
+    pub(crate) offload_depth: usize,
 }
+
+/// Reads smaller than this are never offloaded: handing them to a kernel worker costs more
+/// than copying them.
+const OFFLOAD_MIN: usize = 64 << 10;
 
 /// One read's region and what came back into it.
 #[derive(Debug)]
@@ -200,6 +236,16 @@ pub(crate) struct Engine<'a> {
     done: Vec<ReadDone<'a>>,
     limits: Limits,
     stats: Stats,
+    /// Offloaded reads in flight.
+    offloaded: usize,
+    /// Whether the last range asked about was in the page cache.
+    warm: bool,
+    /// The last answer of `io.cached`: (file id, offset, cached).
+    hint: Option<(u64, u64, bool)>,
+    /// Opens the backend has started and not yet returned.
+    opens_in_flight: usize,
+    /// Opens returned by the backend, being handled.
+    opened: Vec<(u64, Result<File, i32>)>,
     /// Tests fill every region with this byte before it is read into, to catch bytes
     /// exposed that no read wrote.
     #[cfg(test)]
@@ -218,6 +264,11 @@ impl<'a> Engine<'a> {
             done: Vec::new(),
             limits,
             stats: Stats::default(),
+            offloaded: 0,
+            warm: false,
+            hint: None,
+            opens_in_flight: 0,
+            opened: Vec::new(),
             #[cfg(test)]
             poison: None,
         }
@@ -365,13 +416,22 @@ impl<'a> Engine<'a> {
     /// Issues reads, earliest file first, while depth and pool allow; then submits them.
     fn schedule(&mut self) -> io::Result<()> {
         let mut issued = false;
+        let mut started = false;
         while self.io.in_flight() < self.limits.depth {
             let Some(idx) = self.queue.next_with_work() else {
                 break;
             };
             let entry = self.queue.get_mut(idx).expect("index from the queue");
             if entry.fd.is_none() {
-                if idx > 0 && self.queue.open_here >= self.limits.max_open {
+                // Reads go in queue order: the next ones wait for this file's open.
+                if entry.opening {
+                    break;
+                }
+                if idx > 0 && self.descriptors() >= self.limits.max_open {
+                    break;
+                }
+                if self.start_open(idx) {
+                    started = true;
                     break;
                 }
                 if !self.open_entry(idx) {
@@ -385,20 +445,38 @@ impl<'a> Engine<'a> {
             } else {
                 len
             };
+            let (file, offset, direct) = (entry.id, entry.next_read, entry.direct);
+            let fd = entry.fd.clone().expect("checked open");
+            // While the files ahead are in the page cache, the read-ahead stays within a small
+            // window (its bytes are still in the CPU's cache when consumed) and large reads
+            // are copied by kernel workers; otherwise it may fill the pool, for depth.
+            let cached = !direct && self.cached(file, &fd, offset, len);
+            let limit = if cached {
+                self.limits.warm_window
+            } else {
+                self.pool.capacity()
+            };
+            let held = self.pool.live_bytes();
+            if held > 0 && held + read_len > limit {
+                break;
+            }
+            let offload = cached && read_len >= OFFLOAD_MIN;
+            if offload && self.offloaded >= self.limits.offload_depth {
+                break;
+            }
             #[cfg_attr(not(test), allow(unused_mut))]
-            let Some(mut region) = self.pool.alloc(read_len) else {
+            let Some(mut region) = self.pool.alloc_below(read_len, limit) else {
                 break;
             };
             #[cfg(test)]
             if let Some(byte) = self.poison {
                 self.pool.bytes_mut(&mut region).fill(byte);
             }
+            let entry = self.queue.get_mut(idx).expect("index from the queue");
             let id = self.next_chunk;
             self.next_chunk += 1;
-            let offset = entry.next_read;
             entry.next_read += len as u64;
             entry.in_flight += 1;
-            let fd = (entry.fd.clone().expect("checked open"), entry.direct);
             self.chunks.push_back(Chunk {
                 id,
                 file: entry.id,
@@ -411,28 +489,161 @@ impl<'a> Engine<'a> {
                 retries: 0,
             });
             let loan = self.pool.lend(region);
-            self.io
-                .read(ReadReq::new(id, fd, offset, loan, 0, read_len));
+            let req = ReadReq::new(id, (fd, direct), offset, loan, 0, read_len);
+            self.io.read(req.with_offload(offload));
             self.stats.reads += 1;
+            if offload {
+                self.offloaded += 1;
+                self.stats.reads_offloaded += 1;
+            }
             issued = true;
+        }
+        started |= self.open_ahead();
+        if started && !issued {
+            self.io.submit().map_err(ring_error("submit"))?;
         }
         if issued {
             self.stats.peak_in_flight = self.stats.peak_in_flight.max(self.io.in_flight() as u64);
-            self.stats.peak_pool_bytes = self.stats.peak_pool_bytes.max(self.pool.used() as u64);
+            self.stats.peak_pool_bytes = self
+                .stats
+                .peak_pool_bytes
+                .max(self.pool.live_bytes() as u64);
             self.io.submit().map_err(ring_error("submit"))?;
         }
         Ok(())
     }
 
-    /// Opens and sizes the file at `idx`, or records why it cannot be read.
+    /// Whether a read of `len` bytes of `file` at `offset` will find them in the page cache.
+    /// Small reads are not worth the question: they go by the last answer.
+    fn cached(&mut self, file: u64, fd: &FdRef<'a>, offset: u64, len: usize) -> bool {
+        if len < OFFLOAD_MIN {
+            return self.warm;
+        }
+        match self.hint {
+            Some((f, o, cached)) if (f, o) == (file, offset) => cached,
+            _ => {
+                let cached = self.io.cached(fd, offset, len as u64).unwrap_or(false);
+                self.hint = Some((file, offset, cached));
+                self.warm = cached;
+                cached
+            }
+        }
+    }
+
+    /// Descriptors the reader holds or is opening.
+    fn descriptors(&self) -> usize {
+        self.queue.open_here + self.opens_in_flight
+    }
+
+    /// Starts opening the path at `idx` through the backend, if it can; whether it did.
+    fn start_open(&mut self, idx: usize) -> bool {
+        let direct = self.limits.direct;
+        let entry = self.queue.get_mut(idx).expect("index from the queue");
+        let Source::Path(path) = &entry.source else {
+            return false;
+        };
+        if !self.io.start_open(entry.id, path, direct) {
+            return false;
+        }
+        entry.opening = true;
+        self.opens_in_flight += 1;
+        true
+    }
+
+    /// Starts opening the paths queued after the read-ahead, so that their opening overlaps,
+    /// while the cap on descriptors allows; whether it started any.
+    fn open_ahead(&mut self) -> bool {
+        let mut i = self.queue.open_cursor.max(self.queue.cursor);
+        let mut started = false;
+        while self.descriptors() < self.limits.max_open {
+            let Some(entry) = self.queue.get_mut(i) else {
+                break;
+            };
+            if entry.wants_open() {
+                if !self.start_open(i) {
+                    break;
+                }
+                started = true;
+            }
+            i += 1;
+        }
+        self.queue.open_cursor = i;
+        started
+    }
+
+    /// Takes the result of an open the backend did for the file at `idx`.
+    fn finish_open(&mut self, idx: usize, result: Result<File, i32>) {
+        let direct = self.limits.direct;
+        let entry = self.queue.get_mut(idx).expect("index from the queue");
+        let Source::Path(path) = &entry.source else {
+            unreachable!("only paths are opened by the backend")
+        };
+        debug_assert!(entry.opening);
+        entry.opening = false;
+        let opened = match result {
+            Ok(file) => crate::sync::finish_open(file, direct, path),
+            Err(libc::EMFILE | libc::ENFILE) => {
+                self.out_of_descriptors(idx);
+                return;
+            }
+            // Refused O_NOATIME (not the owner) or O_DIRECT (the filesystem): opened here,
+            // which goes on without them.
+            Err(libc::EPERM | libc::EINVAL) => self.io.open(&entry.source, direct),
+            Err(errno) => Err(Error::Open {
+                path: entry.name(),
+                source: io::Error::from_raw_os_error(errno),
+            }),
+        };
+        self.set_opened(idx, opened);
+    }
+
+    /// The process ran out of descriptors opening the file at `idx`: the reader keeps fewer
+    /// open from now on, and opens the file again later. The current file is opened again
+    /// at once, after closing files opened ahead that nothing was read from yet; it fails
+    /// only if the process has no descriptor left for it.
+    fn out_of_descriptors(&mut self, idx: usize) {
+        self.queue.open_cursor = self.queue.open_cursor.min(idx);
+        if idx > 0 {
+            self.limits.max_open = self.descriptors().max(1);
+            return;
+        }
+        for i in 1..self.queue.len() {
+            let e = self.queue.get_mut(i).expect("in range");
+            if e.opened_here && e.next_read == 0 && e.in_flight == 0 {
+                self.queue.release_fd(i);
+            }
+        }
+        self.queue.open_cursor = 1;
+        self.limits.max_open = self.descriptors().max(1);
+        let entry = self.queue.get_mut(0).expect("the current file");
+        let opened = self.io.open(&entry.source, self.limits.direct);
+        self.set_opened(0, opened);
+    }
+
+    /// Opens and sizes the file at `idx` here, or records why it cannot be read.
     ///
     /// Returns `false` where the process is out of descriptors (`EMFILE`/`ENFILE`) while the
     /// reader holds some: the file stays queued, and the reader keeps fewer open from then on.
     fn open_entry(&mut self, idx: usize) -> bool {
-        let direct = self.limits.direct;
-        let open_here = self.queue.open_here;
+        let held = self.descriptors();
         let entry = self.queue.get_mut(idx).expect("index from the queue");
-        match self.io.open(&entry.source, direct) {
+        let opened = self.io.open(&entry.source, self.limits.direct);
+        match opened {
+            Err(e) if idx > 0 && held > 0 && is_out_of_descriptors(&e) => {
+                self.limits.max_open = held;
+                false
+            }
+            opened => {
+                self.set_opened(idx, opened);
+                true
+            }
+        }
+    }
+
+    /// Records the outcome of opening the file at `idx`.
+    fn set_opened(&mut self, idx: usize, opened: Result<Opened<'a>, Error>) {
+        let entry = self.queue.get_mut(idx).expect("index from the queue");
+        match opened {
             Ok(opened) => {
                 entry.fd = Some(opened.fd);
                 entry.direct = opened.direct;
@@ -451,16 +662,11 @@ impl<'a> Engine<'a> {
                     self.queue.release_fd(idx);
                 }
             }
-            Err(e) if idx > 0 && open_here > 0 && is_out_of_descriptors(&e) => {
-                self.limits.max_open = open_here;
-                return false;
-            }
             Err(e) => {
                 entry.error = Some(Box::new(e));
                 self.stats.files_failed += 1;
             }
         }
-        true
     }
 
     fn handle_done(&mut self) {
@@ -469,6 +675,16 @@ impl<'a> Engine<'a> {
             self.complete(d);
         }
         self.done = done;
+        let mut opened = mem::take(&mut self.opened);
+        self.io.take_opened(&mut opened);
+        for (id, result) in opened.drain(..) {
+            self.opens_in_flight -= 1;
+            // A file moved past while it was being opened is closed here (dropped).
+            if let Some(idx) = self.queue.index_of(id) {
+                self.finish_open(idx, result);
+            }
+        }
+        self.opened = opened;
     }
 
     /// Takes one completion: bytes for the consumer, a continuation, a retry or an error.
@@ -476,9 +692,13 @@ impl<'a> Engine<'a> {
         let ReadDone {
             id,
             result,
+            offload,
             loan,
             _fd: read_fd,
         } = done;
+        if offload {
+            self.offloaded -= 1;
+        }
         let region = self.pool.reclaim(loan);
         if self.orphans.remove(&id) {
             self.pool.free(region);

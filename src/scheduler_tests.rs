@@ -185,6 +185,8 @@ fn engine<'a>(io: Scripted<'a>, pool: usize, read_size: usize) -> Engine<'a> {
         direct: false,
         depth: 16,
         max_open: 4,
+        warm_window: pool,
+        offload_depth: 2,
     };
     Engine::new(Box::new(io), Pool::with_capacity(pool).unwrap(), limits)
 }

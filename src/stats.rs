@@ -17,6 +17,9 @@ pub struct Stats {
     pub reads: u64,
     /// Reads that returned fewer bytes than asked before the file's end.
     pub short_reads: u64,
+    /// Reads handed to kernel workers to copy from the page cache, so the copy overlaps the
+    /// consumer's work.
+    pub reads_offloaded: u64,
     /// Reads submitted again after `EINTR`, `EAGAIN` or `ECANCELED`.
     pub retries: u64,
     /// Reads whose completion was no longer wanted (the file was moved past).

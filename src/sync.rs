@@ -99,7 +99,7 @@ pub(crate) fn open_source<'a>(source: &Source<'a>, direct: bool) -> Result<Opene
                 path: FileName::Path(path.to_path_buf()),
                 source,
             })?;
-            (FdRef::Shared(Arc::new(file)), direct, true)
+            return finish_open(file, direct, path);
         }
         Source::Borrowed(f) => {
             reopen_direct(f, direct).unwrap_or((FdRef::Borrowed(f), false, false))
@@ -108,27 +108,34 @@ pub(crate) fn open_source<'a>(source: &Source<'a>, direct: bool) -> Result<Opene
             reopen_direct(f, direct).unwrap_or((FdRef::Shared(f.clone()), false, false))
         }
     };
-    let name = || match source {
-        Source::Path(p) => FileName::Path(p.to_path_buf()),
-        _ => FileName::of_fd(fd.raw()),
-    };
     let size = file_size(fd.file()).and_then(|size| {
         if opened_here {
             clear_nonblock(fd.file()).map_err(SizeError::Io)?;
         }
         Ok(size)
     });
-    let size = size.map_err(|e| match e {
-        SizeError::NotAFile(kind) => Error::NotAFile { path: name(), kind },
-        SizeError::Io(source) => Error::Open {
-            path: name(),
-            source,
-        },
-    })?;
+    let size = size.map_err(|e| e.naming(FileName::of_fd(fd.raw())))?;
     Ok(Opened {
         fd,
         direct,
         opened_here,
+        size,
+    })
+}
+
+/// Sizes a file just opened from `path` (here or by the ring, with the flags of
+/// `open_path`), and clears the `O_NONBLOCK` it was opened with.
+pub(crate) fn finish_open<'a>(file: File, direct: bool, path: &Path) -> Result<Opened<'a>, Error> {
+    let name = || FileName::Path(path.to_path_buf());
+    let size = file_size(&file).map_err(|e| e.naming(name()))?;
+    clear_nonblock(&file).map_err(|source| Error::Open {
+        path: name(),
+        source,
+    })?;
+    Ok(Opened {
+        fd: FdRef::Shared(Arc::new(file)),
+        direct,
+        opened_here: true,
         size,
     })
 }
@@ -140,13 +147,8 @@ pub(crate) fn open_source<'a>(source: &Source<'a>, direct: bool) -> Result<Opene
 /// clears it once the file is known to be a regular file or block device (io_uring would
 /// otherwise fail reads that must wait for the disk with `EAGAIN`).
 pub(crate) fn open_path(path: &Path, direct: bool) -> io::Result<(File, bool)> {
-    let open = |flags: i32| {
-        OpenOptions::new()
-            .read(true)
-            .custom_flags(flags | libc::O_CLOEXEC)
-            .open(path)
-    };
-    let mut flags = libc::O_NOATIME | libc::O_NONBLOCK | if direct { libc::O_DIRECT } else { 0 };
+    let open = |flags: i32| OpenOptions::new().read(true).custom_flags(flags).open(path);
+    let mut flags = open_flags(direct);
     loop {
         match open(flags) {
             Ok(f) => return Ok((f, flags & libc::O_DIRECT != 0)),
@@ -161,6 +163,13 @@ pub(crate) fn open_path(path: &Path, direct: bool) -> io::Result<(File, bool)> {
             Err(e) => return Err(e),
         }
     }
+}
+
+/// The flags `open_path` first tries (read-only is 0): close-on-exec, `O_NOATIME`,
+/// `O_NONBLOCK`, and `O_DIRECT` where asked.
+pub(crate) fn open_flags(direct: bool) -> i32 {
+    let direct = if direct { libc::O_DIRECT } else { 0 };
+    libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOATIME | libc::O_NONBLOCK | direct
 }
 
 /// A second descriptor with `O_DIRECT` for a file handed in, where asked and permitted.
@@ -180,6 +189,15 @@ fn reopen_direct<'a>(file: &File, direct: bool) -> Option<(FdRef<'a>, bool, bool
 enum SizeError {
     NotAFile(&'static str),
     Io(io::Error),
+}
+
+impl SizeError {
+    fn naming(self, path: FileName) -> Error {
+        match self {
+            SizeError::NotAFile(kind) => Error::NotAFile { path, kind },
+            SizeError::Io(source) => Error::Open { path, source },
+        }
+    }
 }
 
 /// The size of a regular file or block device; anything else cannot be read ahead.

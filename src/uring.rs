@@ -5,26 +5,40 @@
 //! - Every read handed to the kernel stays in `ops` (its loan: the bytes the kernel writes;
 //!   its `FdRef`: the descriptor it names) until its completion is reaped. Nothing else can
 //!   reach those bytes meanwhile, since the loan is the only token for them.
-//! - At most `depth` reads and `depth` cancels are in flight, and the completion queue holds
-//!   `4 * depth`, so it cannot overflow (and the kernel keeps overflow anyway: `FEAT_NODROP`).
+//! - Every open handed to the kernel keeps its path in `opens` until its completion is reaped.
+//! - At most `depth` reads, `depth` opens and `depth` cancels are in flight (plus one cancel
+//!   each on shutdown), and the completion queue holds `8 * depth`, so it cannot overflow
+//!   (and the kernel keeps overflow anyway: `FEAT_NODROP`).
 //! - If the ring is dropped with reads still in flight (a drain that failed), their loans and
 //!   descriptors are leaked, never freed, and the pool leaks its memory with them.
 #![allow(unsafe_code)]
 
 use std::collections::HashMap;
+use std::ffi::CString;
 use std::fs::File;
 use std::io;
 use std::mem::{self, ManuallyDrop};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use io_uring::{opcode, register::Probe, squeue, types, IoUring};
 
-use crate::builder::Backend;
+use crate::builder::{Backend, PAGE};
 use crate::pool::Pool;
+use crate::queue::FdRef;
 use crate::scheduler::{Io, ReadDone, ReadReq};
+use crate::sync::open_flags;
 
 /// The `user_data` of cancel requests; read ids never reach it.
 const CANCEL: u64 = u64::MAX;
+/// Set in the `user_data` of opens (with the file's id in the low bits); read ids never
+/// reach it.
+const OPEN: u64 = 1 << 62;
+/// Completion queue entries per submission queue entry: reads, opens and cancels are each
+/// bounded by the depth, so they always fit.
+const CQ_PER_DEPTH: u32 = 8;
 /// Tries of a submission the kernel answers with `EBUSY`/`EAGAIN` before giving up.
 const BUSY_TRIES: u32 = 64;
 /// The largest buffer the kernel registers as one.
@@ -33,10 +47,11 @@ const MAX_REGISTERED: usize = 1 << 30;
 /// Sets up a small ring and checks it can do what the backend needs.
 pub(crate) fn probe() -> io::Result<()> {
     let ring = IoUring::new(2)?;
-    check_features(&ring)
+    check_features(&ring).map(|_| ())
 }
 
-fn check_features(ring: &IoUring) -> io::Result<()> {
+/// Checks the ring can read; whether it can also open files (`IORING_OP_OPENAT`, 5.6).
+fn check_features(ring: &IoUring) -> io::Result<bool> {
     if !ring.params().is_feature_nodrop() {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
@@ -53,7 +68,7 @@ fn check_features(ring: &IoUring) -> io::Result<()> {
             "the kernel's io_uring lacks IORING_OP_READ (needs Linux 5.6 or later)",
         ));
     }
-    Ok(())
+    Ok(probe.is_supported(opcode::OpenAt::CODE))
 }
 
 /// The ring and the reads it has in flight.
@@ -67,6 +82,15 @@ pub(crate) struct Ring<'a> {
     unsent: Vec<ReadReq<'a>>,
     /// Completions reaped while submitting, not yet collected.
     ready: Vec<ReadDone<'a>>,
+    /// Opens the kernel has, by `user_data`: the path it reads, and the flags.
+    opens: HashMap<u64, (CString, i32)>,
+    /// Opens completed and not yet collected: (file id, descriptor or errno).
+    opened: Vec<(u64, Result<File, i32>)>,
+    /// Whether the kernel opens files for us (`IORING_OP_OPENAT`).
+    can_open: bool,
+    /// Whether an open was refused `O_NOATIME` (files the process does not own): later
+    /// opens go without it.
+    no_noatime: bool,
     cancels: usize,
     depth: usize,
     /// Whether the pool is registered (reads are `READ_FIXED` with buffer index 0).
@@ -97,12 +121,13 @@ impl<'a> Ring<'a> {
     /// where asked and permitted.
     pub(crate) fn new(config: RingConfig, pool: &Pool) -> io::Result<Ring<'a>> {
         let depth = config.depth;
+        let cq = depth * CQ_PER_DEPTH;
         let ring = IoUring::builder()
-            .setup_cqsize(depth * 4)
+            .setup_cqsize(cq)
             .setup_coop_taskrun()
             .build(depth)
-            .or_else(|_| IoUring::builder().setup_cqsize(depth * 4).build(depth))?;
-        check_features(&ring)?;
+            .or_else(|_| IoUring::builder().setup_cqsize(cq).build(depth))?;
+        let can_open = check_features(&ring)?;
         let (base, len) = pool.as_raw_parts();
         let fixed = config.register && len <= MAX_REGISTERED && {
             let iov = libc::iovec {
@@ -125,6 +150,10 @@ impl<'a> Ring<'a> {
             ops: HashMap::with_capacity(depth as usize),
             unsent: Vec::new(),
             ready: Vec::new(),
+            opens: HashMap::new(),
+            opened: Vec::new(),
+            can_open,
+            no_noatime: false,
             cancels: 0,
             depth: depth as usize,
             fixed,
@@ -179,6 +208,25 @@ impl<'a> Ring<'a> {
                 self.cancels -= 1;
                 continue;
             }
+            if cqe.user_data() & OPEN != 0 {
+                let (_path, flags) = self
+                    .opens
+                    .remove(&cqe.user_data())
+                    .expect("a completion for an open in flight");
+                let fd = cqe.result();
+                let result = if fd >= 0 {
+                    // SAFETY: a successful open's result is a new descriptor, owned by nobody
+                    // else; the `File` takes it over and closes it.
+                    Ok(unsafe { File::from_raw_fd(fd) })
+                } else {
+                    if -fd == libc::EPERM && flags & libc::O_NOATIME != 0 {
+                        self.no_noatime = true;
+                    }
+                    Err(-fd)
+                };
+                self.opened.push((cqe.user_data() & !OPEN, result));
+                continue;
+            }
             let req = self
                 .ops
                 .remove(&cqe.user_data())
@@ -231,6 +279,11 @@ impl<'a> Io<'a> for Ring<'a> {
             opcode::Read::new(fd, ptr, len).offset(offset).build()
         }
         .user_data(req.id());
+        let entry = if req.offload() {
+            entry.flags(squeue::Flags::ASYNC)
+        } else {
+            entry
+        };
         debug_assert!(req.id() != CANCEL && !self.ops.contains_key(&req.id()));
         // SAFETY: `ptr..ptr+len` lies in the request's loan (`ReadReq::new` checks it), and the
         // request, loan and `FdRef` with it, goes into `ops` right below, where it stays until
@@ -243,6 +296,40 @@ impl<'a> Io<'a> for Ring<'a> {
             // Not queued (the ring is broken): keep it to hand back on shutdown.
             Err(_) => self.unsent.push(req),
         }
+    }
+
+    fn cached(&mut self, fd: &FdRef<'a>, offset: u64, len: u64) -> Option<bool> {
+        page_cache_holds(fd.file(), offset, len)
+    }
+
+    fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> bool {
+        if !self.can_open || self.broken.is_some() || file >= OPEN || self.opens.len() >= self.depth
+        {
+            return false;
+        }
+        let Ok(path) = CString::new(path.as_os_str().as_bytes()) else {
+            return false; // Opened here instead, which reports the NUL byte.
+        };
+        let mut flags = open_flags(direct);
+        if self.no_noatime {
+            flags &= !libc::O_NOATIME;
+        }
+        let user_data = OPEN | file;
+        let entry = opcode::OpenAt::new(types::Fd(libc::AT_FDCWD), path.as_ptr())
+            .flags(flags)
+            .build()
+            .user_data(user_data);
+        // SAFETY: the path's bytes live on the heap, owned by the `CString` that goes into
+        // `opens` right below and stays there until `drain` reaps this open's completion.
+        if unsafe { self.push(&entry) }.is_err() {
+            return false;
+        }
+        self.opens.insert(user_data, (path, flags));
+        true
+    }
+
+    fn take_opened(&mut self, out: &mut Vec<(u64, Result<File, i32>)>) {
+        out.append(&mut self.opened);
     }
 
     fn cancel(&mut self, id: u64) {
@@ -267,7 +354,7 @@ impl<'a> Io<'a> for Ring<'a> {
         let before = out.len();
         out.append(&mut self.ready);
         self.drain(out);
-        if wait && out.len() == before {
+        if wait && out.len() == before && self.opened.is_empty() {
             if let Some(e) = &self.broken {
                 return Err(io::Error::new(e.kind(), e.to_string()));
             }
@@ -280,25 +367,27 @@ impl<'a> Io<'a> for Ring<'a> {
     }
 
     fn in_flight(&self) -> usize {
-        self.ops.len() + self.ready.len() + self.unsent.len()
+        self.ops.len() + self.ready.len() + self.unsent.len() + self.opens.len() + self.opened.len()
     }
 
     fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>) -> io::Result<()> {
         out.extend(self.unsent.drain(..).map(|r| r.done(-libc::ECANCELED)));
         out.append(&mut self.ready);
-        let ids: Vec<u64> = self.ops.keys().copied().collect();
+        let ids: Vec<u64> = self.ops.keys().chain(self.opens.keys()).copied().collect();
         for id in ids {
             let entry = opcode::AsyncCancel::new(id).build().user_data(CANCEL);
             // SAFETY: a cancel names no buffer or descriptor.
             unsafe { self.push(&entry) }?;
             self.cancels += 1;
         }
-        while !self.ops.is_empty() {
+        while !self.ops.is_empty() || !self.opens.is_empty() {
             self.drain(out);
-            if !self.ops.is_empty() {
+            if !self.ops.is_empty() || !self.opens.is_empty() {
                 self.wait_one()?;
             }
         }
+        // Files opened for nothing: closed here.
+        self.opened.clear();
         Ok(())
     }
 }
@@ -309,6 +398,10 @@ impl Drop for Ring<'_> {
             // Reads the kernel may still be doing: never free their loans or close their
             // descriptors. Leaking the loans makes the pool leak its memory too.
             mem::forget(mem::take(&mut self.ops));
+        }
+        if !self.opens.is_empty() {
+            // Opens the kernel may still be doing: never free the paths it reads.
+            mem::forget(mem::take(&mut self.opens));
         }
         // SAFETY: dropped exactly once, here, and nothing in flight names our memory any more
         // (drained, or leaked above).
@@ -324,6 +417,58 @@ pub(crate) fn fadvise_willneed(file: &File, offset: u64, len: u64) {
     };
     // SAFETY: a plain syscall on a descriptor `file` keeps open; it touches no memory of ours.
     unsafe { libc::posix_fadvise(file.as_raw_fd(), offset, len, libc::POSIX_FADV_WILLNEED) };
+}
+
+/// `cachestat(2)` (Linux 6.5): the same number on every architecture.
+const SYS_CACHESTAT: libc::c_long = 451;
+/// Set once `cachestat` turned out to be missing, so it is not asked again.
+static NO_CACHESTAT: AtomicBool = AtomicBool::new(false);
+
+/// Whether every page of `len` bytes of `file` at `offset` is in the page cache; `None`
+/// where the kernel cannot tell (before Linux 6.5, or not a file it caches).
+pub(crate) fn page_cache_holds(file: &File, offset: u64, len: u64) -> Option<bool> {
+    #[repr(C)]
+    struct Range {
+        off: u64,
+        len: u64,
+    }
+    #[repr(C)]
+    #[derive(Default)]
+    struct CacheStat {
+        nr_cache: u64,
+        nr_dirty: u64,
+        nr_writeback: u64,
+        nr_evicted: u64,
+        nr_recently_evicted: u64,
+    }
+    if len == 0 || NO_CACHESTAT.load(Ordering::Relaxed) {
+        return None;
+    }
+    let page = PAGE as u64;
+    let first = offset / page * page;
+    let range = Range {
+        off: first,
+        len: offset + len - first,
+    };
+    let mut stat = CacheStat::default();
+    // SAFETY: the kernel reads `range` and writes `stat`, both live and of the layout
+    // `cachestat(2)` defines, for the length of the call; the descriptor is open (`file`).
+    let ret = unsafe {
+        libc::syscall(
+            SYS_CACHESTAT,
+            file.as_raw_fd(),
+            &range as *const Range,
+            &mut stat as *mut CacheStat,
+            0u32,
+        )
+    };
+    if ret < 0 {
+        if io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+            NO_CACHESTAT.store(true, Ordering::Relaxed);
+        }
+        return None;
+    }
+    Some(stat.nr_cache >= range.len.div_ceil(page))
 }
 
 /// The descriptor's status flags (`fcntl(F_GETFL)`): access mode, `O_NONBLOCK`, ...
