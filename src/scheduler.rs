@@ -236,6 +236,9 @@ pub(crate) struct Engine<'a> {
     done: Vec<ReadDone<'a>>,
     limits: Limits,
     stats: Stats,
+    /// Bytes the last `fill_buf` returned that are not consumed yet: what `consume` may
+    /// take. Anything that changes the current file sets it to 0.
+    exposed: usize,
     /// Offloaded reads in flight.
     offloaded: usize,
     /// Whether the last range asked about was in the page cache.
@@ -264,6 +267,7 @@ impl<'a> Engine<'a> {
             done: Vec::new(),
             limits,
             stats: Stats::default(),
+            exposed: 0,
             offloaded: 0,
             warm: false,
             hint: None,
@@ -297,6 +301,7 @@ impl<'a> Engine<'a> {
 
     /// The current file's next bytes, `&[]` at its end.
     pub(crate) fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        self.exposed = 0;
         loop {
             let Some(front) = self.queue.front() else {
                 return Ok(&[]);
@@ -336,7 +341,9 @@ impl<'a> Engine<'a> {
             unreachable!("the loop breaks only on a readable chunk")
         };
         let region = c.region.as_ref().expect("checked readable");
-        Ok(self.pool.bytes(region, c.pos..c.valid(front.end)))
+        let bytes = self.pool.bytes(region, c.pos..c.valid(front.end));
+        self.exposed = bytes.len();
+        Ok(bytes)
     }
 
     /// Marks `amt` bytes of the last `fill_buf` as read; clamps to what it returned.
@@ -347,7 +354,9 @@ impl<'a> Engine<'a> {
         if c.file != front.id || c.region.is_none() {
             return;
         }
-        let amt = amt.min(c.valid(front.end).saturating_sub(c.pos));
+        let amt = amt.min(self.exposed);
+        debug_assert!(c.pos + amt <= c.valid(front.end));
+        self.exposed -= amt;
         c.pos += amt;
         front.consumed += amt as u64;
         self.stats.bytes_consumed += amt as u64;
@@ -355,6 +364,7 @@ impl<'a> Engine<'a> {
 
     /// Drops the rest of the current file; whether another file is now current.
     pub(crate) fn move_to_next_file(&mut self) -> io::Result<bool> {
+        self.exposed = 0;
         if self.queue.is_empty() {
             return Ok(false);
         }
@@ -365,6 +375,7 @@ impl<'a> Engine<'a> {
 
     /// Makes the caller's `(file, limit)` current; see `SequentialFileReader::activate_file`.
     pub(crate) fn activate(&mut self, file: &'a File, limit: u64) -> io::Result<()> {
+        self.exposed = 0;
         use std::os::fd::AsRawFd;
         match self.queue.position(file.as_raw_fd(), limit) {
             Some(i) => {
