@@ -46,29 +46,60 @@ const MAX_REGISTERED: usize = 1 << 30;
 
 /// Sets up a small ring and checks it can do what the backend needs.
 pub(crate) fn probe() -> io::Result<()> {
-    let ring = IoUring::new(2)?;
-    check_features(&ring).map(|_| ())
+    let mut ring = IoUring::new(2)?;
+    check_features(&mut ring).map(|_| ())
 }
 
 /// Checks the ring can read; whether it can also open files (`IORING_OP_OPENAT`, 5.6).
-fn check_features(ring: &IoUring) -> io::Result<bool> {
+fn check_features(ring: &mut IoUring) -> io::Result<bool> {
     if !ring.params().is_feature_nodrop() {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "the kernel's io_uring lacks IORING_FEAT_NODROP (needs Linux 5.6 or later)",
         ));
     }
+    // Setting up a ring may be allowed while submitting to it is not (a seccomp filter that
+    // refuses io_uring_enter): one no-op through it tells.
+    round_trip(ring)
+        .map_err(|e| io::Error::new(e.kind(), format!("io_uring_enter is refused: {e}")))?;
     let mut probe = Probe::new();
-    let supported = ring.submitter().register_probe(&mut probe).is_ok()
-        && probe.is_supported(opcode::Read::CODE)
-        && probe.is_supported(opcode::AsyncCancel::CODE);
-    if !supported {
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "the kernel's io_uring lacks IORING_OP_READ (needs Linux 5.6 or later)",
-        ));
+    match ring.submitter().register_probe(&mut probe) {
+        Ok(()) => {
+            if !(probe.is_supported(opcode::Read::CODE)
+                && probe.is_supported(opcode::AsyncCancel::CODE))
+            {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "the kernel's io_uring lacks IORING_OP_READ (needs Linux 5.6 or later)",
+                ));
+            }
+            Ok(probe.is_supported(opcode::OpenAt::CODE))
+        }
+        // Registering refused (a seccomp filter on io_uring_register): a kernel with
+        // IORING_FEAT_RW_CUR_POS is 5.6 or later, which has every opcode used here.
+        Err(_) if ring.params().is_feature_rw_cur_pos() => Ok(true),
+        Err(e) => Err(io::Error::new(
+            e.kind(),
+            format!("cannot ask the kernel which io_uring operations it has: {e}"),
+        )),
     }
-    Ok(probe.is_supported(opcode::OpenAt::CODE))
+}
+
+/// Submits a no-op and waits for its completion.
+fn round_trip(ring: &mut IoUring) -> io::Result<()> {
+    let nop = opcode::Nop::new().build().user_data(CANCEL);
+    // SAFETY: a no-op names no buffer or descriptor.
+    unsafe { ring.submission().push(&nop) }
+        .map_err(|_| io::Error::other("a new ring's submission queue is full"))?;
+    loop {
+        match ring.submit_and_wait(1) {
+            Ok(_) => break,
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    ring.completion().for_each(drop);
+    Ok(())
 }
 
 /// The ring and the reads it has in flight.
@@ -127,7 +158,8 @@ impl<'a> Ring<'a> {
             .setup_coop_taskrun()
             .build(depth)
             .or_else(|_| IoUring::builder().setup_cqsize(cq).build(depth))?;
-        let can_open = check_features(&ring)?;
+        let mut ring = ring;
+        let can_open = check_features(&mut ring)?;
         let (base, len) = pool.as_raw_parts();
         let fixed = config.register && len <= MAX_REGISTERED && {
             let iov = libc::iovec {
