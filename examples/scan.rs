@@ -5,39 +5,54 @@
 //! ```
 //!
 //! Each PATH is a file or a directory (walked recursively, its files in sorted path order).
-//! With no PATH, a default data set is generated once (about 256 MiB of files of 4 KiB-4 MiB,
-//! log-uniform, from a fixed seed) in `$TMPDIR/readahead-scan-default` and reused afterwards.
+//! With no PATH, a built-in data set is scanned (`--data-set`, `mixed` by default).
 //!
 //! Every byte goes through a consumer: a cheap word-wise checksum, or blake3 with `--hash`.
 //! The per-file digests are combined in order into one checksum, the same for every backend.
 //!
-//! Options:
+//! # Options
 //!
-//! - `--backend auto|uring|sync|std`: run one backend only. `std` is the baseline,
+//! - `--backend auto|uring|sync|std`: the backend to run. `std` is the baseline,
 //!   `BufReader::with_capacity(read_size, File::open(path)?)` per file. Without it, the
 //!   reader (`auto`) runs, then std, and the ratio of their throughputs is printed.
 //! - `--direct`: `O_DIRECT` reads (the reader only; std reads through the page cache).
 //! - `--hash`: blake3 of every file instead of the cheap checksum.
 //! - `--buffer-size N`, `--read-size N`: bytes, or with a suffix K, M or G (`512K`, `64M`).
+//!   The pool's size, and the largest single read (also std's buffer size).
 //! - `--json`: one line of JSON on stdout, nothing else there (the reader only, unless
 //!   `--backend` says otherwise).
+//! - `--drop-caches`: before every run, `sync` and write `3` to `/proc/sys/vm/drop_caches`
+//!   (root only), so that every run reads from the device.
+//! - `--data-set NAME`: scan a built-in data set instead of PATHs, generated once from a fixed
+//!   seed into `$TMPDIR/readahead-scan-NAME` and reused afterwards (a marker file
+//!   `$TMPDIR/readahead-scan-NAME.complete` is written last): `mixed` (the default, 256 MiB of
+//!   files of 4 KiB-4 MiB, log-uniform), `mixed-1g` (the same, 1 GiB), `tiny` (20,000 files
+//!   of 4 KiB, 250 a directory), `tiny-100k` (100,000 files of 4 KiB).
 //!
-//! Each run is timed from building its reader to dropping it (wall seconds, and CPU seconds of
-//! the process from `getrusage`). `--json` prints
-//! `{"backend":"uring|sync|std","files":N,"bytes":N,"seconds":F,"gib_per_s":F,"cpu_seconds":F,"checksum":"hex"}`,
-//! where `files` counts failed files too and `bytes` is every byte consumed.
+//! # Measurements
+//!
+//! Each run is timed from building its reader to dropping it, its file list made before
+//! (wall seconds, and CPU seconds of the process from `getrusage`, io_uring's worker threads
+//! included). Peak RSS is the process's `VmHWM` (see `support/system.rs` for why not
+//! `ru_maxrss`), file list included.
+//! `--json` prints
+//! `{"backend":"uring|sync|std","files":N,"failed":N,"bytes":N,"seconds":F,"gib_per_s":F,"cpu_seconds":F,"peak_rss_kib":N,"checksum":"hex"}`,
+//! and for the reader also `"reads"`, `"waits"`, `"wait_seconds"`, `"peak_in_flight"` and
+//! `"files_opened"` from its `Stats`; `files` counts failed files too and `bytes` is every byte
+//! consumed.
 //!
 //! A file that cannot be opened or read is reported on stderr, counted as failed, and skipped;
-//! the scan goes on. Exit status: 0, 1 when the checksums of the two runs differ or the scan
-//! cannot run, 2 for a bad command line.
-//!
-//! Warm runs measure the page cache. For cold runs, drop the caches before each run (as root:
-//! `sync; echo 3 > /proc/sys/vm/drop_caches`) and run one backend at a time.
+//! the scan goes on. Exit status: 0; 1 when the runs' checksums or byte counts differ, or the
+//! scan cannot run; 2 for a bad command line.
 
 #[path = "support/checksum.rs"]
 mod checksum;
+#[path = "support/data_sets.rs"]
+mod data_sets;
 #[path = "support/prng.rs"]
 mod prng;
+#[path = "support/system.rs"]
+mod system;
 
 use std::ffi::OsString;
 use std::fs::{self, File};
@@ -50,14 +65,14 @@ use indicatif::{ProgressBar, ProgressStyle};
 use readahead::{Backend, SequentialFileReader, Stats, DEFAULT_BUFFER_SIZE, DEFAULT_READ_SIZE};
 
 use checksum::Checksum;
-use prng::Prng;
+use data_sets::DataSet;
 
 const USAGE: &str = "\
 usage: scan [OPTIONS] [PATH ...]
 
 Reads every file under the PATHs (files, or directories walked recursively) front to back,
 with readahead and with std's BufReader, and compares throughput. With no PATH, scans a
-default data set of about 256 MiB, generated once in $TMPDIR/readahead-scan-default.
+built-in data set (--data-set), generated once in $TMPDIR/readahead-scan-NAME.
 
 options:
   --backend B        auto | uring | sync | std (default: auto, then std, and the ratio)
@@ -66,17 +81,14 @@ options:
   --buffer-size N    readahead's pool size (default 32M); suffixes K, M, G
   --read-size N      largest single read, also std's buffer size (default 512K)
   --json             one line of JSON on stdout (readahead only unless --backend)
-  -h, --help         this text";
-
-/// The default data set: its seed, total size and file sizes.
-const DEFAULT_SEED: u64 = 0x7265_6164_6168_6561;
-const DEFAULT_TOTAL: u64 = 256 << 20;
-const DEFAULT_MIN_FILE: u64 = 4 << 10;
-const DEFAULT_MAX_FILE: u64 = 4 << 20;
-/// Files per subdirectory of the default data set.
-const DEFAULT_FILES_PER_DIR: usize = 64;
-/// Written last into the default data set's directory; never scanned.
-const MARKER: &str = ".complete";
+  --drop-caches      before every run: sync, then 3 > /proc/sys/vm/drop_caches (root)
+  --data-set NAME    a built-in data set instead of PATHs:
+                       mixed      256 MiB of 4 KiB-4 MiB files, log-uniform (default)
+                       mixed-1g   the same, 1 GiB
+                       tiny       20,000 files of 4 KiB
+                       tiny-100k  100,000 files of 4 KiB
+  -h, --help         this text
+";
 
 /// One way of reading the files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,6 +107,8 @@ struct Options {
     buffer_size: usize,
     read_size: usize,
     json: bool,
+    drop_caches: bool,
+    data_set: Option<&'static DataSet>,
 }
 
 impl Default for Options {
@@ -107,6 +121,8 @@ impl Default for Options {
             buffer_size: DEFAULT_BUFFER_SIZE,
             read_size: DEFAULT_READ_SIZE,
             json: false,
+            drop_caches: false,
+            data_set: None,
         }
     }
 }
@@ -119,6 +135,15 @@ impl Options {
             None if self.json => vec![Runner::Ours(Backend::Auto)],
             None => vec![Runner::Ours(Backend::Auto), Runner::Std],
         }
+    }
+
+    /// The options that only make sense together, checked.
+    fn validate(&self) -> Result<(), UsageError> {
+        let error = |msg: &str| Err(UsageError(msg.to_owned()));
+        if self.data_set.is_some() && !self.paths.is_empty() {
+            return error("--data-set and PATHs exclude each other");
+        }
+        Ok(())
     }
 }
 
@@ -150,6 +175,7 @@ fn parse_args(mut args: impl Iterator<Item = OsString>) -> Result<Command, Usage
             parse_option(&mut opts, &name, inline, &mut args)?;
         }
     }
+    opts.validate()?;
     Ok(Command::Run(opts))
 }
 
@@ -160,7 +186,10 @@ fn parse_option(
     inline: Option<String>,
     args: &mut impl Iterator<Item = OsString>,
 ) -> Result<(), UsageError> {
-    let takes_value = matches!(name, "--backend" | "--buffer-size" | "--read-size");
+    let takes_value = matches!(
+        name,
+        "--backend" | "--buffer-size" | "--read-size" | "--data-set"
+    );
     if !takes_value && inline.is_some() {
         return Err(UsageError(format!("option '{name}' takes no value")));
     }
@@ -172,6 +201,17 @@ fn parse_option(
         "--direct" => opts.direct = true,
         "--hash" => opts.hash = true,
         "--json" => opts.json = true,
+        "--drop-caches" => opts.drop_caches = true,
+        "--data-set" => {
+            let value = value()?;
+            let set = data_sets::find(&value).ok_or_else(|| {
+                UsageError(format!(
+                    "unknown data set '{value}': use {}",
+                    data_sets::names()
+                ))
+            })?;
+            opts.data_set = Some(set);
+        }
         _ => return Err(UsageError(format!("unknown option '{name}'"))),
     }
     Ok(())
@@ -250,8 +290,8 @@ fn collect_files(roots: &[PathBuf]) -> FileList {
     list
 }
 
-/// Adds the regular files under `dir` to `out` with their sizes, recursively; skips the data
-/// set's marker. Follows symlinks to files, not to directories (no cycles).
+/// Adds the regular files under `dir` to `out` with their sizes, recursively. Follows
+/// symlinks to files, not to directories (no cycles).
 fn walk(dir: &Path, out: &mut Vec<(PathBuf, u64)>) {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -265,9 +305,6 @@ fn walk(dir: &Path, out: &mut Vec<(PathBuf, u64)>) {
                 continue;
             }
         };
-        if entry.file_name() == MARKER {
-            continue;
-        }
         let path = entry.path();
         match entry.file_type() {
             Ok(t) if t.is_dir() => walk(&path, out),
@@ -283,54 +320,6 @@ fn walk(dir: &Path, out: &mut Vec<(PathBuf, u64)>) {
             Err(e) => eprintln!("warning: cannot examine {}: {e}", path.display()),
         }
     }
-}
-
-/// The default data set's directory, generated first if it is missing or incomplete.
-fn default_data_set() -> io::Result<PathBuf> {
-    let dir = std::env::temp_dir().join("readahead-scan-default");
-    let params = format!(
-        "seed={DEFAULT_SEED:#x} total={DEFAULT_TOTAL} min={DEFAULT_MIN_FILE} max={DEFAULT_MAX_FILE} per_dir={DEFAULT_FILES_PER_DIR}\n"
-    );
-    if fs::read_to_string(dir.join(MARKER)).is_ok_and(|text| text == params) {
-        return Ok(dir);
-    }
-    eprintln!(
-        "generating the default data set ({} MiB) in {}",
-        DEFAULT_TOTAL >> 20,
-        dir.display()
-    );
-    if dir.exists() {
-        fs::remove_dir_all(&dir)?;
-    }
-    let start = Instant::now();
-    let files = generate(&dir)?;
-    fs::write(dir.join(MARKER), params)?;
-    eprintln!(
-        "generated {files} files in {:.1} s",
-        start.elapsed().as_secs_f64()
-    );
-    Ok(dir)
-}
-
-/// Writes the default data set's files into `dir`; returns how many.
-fn generate(dir: &Path) -> io::Result<usize> {
-    let mut rng = Prng::new(DEFAULT_SEED);
-    let mut buf = Vec::new();
-    let mut total = 0;
-    let mut count = 0;
-    while total < DEFAULT_TOTAL {
-        let sub = dir.join(format!("{:03}", count / DEFAULT_FILES_PER_DIR));
-        if count % DEFAULT_FILES_PER_DIR == 0 {
-            fs::create_dir_all(&sub)?;
-        }
-        let size = rng.log_uniform(DEFAULT_MIN_FILE, DEFAULT_MAX_FILE);
-        buf.resize(size as usize, 0);
-        rng.fill(&mut buf);
-        fs::write(sub.join(format!("{count:05}.bin")), &buf)?;
-        total += size;
-        count += 1;
-    }
-    Ok(count)
 }
 
 /// The consumer of one file: every byte goes through it.
@@ -441,27 +430,17 @@ impl Clock {
     fn start() -> Self {
         Clock {
             wall: Instant::now(),
-            cpu: cpu_seconds(),
+            cpu: system::cpu_seconds(),
         }
     }
 
     /// `(wall seconds, CPU seconds)` since the start.
     fn stop(&self) -> (f64, f64) {
-        (self.wall.elapsed().as_secs_f64(), cpu_seconds() - self.cpu)
+        (
+            self.wall.elapsed().as_secs_f64(),
+            system::cpu_seconds() - self.cpu,
+        )
     }
-}
-
-/// User plus system CPU time of this process so far, in seconds.
-fn cpu_seconds() -> f64 {
-    // SAFETY: all-zero bytes are a valid `rusage` (integers and timevals), and getrusage
-    // writes only into the struct it is given, which lives for the whole call.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-        usage
-    };
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-    secs(usage.ru_utime) + secs(usage.ru_stime)
 }
 
 /// The result of one run.
@@ -472,6 +451,8 @@ struct Outcome {
     bytes: u64,
     seconds: f64,
     cpu_seconds: f64,
+    /// The process's peak so far, this run's and any before it in the same process.
+    peak_rss_kib: u64,
     checksum: String,
     stats: Option<Stats>,
 }
@@ -486,6 +467,7 @@ impl Outcome {
             bytes: tally.bytes,
             seconds,
             cpu_seconds,
+            peak_rss_kib: system::peak_rss_kib(),
             checksum: tally.digest.finalize().to_hex().to_string(),
             stats,
         }
@@ -580,17 +562,31 @@ fn run(opts: &Options, runner: Runner, files: &FileList) -> Result<Outcome, Stri
     }
 }
 
+/// The JSON line of one run (see the module docs).
 fn json_line(out: &Outcome) -> String {
-    format!(
-        "{{\"backend\":\"{}\",\"files\":{},\"bytes\":{},\"seconds\":{:.6},\"gib_per_s\":{:.6},\"cpu_seconds\":{:.6},\"checksum\":\"{}\"}}",
+    let mut line = format!(
+        "{{\"backend\":\"{}\",\"files\":{},\"failed\":{},\"bytes\":{},\"seconds\":{:.6},\"gib_per_s\":{:.6},\"cpu_seconds\":{:.6},\"peak_rss_kib\":{},\"checksum\":\"{}\"",
         out.backend,
         out.files,
+        out.failed,
         out.bytes,
         out.seconds,
         out.gib_per_s(),
         out.cpu_seconds,
+        out.peak_rss_kib,
         out.checksum
-    )
+    );
+    if let Some(s) = &out.stats {
+        line += &format!(
+            ",\"reads\":{},\"waits\":{},\"wait_seconds\":{:.6},\"peak_in_flight\":{},\"files_opened\":{}",
+            s.reads,
+            s.waits,
+            s.wait_time.as_secs_f64(),
+            s.peak_in_flight,
+            s.files_opened
+        );
+    }
+    line + "}"
 }
 
 /// Writes to stdout; a closed stdout (`scan | head`) is not worth a panic.
@@ -611,6 +607,10 @@ fn summary(out: &Outcome) -> String {
     text += &format!("\n  seconds      {:.4}", out.seconds);
     text += &format!("\n  GiB/s        {:.3}", out.gib_per_s());
     text += &format!("\n  cpu seconds  {:.4}", out.cpu_seconds);
+    text += &format!(
+        "\n  peak RSS     {:.1} MiB (of the process so far)",
+        out.peak_rss_kib as f64 / 1024.0
+    );
     text += &format!("\n  checksum     {}", out.checksum);
     if let Some(s) = &out.stats {
         text += &format!(
@@ -639,12 +639,10 @@ fn comparison(ours: &Outcome, std: &Outcome) -> (String, bool) {
     )
 }
 
-/// One line on what is scanned and how.
-fn settings(opts: &Options, files: &FileList) -> String {
+/// One line on how the files are read.
+fn settings(opts: &Options) -> String {
     format!(
-        "{} files, {:.1} MiB; read size {} KiB, pool {} KiB, consumer {}{}",
-        files.paths.len(),
-        files.total_bytes as f64 / (1 << 20) as f64,
+        "read size {} KiB, pool {} KiB, consumer {}{}{}",
         opts.read_size >> 10,
         opts.buffer_size >> 10,
         if opts.hash { "blake3" } else { "checksum" },
@@ -652,17 +650,38 @@ fn settings(opts: &Options, files: &FileList) -> String {
             ", O_DIRECT (readahead only)"
         } else {
             ""
+        },
+        if opts.drop_caches {
+            ", caches dropped before each run"
+        } else {
+            ""
         }
     )
+}
+
+/// How many files, and how many MiB.
+fn files_line(files: u64, bytes: u64) -> String {
+    format!("{files} files, {:.1} MiB", bytes as f64 / (1 << 20) as f64)
 }
 
 /// Runs every scan the options ask for, prints the results; the exit status.
 fn scan(opts: &Options, files: &FileList) -> ExitCode {
     if !opts.json {
-        emit(&settings(opts, files));
+        let count = files.paths.len() as u64;
+        emit(&format!(
+            "{}; {}",
+            files_line(count, files.total_bytes),
+            settings(opts)
+        ));
     }
     let mut outcomes = Vec::new();
     for runner in opts.runners() {
+        if opts.drop_caches {
+            if let Err(msg) = system::drop_caches() {
+                eprintln!("error: {msg}");
+                return ExitCode::FAILURE;
+            }
+        }
         match run(opts, runner, files) {
             Ok(out) if opts.json => emit(&json_line(&out)),
             Ok(out) => {
@@ -699,11 +718,18 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if opts.drop_caches {
+        if let Err(msg) = system::check_drop_caches() {
+            eprintln!("error: {msg}");
+            return ExitCode::FAILURE;
+        }
+    }
     if opts.paths.is_empty() {
-        match default_data_set() {
+        let set = opts.data_set.unwrap_or(&data_sets::DATA_SETS[0]);
+        match set.ensure() {
             Ok(dir) => opts.paths.push(dir),
             Err(e) => {
-                eprintln!("error: cannot generate the default data set: {e}");
+                eprintln!("error: cannot generate data set {}: {e}", set.name);
                 return ExitCode::FAILURE;
             }
         }

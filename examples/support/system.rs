@@ -1,0 +1,68 @@
+//! What the scan example asks of the system: CPU time, peak memory, dropping the page cache.
+
+use std::fs::{self, OpenOptions};
+use std::io;
+
+/// Writing `3` here drops the page cache, dentries and inodes (root only).
+pub const DROP_CACHES: &str = "/proc/sys/vm/drop_caches";
+
+/// This process's resource usage so far.
+fn rusage_self() -> libc::rusage {
+    // SAFETY: all-zero bytes are a valid `rusage` (integers and timevals), and getrusage
+    // writes only into the struct it is given, which lives for the whole call.
+    unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    }
+}
+
+/// Seconds in a `timeval`.
+fn seconds(t: libc::timeval) -> f64 {
+    t.tv_sec as f64 + t.tv_usec as f64 * 1e-6
+}
+
+/// User plus system CPU time of this process so far (all its threads, io_uring's workers
+/// included), in seconds.
+pub fn cpu_seconds() -> f64 {
+    let usage = rusage_self();
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+/// The most memory this process has had resident, in KiB: `VmHWM` from `/proc/self/status`,
+/// or `getrusage`'s `ru_maxrss` where `/proc` cannot be read.
+///
+/// `VmHWM` comes first because it covers this program's own memory only: Linux carries the
+/// peak of the process that spawned this one over into `ru_maxrss` at `exec` (a parent that
+/// once held 200 MiB hands every child spawned afterwards an `ru_maxrss` of 200 MiB).
+pub fn peak_rss_kib() -> u64 {
+    let from_proc = fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+            line.split_whitespace().nth(1)?.parse().ok()
+        });
+    from_proc.unwrap_or_else(|| rusage_self().ru_maxrss.max(0) as u64)
+}
+
+/// Flushes dirty pages (`sync`), then drops the page cache, dentries and inodes, so that the
+/// next read comes from the device.
+pub fn drop_caches() -> Result<(), String> {
+    // SAFETY: sync takes no arguments, touches none of this process's memory, and cannot fail.
+    unsafe { libc::sync() };
+    fs::write(DROP_CACHES, "3").map_err(|e| drop_caches_error(&e))
+}
+
+/// Whether `drop_caches` can work: opens the file for writing, drops nothing.
+pub fn check_drop_caches() -> Result<(), String> {
+    match OpenOptions::new().write(true).open(DROP_CACHES) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(drop_caches_error(&e)),
+    }
+}
+
+fn drop_caches_error(e: &io::Error) -> String {
+    format!(
+        "--drop-caches: cannot write {DROP_CACHES}: {e}; run as root, or leave out --drop-caches"
+    )
+}
