@@ -10,19 +10,49 @@
 //! Every byte goes through a consumer: a cheap word-wise checksum, or blake3 with `--hash`.
 //! The per-file digests are combined in order into one checksum, the same for every backend.
 //!
+//! # The scenarios of BENCHMARKS.md
+//!
+//! One command each (the cold ones need root, to drop the page cache):
+//!
+//! ```text
+//! # warm, 1 GiB of mixed files, the consumer only checksums (goal: >= 1.0x std)
+//! cargo run --release --example scan -- --data-set mixed-1g --compare
+//! # warm, the same files, blake3 of each file (goal: >= 1.25x std)
+//! cargo run --release --example scan -- --data-set mixed-1g --compare --hash
+//! # cold, buffered (goals: >= 1.4x std; CPU s per GiB <= std's)
+//! cargo run --release --example scan -- --data-set mixed-1g --compare --drop-caches
+//! # cold, O_DIRECT, beside fio on the same files (goals: >= 0.9x fio and >= 2.0x std)
+//! cargo run --release --example scan -- --data-set mixed-1g --compare --drop-caches --direct --fio
+//! # cold, 20,000 files of 4 KiB (goal: >= 4x std)
+//! cargo run --release --example scan -- --data-set tiny --compare --drop-caches
+//! # memory with 100,000 queued files (goal: peak RSS <= pool + 16 MiB)
+//! cargo run --release --example scan -- --data-set tiny-100k --compare
+//! ```
+//!
 //! # Options
 //!
 //! - `--backend auto|uring|sync|std`: the backend to run. `std` is the baseline,
-//!   `BufReader::with_capacity(read_size, File::open(path)?)` per file. Without it, the
-//!   reader (`auto`) runs, then std, and the ratio of their throughputs is printed.
-//! - `--direct`: `O_DIRECT` reads (the reader only; std reads through the page cache).
+//!   `BufReader::with_capacity(read_size, File::open(path)?)` per file. Without it (and
+//!   without `--compare`), the reader (`auto`) runs, then std, and the ratio of their
+//!   throughputs is printed. With `--compare`, the reader's backend (default `auto`).
+//! - `--direct`: `O_DIRECT` reads (the reader, and fio; std reads through the page cache).
 //! - `--hash`: blake3 of every file instead of the cheap checksum.
 //! - `--buffer-size N`, `--read-size N`: bytes, or with a suffix K, M or G (`512K`, `64M`).
 //!   The pool's size, and the largest single read (also std's buffer size).
 //! - `--json`: one line of JSON on stdout, nothing else there (the reader only, unless
-//!   `--backend` says otherwise).
+//!   `--backend` says otherwise; with `--compare`, the whole comparison).
+//! - `--compare`: runs the reader and std alternately, `--rounds N` times (default 3):
+//!   ours, std, ours, std, ... Each run is a process of its own (this program again, with
+//!   `--backend X --json`), so that its CPU seconds and peak memory are its own. Prints a row
+//!   per run, then per backend the median GiB/s, CPU seconds, CPU seconds per GiB and peak RSS,
+//!   and the ratios of the medians, ours ÷ std (and ours ÷ fio). Without `--drop-caches`, one
+//!   untimed std pass first reads the files into the page cache.
+//! - `--rounds N`: rounds of `--compare` (default 3).
 //! - `--drop-caches`: before every run, `sync` and write `3` to `/proc/sys/vm/drop_caches`
-//!   (root only), so that every run reads from the device.
+//!   (root only), so that every run reads from the device. With or without `--compare`.
+//! - `--fio`: with `--compare`, each round also runs fio over the same files (io_uring, queue
+//!   depth 64, 256 KiB blocks, `O_DIRECT` with `--direct`), reported as a third backend. The
+//!   command is printed; see `support/fio.rs` for how it reads every file whole.
 //! - `--data-set NAME`: scan a built-in data set instead of PATHs, generated once from a fixed
 //!   seed into `$TMPDIR/readahead-scan-NAME` and reused afterwards (a marker file
 //!   `$TMPDIR/readahead-scan-NAME.complete` is written last): `mixed` (the default, 256 MiB of
@@ -34,12 +64,13 @@
 //! Each run is timed from building its reader to dropping it, its file list made before
 //! (wall seconds, and CPU seconds of the process from `getrusage`, io_uring's worker threads
 //! included). Peak RSS is the process's `VmHWM` (see `support/system.rs` for why not
-//! `ru_maxrss`), file list included.
+//! `ru_maxrss`): in a `--compare` run that is the child's whole life, file list included.
 //! `--json` prints
 //! `{"backend":"uring|sync|std","files":N,"failed":N,"bytes":N,"seconds":F,"gib_per_s":F,"cpu_seconds":F,"peak_rss_kib":N,"checksum":"hex"}`,
 //! and for the reader also `"reads"`, `"waits"`, `"wait_seconds"`, `"peak_in_flight"` and
 //! `"files_opened"` from its `Stats`; `files` counts failed files too and `bytes` is every byte
-//! consumed.
+//! consumed. In the `--compare` table, `in flight` is the most reads in flight at once and
+//! `opened` the files the reader opened.
 //!
 //! A file that cannot be opened or read is reported on stderr, counted as failed, and skipped;
 //! the scan goes on. Exit status: 0; 1 when the runs' checksums or byte counts differ, or the
@@ -47,8 +78,12 @@
 
 #[path = "support/checksum.rs"]
 mod checksum;
+#[path = "support/compare.rs"]
+mod compare;
 #[path = "support/data_sets.rs"]
 mod data_sets;
+#[path = "support/fio.rs"]
+mod fio;
 #[path = "support/prng.rs"]
 mod prng;
 #[path = "support/system.rs"]
@@ -65,6 +100,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use readahead::{Backend, SequentialFileReader, Stats, DEFAULT_BUFFER_SIZE, DEFAULT_READ_SIZE};
 
 use checksum::Checksum;
+use compare::{Role, Run};
 use data_sets::DataSet;
 
 const USAGE: &str = "\
@@ -75,20 +111,37 @@ with readahead and with std's BufReader, and compares throughput. With no PATH, 
 built-in data set (--data-set), generated once in $TMPDIR/readahead-scan-NAME.
 
 options:
-  --backend B        auto | uring | sync | std (default: auto, then std, and the ratio)
-  --direct           O_DIRECT reads (readahead only)
+  --backend B        auto | uring | sync | std (default: auto, then std, and the ratio;
+                     with --compare, readahead's backend)
+  --direct           O_DIRECT reads (readahead, and fio)
   --hash             blake3 of every file instead of a cheap checksum
   --buffer-size N    readahead's pool size (default 32M); suffixes K, M, G
   --read-size N      largest single read, also std's buffer size (default 512K)
-  --json             one line of JSON on stdout (readahead only unless --backend)
+  --json             one line of JSON on stdout (readahead only unless --backend;
+                     with --compare, the whole comparison)
+  --compare          readahead and std alternately, each run a child process; a table
+                     of runs, medians, and the ratios of the medians
+  --rounds N         rounds of --compare (default 3)
   --drop-caches      before every run: sync, then 3 > /proc/sys/vm/drop_caches (root)
+  --fio              with --compare: fio over the same files each round (fio on PATH)
   --data-set NAME    a built-in data set instead of PATHs:
                        mixed      256 MiB of 4 KiB-4 MiB files, log-uniform (default)
                        mixed-1g   the same, 1 GiB
                        tiny       20,000 files of 4 KiB
                        tiny-100k  100,000 files of 4 KiB
   -h, --help         this text
-";
+
+the scenarios of BENCHMARKS.md (cold ones as root):
+  warm, checksum      scan --data-set mixed-1g --compare
+  warm, blake3        scan --data-set mixed-1g --compare --hash
+  cold, buffered      scan --data-set mixed-1g --compare --drop-caches
+  cold, O_DIRECT      scan --data-set mixed-1g --compare --drop-caches --direct --fio
+  cold, tiny files    scan --data-set tiny --compare --drop-caches
+  memory              scan --data-set tiny-100k --compare
+(scan is `cargo run --release --example scan --`)";
+
+/// Rounds of `--compare` unless `--rounds` says otherwise.
+const DEFAULT_ROUNDS: usize = 3;
 
 /// One way of reading the files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,7 +160,11 @@ struct Options {
     buffer_size: usize,
     read_size: usize,
     json: bool,
+    compare: bool,
+    /// Rounds of `--compare`, when given.
+    rounds: Option<usize>,
     drop_caches: bool,
+    fio: bool,
     data_set: Option<&'static DataSet>,
 }
 
@@ -121,7 +178,10 @@ impl Default for Options {
             buffer_size: DEFAULT_BUFFER_SIZE,
             read_size: DEFAULT_READ_SIZE,
             json: false,
+            compare: false,
+            rounds: None,
             drop_caches: false,
+            fio: false,
             data_set: None,
         }
     }
@@ -137,9 +197,23 @@ impl Options {
         }
     }
 
+    /// The reader's runner for `--compare`.
+    fn ours(&self) -> Runner {
+        self.backend.unwrap_or(Runner::Ours(Backend::Auto))
+    }
+
     /// The options that only make sense together, checked.
     fn validate(&self) -> Result<(), UsageError> {
         let error = |msg: &str| Err(UsageError(msg.to_owned()));
+        if self.fio && !self.compare {
+            return error("--fio needs --compare");
+        }
+        if self.rounds.is_some() && !self.compare {
+            return error("--rounds needs --compare");
+        }
+        if self.compare && self.backend == Some(Runner::Std) {
+            return error("--compare runs std itself: give --backend auto, uring or sync");
+        }
         if self.data_set.is_some() && !self.paths.is_empty() {
             return error("--data-set and PATHs exclude each other");
         }
@@ -188,7 +262,7 @@ fn parse_option(
 ) -> Result<(), UsageError> {
     let takes_value = matches!(
         name,
-        "--backend" | "--buffer-size" | "--read-size" | "--data-set"
+        "--backend" | "--buffer-size" | "--read-size" | "--rounds" | "--data-set"
     );
     if !takes_value && inline.is_some() {
         return Err(UsageError(format!("option '{name}' takes no value")));
@@ -201,7 +275,10 @@ fn parse_option(
         "--direct" => opts.direct = true,
         "--hash" => opts.hash = true,
         "--json" => opts.json = true,
+        "--compare" => opts.compare = true,
+        "--rounds" => opts.rounds = Some(parse_rounds(&value()?)?),
         "--drop-caches" => opts.drop_caches = true,
+        "--fio" => opts.fio = true,
         "--data-set" => {
             let value = value()?;
             let set = data_sets::find(&value).ok_or_else(|| {
@@ -238,6 +315,26 @@ fn parse_backend(value: &str) -> Result<Runner, UsageError> {
         _ => Err(UsageError(format!(
             "unknown backend '{value}': use auto, uring, sync or std"
         ))),
+    }
+}
+
+fn parse_rounds(value: &str) -> Result<usize, UsageError> {
+    match value.parse() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(UsageError(format!(
+            "option '--rounds': '{value}' is not a count of 1 or more"
+        ))),
+    }
+}
+
+/// The name `--backend` takes for `runner`.
+fn runner_arg(runner: Runner) -> &'static str {
+    match runner {
+        Runner::Ours(Backend::IoUring) => "uring",
+        Runner::Ours(Backend::Sync) => "sync",
+        // Auto, and any backend the reader adds later (it picks for itself).
+        Runner::Ours(_) => "auto",
+        Runner::Std => "std",
     }
 }
 
@@ -646,10 +743,10 @@ fn settings(opts: &Options) -> String {
         opts.read_size >> 10,
         opts.buffer_size >> 10,
         if opts.hash { "blake3" } else { "checksum" },
-        if opts.direct {
-            ", O_DIRECT (readahead only)"
-        } else {
-            ""
+        match (opts.direct, opts.fio) {
+            (false, _) => "",
+            (true, false) => ", O_DIRECT (readahead only)",
+            (true, true) => ", O_DIRECT (readahead and fio)",
         },
         if opts.drop_caches {
             ", caches dropped before each run"
@@ -706,6 +803,95 @@ fn scan(opts: &Options, files: &FileList) -> ExitCode {
     }
 }
 
+/// The arguments of a child that runs `runner` once over `paths` and prints its JSON line.
+fn child_args(opts: &Options, runner: Runner) -> Vec<OsString> {
+    let mut args: Vec<OsString> = vec![
+        "--backend".into(),
+        runner_arg(runner).into(),
+        "--json".into(),
+        "--buffer-size".into(),
+        opts.buffer_size.to_string().into(),
+        "--read-size".into(),
+        opts.read_size.to_string().into(),
+    ];
+    let flags = [
+        (opts.direct, "--direct"),
+        (opts.hash, "--hash"),
+        (opts.drop_caches, "--drop-caches"),
+    ];
+    args.extend(flags.iter().filter(|f| f.0).map(|f| f.1.into()));
+    args.push("--".into());
+    args.extend(opts.paths.iter().map(|path| path.clone().into_os_string()));
+    args
+}
+
+/// `--compare`: the runs, alternately, each in a process of its own; the table; the exit
+/// status.
+fn compare(opts: &Options, fio: Option<&Path>) -> Result<ExitCode, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let rounds = opts.rounds.unwrap_or(DEFAULT_ROUNDS);
+    let ours = opts.ours();
+    if !opts.json {
+        emit(&format!(
+            "{}; {rounds} round{}",
+            settings(opts),
+            if rounds == 1 { "" } else { "s" }
+        ));
+        if let Some(fio) = fio {
+            emit(&format!(
+                "fio: {}",
+                fio::display(&fio::command(fio, &opts.paths, opts.direct))
+            ));
+        }
+    }
+    if !opts.drop_caches {
+        eprintln!("warming the page cache (one untimed std pass)");
+        compare::run_child(&exe, &child_args(opts, Runner::Std), 0, Role::Std)?;
+    }
+    let mut runs: Vec<Run> = Vec::new();
+    for round in 1..=rounds {
+        for role in [Role::Ours, Role::Std, Role::Fio] {
+            let run = match (role, fio) {
+                (Role::Ours, _) => compare::run_child(&exe, &child_args(opts, ours), round, role),
+                (Role::Std, _) => {
+                    compare::run_child(&exe, &child_args(opts, Runner::Std), round, role)
+                }
+                (Role::Fio, Some(fio)) => {
+                    if opts.drop_caches {
+                        system::drop_caches()?;
+                    }
+                    fio::run(fio, &opts.paths, opts.direct)
+                        .map(|out| Run::from_fio(round, out))
+                        .map_err(|e| format!("the fio run of round {round}: {e}"))
+                }
+                (Role::Fio, None) => continue,
+            }?;
+            eprintln!(
+                "round {round}/{rounds}: {} {:.3} GiB/s",
+                role.name(),
+                run.gib_per_s()
+            );
+            runs.push(run);
+        }
+    }
+    let agreement = compare::check_agreement(&runs);
+    if opts.json {
+        emit(&compare::summary_json(&runs, agreement.as_ref()));
+    } else {
+        if let Some(first) = runs.first() {
+            emit(&files_line(first.files(), first.bytes()));
+        }
+        emit(&compare::report(&runs, rounds));
+        if let Ok(agreement) = &agreement {
+            emit(&compare::agreement_line(agreement));
+        }
+    }
+    match agreement {
+        Ok(_) => Ok(ExitCode::SUCCESS),
+        Err(msg) => Err(msg),
+    }
+}
+
 fn main() -> ExitCode {
     let mut opts = match parse_args(std::env::args_os().skip(1)) {
         Ok(Command::Run(opts)) => opts,
@@ -716,6 +902,14 @@ fn main() -> ExitCode {
         Err(UsageError(msg)) => {
             eprintln!("error: {msg}\n\n{USAGE}");
             return ExitCode::from(2);
+        }
+    };
+    // What needs the system is checked before anything runs.
+    let fio = match opts.fio.then(fio::find).transpose() {
+        Ok(fio) => fio,
+        Err(msg) => {
+            eprintln!("error: {msg}");
+            return ExitCode::FAILURE;
         }
     };
     if opts.drop_caches {
@@ -734,6 +928,82 @@ fn main() -> ExitCode {
             }
         }
     }
+    if opts.compare {
+        return compare(&opts, fio.as_deref()).unwrap_or_else(|msg| {
+            eprintln!("error: {msg}");
+            ExitCode::FAILURE
+        });
+    }
     let files = collect_files(&opts.paths);
     scan(&opts, &files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Options, String> {
+        match parse_args(args.iter().map(OsString::from)) {
+            Ok(Command::Run(opts)) => Ok(opts),
+            Ok(Command::Help) => Err("help".into()),
+            Err(UsageError(msg)) => Err(msg),
+        }
+    }
+
+    #[test]
+    fn options_that_need_each_other_are_checked() {
+        for (args, want) in [
+            (&["--fio"][..], "--fio needs --compare"),
+            (&["--rounds", "2"], "--rounds needs --compare"),
+            (
+                &["--compare", "--backend", "std"],
+                "--compare runs std itself",
+            ),
+            (&["--data-set", "tiny", "/tmp"], "exclude each other"),
+            (&["--compare", "--rounds", "0"], "1 or more"),
+            (&["--data-set", "huge"], "mixed, mixed-1g, tiny, tiny-100k"),
+        ] {
+            let err = parse(args).unwrap_err();
+            assert!(err.contains(want), "{args:?}: {err}");
+        }
+        let opts = parse(&["--compare", "--fio", "--rounds=5", "--data-set=tiny"]).unwrap();
+        assert!(opts.compare && opts.fio);
+        assert_eq!(opts.rounds, Some(5));
+        assert_eq!(opts.data_set.map(|set| set.name), Some("tiny"));
+    }
+
+    #[test]
+    fn a_child_gets_the_same_options_and_one_backend() {
+        let parent = parse(&[
+            "--compare",
+            "--direct",
+            "--hash",
+            "--drop-caches",
+            "--buffer-size",
+            "8M",
+            "--read-size=128K",
+            "--backend",
+            "uring",
+            "--",
+            "-odd",
+            "/tmp/a",
+        ])
+        .unwrap();
+        let args = child_args(&parent, parent.ours());
+        let child = match parse_args(args.into_iter()) {
+            Ok(Command::Run(opts)) => opts,
+            _ => panic!("the child's arguments parse"),
+        };
+        assert_eq!(child.backend, Some(Runner::Ours(Backend::IoUring)));
+        assert!(child.json && !child.compare && !child.fio);
+        assert!(child.direct && child.hash && child.drop_caches);
+        assert_eq!(child.buffer_size, 8 << 20);
+        assert_eq!(child.read_size, 128 << 10);
+        assert_eq!(
+            child.paths,
+            [PathBuf::from("-odd"), PathBuf::from("/tmp/a")]
+        );
+        let std = child_args(&parent, Runner::Std);
+        assert!(std.windows(2).any(|w| w[0] == "--backend" && w[1] == "std"));
+    }
 }

@@ -1,7 +1,11 @@
-//! What the scan example asks of the system: CPU time, peak memory, dropping the page cache.
+//! What the scan example asks of the system: CPU time, peak memory, dropping the page cache,
+//! finding a program, and waiting for a child with its resource usage.
 
 use std::fs::{self, OpenOptions};
 use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ExitStatus};
 
 /// Writing `3` here drops the page cache, dentries and inodes (root only).
 pub const DROP_CACHES: &str = "/proc/sys/vm/drop_caches";
@@ -65,4 +69,42 @@ fn drop_caches_error(e: &io::Error) -> String {
     format!(
         "--drop-caches: cannot write {DROP_CACHES}: {e}; run as root, or leave out --drop-caches"
     )
+}
+
+/// The first executable file called `name` in the directories of `$PATH`.
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    fs::metadata(path).is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+}
+
+/// Waits for `child` to exit (its pipes must be drained first); its exit status and its peak
+/// resident memory in KiB (`ru_maxrss`, which includes the peak of this process when it
+/// spawned the child: see [`peak_rss_kib`]).
+pub fn wait_with_peak_rss(child: Child) -> io::Result<(ExitStatus, u64)> {
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: all-zero bytes are a valid `rusage`.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: `pid` is our child, not yet reaped (`child` is never waited on; dropping a
+        // `Child` does not wait); wait4 writes only into `status` and `usage`, which outlive
+        // the call.
+        let ret = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if ret == pid {
+            break;
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+    drop(child);
+    Ok((ExitStatus::from_raw(status), usage.ru_maxrss.max(0) as u64))
 }

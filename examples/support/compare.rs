@@ -1,0 +1,514 @@
+//! `--compare`: the scan's runs gathered from child processes (and fio), checked against each
+//! other, and summed up in a table of runs and one of medians.
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::{json, Value};
+
+use crate::fio::FioRun;
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// What a run stands for in the comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// The reader, with the backend asked for.
+    Ours,
+    /// std's `BufReader`, the baseline.
+    Std,
+    /// fio over the same files, the device's limit.
+    Fio,
+}
+
+impl Role {
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Ours => "ours",
+            Role::Std => "std",
+            Role::Fio => "fio",
+        }
+    }
+}
+
+/// The reader's counters from one run.
+#[derive(Debug)]
+pub struct ReaderStats {
+    reads: u64,
+    waits: u64,
+    wait_seconds: f64,
+    peak_in_flight: u64,
+    files_opened: u64,
+}
+
+/// One run of one backend.
+#[derive(Debug)]
+pub struct Run {
+    round: usize,
+    role: Role,
+    /// `uring`, `sync`, `std` or `fio`.
+    backend: String,
+    /// Not known for fio.
+    files: Option<u64>,
+    failed: u64,
+    bytes: u64,
+    seconds: f64,
+    cpu_seconds: f64,
+    peak_rss_kib: u64,
+    /// Not computed by fio.
+    checksum: Option<String>,
+    reader: Option<ReaderStats>,
+}
+
+impl Run {
+    pub fn gib_per_s(&self) -> f64 {
+        self.bytes as f64 / GIB / self.seconds
+    }
+
+    /// Files scanned (0 for fio, which does not say).
+    pub fn files(&self) -> u64 {
+        self.files.unwrap_or(0)
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// A run from the JSON line a child printed.
+    fn from_json(round: usize, role: Role, line: &str) -> Result<Run, String> {
+        let value: Value = serde_json::from_str(line).map_err(|e| format!("{e} in {line:?}"))?;
+        let field = |name: &str| {
+            value
+                .get(name)
+                .filter(|v| !v.is_null())
+                .ok_or_else(|| format!("no \"{name}\" in {line:?}"))
+        };
+        let u64_field = |name: &str| {
+            field(name)?
+                .as_u64()
+                .ok_or_else(|| format!("\"{name}\" is not a count in {line:?}"))
+        };
+        let f64_field = |name: &str| {
+            field(name)?
+                .as_f64()
+                .ok_or_else(|| format!("\"{name}\" is not a number in {line:?}"))
+        };
+        let str_field = |name: &str| {
+            field(name)?
+                .as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| format!("\"{name}\" is not a string in {line:?}"))
+        };
+        let reader = match role {
+            Role::Ours => Some(ReaderStats {
+                reads: u64_field("reads")?,
+                waits: u64_field("waits")?,
+                wait_seconds: f64_field("wait_seconds")?,
+                peak_in_flight: u64_field("peak_in_flight")?,
+                files_opened: u64_field("files_opened")?,
+            }),
+            _ => None,
+        };
+        Ok(Run {
+            round,
+            role,
+            backend: str_field("backend")?,
+            files: Some(u64_field("files")?),
+            failed: u64_field("failed")?,
+            bytes: u64_field("bytes")?,
+            seconds: f64_field("seconds")?,
+            cpu_seconds: f64_field("cpu_seconds")?,
+            peak_rss_kib: u64_field("peak_rss_kib")?,
+            checksum: Some(str_field("checksum")?),
+            reader,
+        })
+    }
+
+    /// A run from fio's report.
+    pub fn from_fio(round: usize, fio: FioRun) -> Run {
+        Run {
+            round,
+            role: Role::Fio,
+            backend: "fio".into(),
+            files: None,
+            failed: 0,
+            bytes: fio.bytes,
+            seconds: fio.seconds,
+            cpu_seconds: fio.cpu_seconds,
+            peak_rss_kib: fio.peak_rss_kib,
+            checksum: None,
+            reader: None,
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        let mut value = json!({
+            "round": self.round,
+            "role": self.role.name(),
+            "backend": self.backend,
+            "files": self.files,
+            "failed": self.failed,
+            "bytes": self.bytes,
+            "seconds": self.seconds,
+            "gib_per_s": self.gib_per_s(),
+            "cpu_seconds": self.cpu_seconds,
+            "peak_rss_kib": self.peak_rss_kib,
+            "checksum": self.checksum,
+        });
+        if let Some(r) = &self.reader {
+            value["reads"] = r.reads.into();
+            value["waits"] = r.waits.into();
+            value["wait_seconds"] = r.wait_seconds.into();
+            value["peak_in_flight"] = r.peak_in_flight.into();
+            value["files_opened"] = r.files_opened.into();
+        }
+        value
+    }
+}
+
+/// Runs `exe args` (this program, one backend, `--json`), its stderr shown as it comes, and
+/// reads the JSON line it prints last.
+pub fn run_child(exe: &Path, args: &[OsString], round: usize, role: Role) -> Result<Run, String> {
+    let what = format!("the {} run of round {round}", role.name());
+    let output = Command::new(exe)
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot start {what} ({}): {e}", exe.display()))?;
+    if !output.status.success() {
+        return Err(format!("{what} failed ({})", output.status));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .rfind(|line| !line.trim().is_empty())
+        .ok_or_else(|| format!("{what} printed nothing"))?;
+    Run::from_json(round, role, line).map_err(|e| format!("{what}: {e}"))
+}
+
+/// The middle value (the mean of the two middle ones for an even count).
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => f64::NAN,
+        _ if n % 2 == 1 => values[n / 2],
+        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+/// The medians of one role's runs.
+#[derive(Debug)]
+pub struct Medians {
+    role: Role,
+    backend: String,
+    gib_per_s: f64,
+    cpu_seconds: f64,
+    cpu_seconds_per_gib: f64,
+    peak_rss_kib: f64,
+}
+
+/// Medians per role, in the order ours, std, fio; roles without runs are left out.
+pub fn medians(runs: &[Run]) -> Vec<Medians> {
+    [Role::Ours, Role::Std, Role::Fio]
+        .into_iter()
+        .filter_map(|role| {
+            let mine: Vec<&Run> = runs.iter().filter(|run| run.role == role).collect();
+            let first = mine.first()?;
+            let of = |f: fn(&Run) -> f64| median(mine.iter().map(|run| f(run)).collect());
+            let cpu_seconds = of(|run| run.cpu_seconds);
+            Some(Medians {
+                role,
+                backend: first.backend.clone(),
+                gib_per_s: of(Run::gib_per_s),
+                cpu_seconds,
+                cpu_seconds_per_gib: of(|run| run.cpu_seconds / (run.bytes as f64 / GIB)),
+                peak_rss_kib: of(|run| run.peak_rss_kib as f64),
+            })
+        })
+        .collect()
+}
+
+/// `ours ÷ std` and `ours ÷ fio`: (the other role, ratio of median GiB/s, ratio of median
+/// CPU s).
+fn ratios(medians: &[Medians]) -> Vec<(Role, f64, f64)> {
+    let Some(ours) = medians.iter().find(|m| m.role == Role::Ours) else {
+        return Vec::new();
+    };
+    medians
+        .iter()
+        .filter(|m| m.role != Role::Ours)
+        .map(|other| {
+            (
+                other.role,
+                ours.gib_per_s / other.gib_per_s,
+                ours.cpu_seconds / other.cpu_seconds,
+            )
+        })
+        .collect()
+}
+
+/// What all of ours and std's runs read: files, bytes and checksum.
+#[derive(Debug)]
+pub struct Agreement {
+    files: u64,
+    failed: u64,
+    bytes: u64,
+    checksum: String,
+}
+
+/// Checks that every run but fio's read the same files, bytes and checksum.
+pub fn check_agreement(runs: &[Run]) -> Result<Agreement, String> {
+    let key = |run: &Run| (run.files, run.failed, run.bytes, run.checksum.clone());
+    let mut checked = runs.iter().filter(|run| run.role != Role::Fio);
+    let first = checked.next().ok_or("no runs to compare")?;
+    if checked.all(|run| key(run) == key(first)) {
+        return Ok(Agreement {
+            files: first.files.unwrap_or(0),
+            failed: first.failed,
+            bytes: first.bytes,
+            checksum: first.checksum.clone().unwrap_or_default(),
+        });
+    }
+    let mut text = "the runs read different data:".to_owned();
+    for run in runs.iter().filter(|run| run.role != Role::Fio) {
+        let _ = write!(
+            text,
+            "\n  round {} {:<5}  {} files ({} failed), {} bytes, checksum {}",
+            run.round,
+            run.backend,
+            run.files.unwrap_or(0),
+            run.failed,
+            run.bytes,
+            run.checksum.as_deref().unwrap_or("-")
+        );
+    }
+    Err(text)
+}
+
+/// Mebibytes from kibibytes, one decimal.
+fn mib(kib: f64) -> String {
+    format!("{:.1}", kib / 1024.0)
+}
+
+/// The table of runs, then the table of medians and the ratios.
+pub fn report(runs: &[Run], rounds: usize) -> String {
+    let mut text = format!(
+        "{:>5}  {:<7}  {:>7}  {:>8}  {:>7}  {:>12}  {:>8}  {:>7}  {:>8}  {:>9}  {:>7}\n",
+        "round",
+        "backend",
+        "GiB/s",
+        "seconds",
+        "CPU s",
+        "peak RSS MiB",
+        "reads",
+        "waits",
+        "wait s",
+        "in flight",
+        "opened"
+    );
+    for run in runs {
+        let _ = write!(
+            text,
+            "{:>5}  {:<7}  {:>7.3}  {:>8.4}  {:>7.4}  {:>12}",
+            run.round,
+            run.backend,
+            run.gib_per_s(),
+            run.seconds,
+            run.cpu_seconds,
+            mib(run.peak_rss_kib as f64),
+        );
+        match &run.reader {
+            Some(r) => writeln!(
+                text,
+                "  {:>8}  {:>7}  {:>8.4}  {:>9}  {:>7}",
+                r.reads, r.waits, r.wait_seconds, r.peak_in_flight, r.files_opened
+            ),
+            None => writeln!(
+                text,
+                "  {:>8}  {:>7}  {:>8}  {:>9}  {:>7}",
+                "-", "-", "-", "-", "-"
+            ),
+        }
+        .expect("writing to a String");
+    }
+    let medians = medians(runs);
+    let _ = write!(
+        text,
+        "\nmedians of {rounds} round{}\n{:<7}  {:>7}  {:>7}  {:>9}  {:>12}\n",
+        if rounds == 1 { "" } else { "s" },
+        "backend",
+        "GiB/s",
+        "CPU s",
+        "CPU s/GiB",
+        "peak RSS MiB"
+    );
+    for m in &medians {
+        let _ = writeln!(
+            text,
+            "{:<7}  {:>7.3}  {:>7.4}  {:>9.4}  {:>12}",
+            m.backend,
+            m.gib_per_s,
+            m.cpu_seconds,
+            m.cpu_seconds_per_gib,
+            mib(m.peak_rss_kib)
+        );
+    }
+    if let (Some(fio), Some(scan)) = (
+        runs.iter().find(|run| run.role == Role::Fio),
+        runs.iter().find(|run| run.role != Role::Fio),
+    ) {
+        let _ = write!(
+            text,
+            "\nfio read {} bytes, the scans {}: fio skips each file's last partial 4 KiB block,\n\
+             and its GiB/s are of its own bytes",
+            fio.bytes, scan.bytes
+        );
+    }
+    for (other, speed, cpu) in ratios(&medians) {
+        let _ = write!(
+            text,
+            "\nours ÷ {}: {speed:.2}x GiB/s, {cpu:.2}x CPU s (ratios of the medians)",
+            other.name()
+        );
+    }
+    text
+}
+
+/// One line on what every run read.
+pub fn agreement_line(agreement: &Agreement) -> String {
+    format!(
+        "checksums agree: {} files ({} failed), {} bytes, checksum {}",
+        agreement.files, agreement.failed, agreement.bytes, agreement.checksum
+    )
+}
+
+/// The whole comparison as one line of JSON.
+pub fn summary_json(runs: &[Run], agreement: Result<&Agreement, &String>) -> String {
+    let medians: Vec<Value> = medians(runs)
+        .iter()
+        .map(|m| {
+            json!({
+                "role": m.role.name(),
+                "backend": m.backend,
+                "gib_per_s": m.gib_per_s,
+                "cpu_seconds": m.cpu_seconds,
+                "cpu_seconds_per_gib": m.cpu_seconds_per_gib,
+                "peak_rss_kib": m.peak_rss_kib,
+            })
+        })
+        .collect();
+    let ratios: serde_json::Map<String, Value> = ratios(&self::medians(runs))
+        .into_iter()
+        .map(|(other, speed, cpu)| {
+            (
+                format!("ours_{}", other.name()),
+                json!({"gib_per_s": speed, "cpu_seconds": cpu}),
+            )
+        })
+        .collect();
+    let mut value = json!({
+        "runs": runs.iter().map(Run::to_json).collect::<Vec<_>>(),
+        "medians": medians,
+        "ratios": ratios,
+    });
+    match agreement {
+        Ok(a) => {
+            value["agree"] = true.into();
+            value["files"] = a.files.into();
+            value["failed"] = a.failed.into();
+            value["bytes"] = a.bytes.into();
+            value["checksum"] = a.checksum.clone().into();
+        }
+        Err(e) => {
+            value["agree"] = false.into();
+            value["error"] = e.clone().into();
+        }
+    }
+    value.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(backend: &str, bytes: u64, seconds: f64, checksum: &str) -> String {
+        let mut line = format!(
+            "{{\"backend\":\"{backend}\",\"files\":3,\"failed\":0,\"bytes\":{bytes},\"seconds\":{seconds},\"gib_per_s\":1.0,\"cpu_seconds\":0.5,\"peak_rss_kib\":2048,\"checksum\":\"{checksum}\""
+        );
+        if backend != "std" {
+            line += ",\"reads\":7,\"waits\":1,\"wait_seconds\":0.001,\"peak_in_flight\":4,\"files_opened\":3";
+        }
+        line + "}"
+    }
+
+    fn run(round: usize, role: Role, bytes: u64, seconds: f64, checksum: &str) -> Run {
+        let backend = if role == Role::Std { "std" } else { "uring" };
+        Run::from_json(round, role, &line(backend, bytes, seconds, checksum)).expect("parses")
+    }
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(vec![5.0]), 5.0);
+    }
+
+    #[test]
+    fn a_child_line_parses_and_a_broken_one_is_named() {
+        let ours = run(1, Role::Ours, 1 << 30, 0.5, "ab");
+        assert_eq!(ours.gib_per_s(), 2.0);
+        assert_eq!(ours.reader.as_ref().map(|r| r.reads), Some(7));
+        let err = Run::from_json(1, Role::Ours, &line("std", 1, 1.0, "ab")).unwrap_err();
+        assert!(err.contains("\"reads\""), "{err}");
+        assert!(Run::from_json(1, Role::Std, "not json").is_err());
+    }
+
+    #[test]
+    fn runs_that_read_different_data_are_an_error_naming_each_run() {
+        let same = [
+            run(1, Role::Ours, 100, 1.0, "ab"),
+            run(1, Role::Std, 100, 2.0, "ab"),
+        ];
+        assert_eq!(check_agreement(&same).expect("agree").checksum, "ab");
+        let differ = [
+            run(1, Role::Ours, 100, 1.0, "ab"),
+            run(1, Role::Std, 100, 2.0, "cd"),
+        ];
+        let err = check_agreement(&differ).unwrap_err();
+        assert!(
+            err.contains("checksum ab") && err.contains("checksum cd"),
+            "{err}"
+        );
+        let short = [
+            run(1, Role::Ours, 100, 1.0, "ab"),
+            run(1, Role::Std, 99, 2.0, "ab"),
+        ];
+        assert!(check_agreement(&short).is_err());
+    }
+
+    #[test]
+    fn fio_is_left_out_of_the_agreement_and_in_the_ratios() {
+        let fio = FioRun {
+            bytes: 90,
+            seconds: 0.5,
+            cpu_seconds: 0.1,
+            peak_rss_kib: 1024,
+        };
+        let runs = [
+            run(1, Role::Ours, 100, 1.0, "ab"),
+            run(1, Role::Std, 100, 2.0, "ab"),
+            Run::from_fio(1, fio),
+        ];
+        assert!(check_agreement(&runs).is_ok());
+        let ratios = ratios(&medians(&runs));
+        assert_eq!(ratios.len(), 2);
+        assert_eq!(ratios[0].0, Role::Std);
+        assert!((ratios[0].1 - 2.0).abs() < 1e-9);
+        assert_eq!(ratios[1].0, Role::Fio);
+        assert!((ratios[1].1 - 100.0 / 1.0 / (90.0 / 0.5)).abs() < 1e-9);
+    }
+}
