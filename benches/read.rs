@@ -1,14 +1,19 @@
-//! Warm page cache: readahead's `SequentialFileReader` beside std's `BufReader<File>` over the
-//! same files, with the same consumer (a cheap checksum of every byte).
+//! Warm page cache: readahead's `SequentialFileReader` beside std's
+//! `BufReader::with_capacity(DEFAULT_READ_SIZE, File)` over the same files, with the same
+//! consumer.
 //!
-//! Two data sets, made once in a temporary directory and read once before measuring so they
-//! are in the page cache: many small files (2,000 of 4-64 KiB) and few large ones (4 of
-//! 16 MiB). Each iteration of `readahead` is a whole scan, building the reader included, as a
-//! one-off caller would do it; `readahead_reused` keeps one reader across scans, to show what
-//! the setup costs.
+//! Three data sets, made once in a temporary directory and read once before measuring so they
+//! are in the page cache: many small files (2,000 of 4-64 KiB), few large ones (4 of 16 MiB),
+//! and mixed ones (100 of 4 KiB-4 MiB, log-uniform, about 60 MiB: the warm scenarios of
+//! BENCHMARKS.md, scaled down). Every set is read with a cheap checksum of every byte as the
+//! consumer; the mixed set also with blake3 of every file, where reading ahead can overlap the
+//! consumer's own work. Each iteration of `readahead` is a whole scan, building the reader
+//! included, as a one-off caller would do it; `readahead_reused` keeps one reader across scans,
+//! to show what the setup costs. The whole run takes about a minute; no plots are drawn.
 //!
 //! ```text
 //! cargo bench --bench read
+//! cargo bench --bench read -- mixed     # the mixed set only
 //! ```
 
 #[path = "../examples/support/checksum.rs"]
@@ -63,15 +68,52 @@ fn make_data_set(name: &'static str, count: usize, lo: u64, hi: u64) -> DataSet 
     }
 }
 
-/// Feeds the rest of the current file to a checksum, straight from the reader's buffer.
-fn checksum_file(reader: &mut impl BufRead) -> u64 {
-    let mut sum = Checksum::default();
+/// What is done with every byte.
+#[derive(Clone, Copy, Debug)]
+enum Consumer {
+    /// The cheap checksum: the reading is what is measured.
+    Checksum,
+    /// blake3 of every file: work of the consumer's own, which reading ahead can overlap.
+    Blake3,
+}
+
+impl Consumer {
+    fn name(self) -> &'static str {
+        match self {
+            Consumer::Checksum => "checksum",
+            Consumer::Blake3 => "blake3",
+        }
+    }
+}
+
+/// Feeds the rest of the current file to the consumer, straight from the reader's buffer;
+/// the file's digest.
+fn digest_file(reader: &mut impl BufRead, consumer: Consumer) -> u64 {
+    match consumer {
+        Consumer::Checksum => {
+            let mut sum = Checksum::default();
+            feed(reader, |chunk| sum.update(chunk));
+            sum.finish()
+        }
+        Consumer::Blake3 => {
+            let mut hasher = blake3::Hasher::new();
+            feed(reader, |chunk| {
+                hasher.update(chunk);
+            });
+            let hash = hasher.finalize();
+            u64::from_le_bytes(hash.as_bytes()[..8].try_into().expect("8 bytes"))
+        }
+    }
+}
+
+/// Hands every chunk of the rest of the current file to `eat`.
+fn feed(reader: &mut impl BufRead, mut eat: impl FnMut(&[u8])) {
     loop {
         let chunk = reader.fill_buf().expect("read a data file");
         if chunk.is_empty() {
-            return sum.finish();
+            return;
         }
-        sum.update(chunk);
+        eat(chunk);
         let n = chunk.len();
         reader.consume(n);
     }
@@ -83,70 +125,81 @@ fn fold(all: u64, file: u64) -> u64 {
 }
 
 /// One scan with a new default `SequentialFileReader`, every path queued up front.
-fn scan_readahead(paths: &[PathBuf]) -> u64 {
+fn scan_readahead(paths: &[PathBuf], consumer: Consumer) -> u64 {
     let mut reader = SequentialFileReader::new().expect("a reader");
-    scan_with(&mut reader, paths)
+    scan_with(&mut reader, paths, consumer)
 }
 
 /// One scan with `reader`, which is left empty, ready for the next.
-fn scan_with(reader: &mut SequentialFileReader<'_>, paths: &[PathBuf]) -> u64 {
+fn scan_with(reader: &mut SequentialFileReader<'_>, paths: &[PathBuf], consumer: Consumer) -> u64 {
     for path in paths {
         reader.add_path_to_prefetch(path).expect("queue a path");
     }
     let mut all = 0;
     for _ in paths {
-        all = fold(all, checksum_file(reader));
+        all = fold(all, digest_file(reader, consumer));
         reader.move_to_next_file().expect("move on");
     }
     all
 }
 
 /// One scan with `BufReader::with_capacity(DEFAULT_READ_SIZE, File)` per file.
-fn scan_std(paths: &[PathBuf]) -> u64 {
+fn scan_std(paths: &[PathBuf], consumer: Consumer) -> u64 {
     let mut all = 0;
     for path in paths {
         let file = File::open(path).expect("open a data file");
         let mut reader = BufReader::with_capacity(DEFAULT_READ_SIZE, file);
-        all = fold(all, checksum_file(&mut reader));
+        all = fold(all, digest_file(&mut reader, consumer));
     }
     all
 }
 
-/// The two readers side by side over one data set.
-fn bench_data_set(c: &mut Criterion, set: &DataSet) {
+/// The two readers side by side over one data set, with one consumer: the group
+/// `SET/CONSUMER`.
+fn bench_data_set(c: &mut Criterion, set: &DataSet, consumer: Consumer) {
+    let name = format!("{}/{}", set.name, consumer.name());
     // Warms the page cache and checks both read the same bytes.
     assert_eq!(
-        scan_readahead(&set.paths),
-        scan_std(&set.paths),
-        "{}",
-        set.name
+        scan_readahead(&set.paths, consumer),
+        scan_std(&set.paths, consumer),
+        "{name}"
     );
-    let mut group = c.benchmark_group(set.name);
+    let mut group = c.benchmark_group(name);
     group
         .throughput(Throughput::Bytes(set.bytes))
         .sample_size(10)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3));
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
     group.bench_function("readahead", |b| {
-        b.iter(|| black_box(scan_readahead(black_box(&set.paths))))
+        b.iter(|| black_box(scan_readahead(black_box(&set.paths), consumer)))
     });
     // The same scan without building the reader (its pool) each time: what setup costs.
     let mut reader = SequentialFileReader::new().expect("a reader");
     group.bench_function("readahead_reused", |b| {
-        b.iter(|| black_box(scan_with(&mut reader, black_box(&set.paths))))
+        b.iter(|| black_box(scan_with(&mut reader, black_box(&set.paths), consumer)))
     });
     group.bench_function("std_bufreader", |b| {
-        b.iter(|| black_box(scan_std(black_box(&set.paths))))
+        b.iter(|| black_box(scan_std(black_box(&set.paths), consumer)))
     });
     group.finish();
 }
 
 fn warm_scans(c: &mut Criterion) {
     let small = make_data_set("many_small_2000x4-64KiB", 2000, 4 << 10, 64 << 10);
-    bench_data_set(c, &small);
+    bench_data_set(c, &small, Consumer::Checksum);
+    drop(small);
     let large = make_data_set("few_large_4x16MiB", 4, 16 << 20, 16 << 20);
-    bench_data_set(c, &large);
+    bench_data_set(c, &large, Consumer::Checksum);
+    drop(large);
+    let mixed = make_data_set("mixed_100x4KiB-4MiB", 100, 4 << 10, 4 << 20);
+    bench_data_set(c, &mixed, Consumer::Checksum);
+    bench_data_set(c, &mixed, Consumer::Blake3);
 }
 
-criterion_group!(benches, warm_scans);
+criterion_group! {
+    name = benches;
+    // Plots take longer to draw than the benchmarks take to run here.
+    config = Criterion::default().without_plots();
+    targets = warm_scans
+}
 criterion_main!(benches);
