@@ -81,6 +81,8 @@ pub(crate) struct Pool {
     /// Bytes of the live regions, not counting skipped ends.
     live_bytes: usize,
     lent: usize,
+    /// Bytes of the lent regions.
+    lent_bytes: usize,
 }
 
 // SAFETY: the pool owns its allocation; the raw pointer is not shared with anything that is
@@ -129,6 +131,7 @@ impl Pool {
             live: VecDeque::new(),
             live_bytes: 0,
             lent: 0,
+            lent_bytes: 0,
         })
     }
 
@@ -242,6 +245,7 @@ impl Pool {
     pub(crate) fn lend(&mut self, region: Region) -> Loan {
         let phys = self.phys(&region);
         self.lent += 1;
+        self.lent_bytes += region.len;
         // SAFETY: `phys < capacity`, so the pointer stays inside the allocation.
         let ptr = unsafe { NonNull::new_unchecked(self.ptr.as_ptr().add(phys)) };
         Loan { ptr, region }
@@ -254,7 +258,13 @@ impl Pool {
             self.ptr.as_ptr() as usize + self.phys(&loan.region)
         );
         self.lent -= 1;
+        self.lent_bytes -= loan.region.len;
         loan.region
+    }
+
+    /// Bytes of live regions not lent: read, and not yet freed.
+    pub(crate) fn ready_bytes(&self) -> usize {
+        self.live_bytes - self.lent_bytes
     }
 
     /// How many regions are lent.

@@ -196,6 +196,9 @@ pub(crate) struct Limits {
 /// than copying them.
 const OFFLOAD_MIN: usize = 64 << 10;
 
+/// How often reads below `OFFLOAD_MIN` ask whether the page cache holds what they read.
+const SMALL_READS_PER_HINT: u64 = 16;
+
 /// One read's region and what came back into it.
 #[derive(Debug)]
 struct Chunk {
@@ -243,6 +246,10 @@ pub(crate) struct Engine<'a> {
     offloaded: usize,
     /// Whether the last range asked about was in the page cache.
     warm: bool,
+    /// Reads below `OFFLOAD_MIN` scheduled so far.
+    small_reads: u64,
+    /// Whether the last read scheduled was below `OFFLOAD_MIN`.
+    small_last: bool,
     /// The last answer of `io.cached`: (file id, offset, cached).
     hint: Option<(u64, u64, bool)>,
     /// Opens the backend has started and not yet returned.
@@ -270,6 +277,8 @@ impl<'a> Engine<'a> {
             exposed: 0,
             offloaded: 0,
             warm: false,
+            small_reads: 0,
+            small_last: false,
             hint: None,
             opens_in_flight: 0,
             opened: Vec::new(),
@@ -405,7 +414,18 @@ impl<'a> Engine<'a> {
                 .map_err(ring_error("reap"))?;
             self.handle_done();
         }
+        if self.ahead_enough() {
+            return Ok(());
+        }
         self.schedule()
+    }
+
+    /// Whether so much is read ahead of the consumer that more can wait: while small reads
+    /// of cached files complete at once, issuing them one by one as the consumer moves on
+    /// would cost a submission (and an open) per file; waiting until half the window is
+    /// consumed sends them in batches.
+    fn ahead_enough(&self) -> bool {
+        self.warm && self.small_last && self.pool.ready_bytes() >= self.limits.warm_window / 2
     }
 
     /// Blocks until a read completes, then handles what came back and refills.
@@ -472,6 +492,7 @@ impl<'a> Engine<'a> {
                 break;
             }
             let offload = cached && read_len >= OFFLOAD_MIN;
+            self.small_last = read_len < OFFLOAD_MIN;
             if offload && self.offloaded >= self.limits.offload_depth {
                 break;
             }
@@ -525,10 +546,14 @@ impl<'a> Engine<'a> {
     }
 
     /// Whether a read of `len` bytes of `file` at `offset` will find them in the page cache.
-    /// Small reads are not worth the question: they go by the last answer.
+    /// Small reads are not worth the question each time: they go by the last answer, asked
+    /// again every `SMALL_READS_PER_HINT` of them.
     fn cached(&mut self, file: u64, fd: &FdRef<'a>, offset: u64, len: usize) -> bool {
         if len < OFFLOAD_MIN {
-            return self.warm;
+            self.small_reads += 1;
+            if self.small_reads % SMALL_READS_PER_HINT != 1 {
+                return self.warm;
+            }
         }
         match self.hint {
             Some((f, o, cached)) if (f, o) == (file, offset) => cached,
