@@ -4,7 +4,6 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Instant;
 
 use common::*;
@@ -61,44 +60,29 @@ fn open_descriptors_stay_within_max_open_files() {
     }
 }
 
-/// Set in the child process that runs [`child_reads_100k_paths_under_nofile_256`].
+/// Set, to the `RLIMIT_NOFILE` to run under, in the child process that runs
+/// [`child_reads_100k_paths_under_a_low_nofile`].
 const CHILD_ENV: &str = "READAHEAD_TEST_LOW_NOFILE_CHILD";
-const CHILD_TEST: &str = "child_reads_100k_paths_under_nofile_256";
-const CHILD_DONE: &str = "child: read every path";
+const CHILD_TEST: &str = "child_reads_100k_paths_under_a_low_nofile";
 
-/// Lowers `RLIMIT_NOFILE` in a child process (never in this one, whose other tests run on
-/// parallel threads) and queues 100 000 paths there.
+/// Lowers `RLIMIT_NOFILE` to 64 in a child process (never in this one, whose other tests run
+/// on parallel threads) and queues 100 000 paths there. 64 is also the default
+/// `max_open_files`, so the reader runs out of descriptors before it reaches its own cap.
 #[test]
-fn a_hundred_thousand_paths_under_a_nofile_limit_of_256() {
-    let exe = std::env::current_exe().unwrap();
-    let out = Command::new(exe)
-        .env(CHILD_ENV, "1")
-        .args(["--exact", CHILD_TEST, "--nocapture", "--test-threads", "1"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "child failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        out.status
-    );
-    assert!(
-        stdout.contains(CHILD_DONE) || stderr.contains(CHILD_DONE),
-        "the child did not run its test\nstdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    eprint!("{stderr}");
+fn a_hundred_thousand_paths_under_a_nofile_limit_of_64() {
+    run_in_child(CHILD_TEST, CHILD_ENV, "64");
 }
 
 /// Does its work only in the child process started by the test above.
 #[test]
-fn child_reads_100k_paths_under_nofile_256() {
-    if std::env::var_os(CHILD_ENV).is_none() {
+fn child_reads_100k_paths_under_a_low_nofile() {
+    let Some(value) = child_value(CHILD_ENV) else {
         return;
-    }
+    };
+    let nofile: u64 = value.parse().expect("a descriptor limit");
     let limit = libc::rlimit {
-        rlim_cur: 256,
-        rlim_max: 256,
+        rlim_cur: nofile,
+        rlim_max: nofile,
     };
     // SAFETY: setrlimit reads the struct we pass; this process runs only this test.
     let rc = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
@@ -121,7 +105,7 @@ fn child_reads_100k_paths_under_nofile_256() {
             assert_bytes_eq(g, &want[i], &format!("{backend:?}: entry {n}"));
         }
         eprintln!(
-            "{backend:?}: 100000 paths under ulimit -n 256 in {:?}",
+            "{backend:?}: 100000 paths under ulimit -n {nofile} in {:?}",
             start.elapsed()
         );
         if backend == Backend::IoUring {
@@ -142,7 +126,7 @@ fn child_reads_100k_paths_under_nofile_256() {
         let stats = r.stats();
         assert_eq!(stats.files_failed, 0, "{backend:?}");
         // Every in-flight read holds its file open, so the limit bounds them.
-        assert!(stats.peak_in_flight < 256, "{backend:?}: {stats:?}");
+        assert!(stats.peak_in_flight < nofile, "{backend:?}: {stats:?}");
     }
     println!("{CHILD_DONE}");
 }

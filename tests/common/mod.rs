@@ -302,3 +302,64 @@ pub fn open_fds() -> usize {
 pub fn inner_error(e: &io::Error) -> Option<&readahead::Error> {
     e.get_ref()?.downcast_ref::<readahead::Error>()
 }
+
+/// The bytes of this process that are resident in memory (`/proc/self/statm`).
+pub fn resident_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("read /proc/self/statm");
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|f| f.parse().ok())
+        .expect("statm's second field: resident pages");
+    // SAFETY: sysconf only reads a system setting.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * page as u64
+}
+
+/// A sparse file of `len` bytes at `dir/name`: all zeros, with no data blocks written, so a
+/// file of gigabytes costs nothing to make.
+pub fn sparse_file(dir: &Path, name: &str, len: u64) -> PathBuf {
+    let path = dir.join(name);
+    File::create(&path)
+        .and_then(|f| f.set_len(len))
+        .expect("make a sparse file");
+    path
+}
+
+/// The line a child test prints once it has done all its work, so that the parent can tell
+/// it ran: a child test that was filtered out, or returned early, prints nothing.
+pub const CHILD_DONE: &str = "child test: done";
+
+/// In a child process started by [`run_in_child`] with `env`: the value it was given. `None`
+/// in the parent, where the child's test function must return at once.
+pub fn child_value(env: &str) -> Option<String> {
+    std::env::var(env).ok()
+}
+
+/// Runs `test`, a test of this same test binary, alone in a child process with `env` set to
+/// `value`. For what must never happen in this process, whose other tests run on parallel
+/// threads: lowered limits, a seccomp filter, dropped capabilities.
+///
+/// Asserts that the child exited 0 and printed [`CHILD_DONE`]; with its output either way
+/// on failure. Its stderr is forwarded on success.
+#[track_caller]
+pub fn run_in_child(test: &str, env: &str, value: &str) {
+    let exe = std::env::current_exe().expect("this test binary's path");
+    let out = std::process::Command::new(exe)
+        .env(env, value)
+        .args(["--exact", test, "--nocapture", "--test-threads", "1"])
+        .output()
+        .expect("start the child process");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "child {test} ({env}={value}) failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    assert!(
+        stdout.contains(CHILD_DONE) || stderr.contains(CHILD_DONE),
+        "the child did not run {test} to its end\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    eprint!("{stderr}");
+}
