@@ -1,0 +1,252 @@
+//! Where a seccomp filter refuses io_uring (as some container runtimes install), `Auto` falls
+//! back to plain reads and reads exactly as `std::fs::read` does, and `IoUring` is an error
+//! that says why and what to do instead.
+//!
+//! The filter goes on a child process: it cannot be taken off again, and this process runs
+//! other tests on parallel threads.
+#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+
+mod common;
+
+use std::fs::File;
+use std::io::ErrorKind;
+use std::mem::offset_of;
+use std::path::Path;
+
+use common::*;
+use readahead::{Backend, SequentialFileReader};
+
+/// Set in the child process that runs [`child_under_a_seccomp_filter`].
+const CHILD_ENV: &str = "READAHEAD_TEST_SECCOMP_CHILD";
+const CHILD_TEST: &str = "child_under_a_seccomp_filter";
+
+/// `AUDIT_ARCH_X86_64` of `<linux/audit.h>`: `EM_X86_64 | __AUDIT_ARCH_64BIT | __AUDIT_ARCH_LE`.
+const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
+
+/// Installs a seccomp filter on this thread (and whatever it starts later) that answers
+/// `io_uring_setup`, `io_uring_enter` and `io_uring_register` with `EPERM` and allows every
+/// other system call. Calls of another architecture (32-bit calls from this 64-bit process)
+/// are refused too, so that they are no way around the filter.
+fn refuse_io_uring() {
+    let refuse = libc::SECCOMP_RET_ERRNO | (libc::EPERM as u32 & libc::SECCOMP_RET_DATA);
+    let allow = libc::SECCOMP_RET_ALLOW;
+    let load = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    let ret = (libc::BPF_RET | libc::BPF_K) as u16;
+    let stmt = |code, k| libc::sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    // If the loaded word equals `k`, skip `jt` instructions, else `jf`.
+    let jeq = |k, jt, jf| libc::sock_filter {
+        code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+        jt,
+        jf,
+        k,
+    };
+    let filter = [
+        /* 0 */ stmt(load, offset_of!(libc::seccomp_data, arch) as u32),
+        /* 1 */ jeq(AUDIT_ARCH_X86_64, 1, 0),
+        /* 2 */ stmt(ret, refuse),
+        /* 3 */ stmt(load, offset_of!(libc::seccomp_data, nr) as u32),
+        /* 4 */ jeq(libc::SYS_io_uring_setup as u32, 3, 0),
+        /* 5 */ jeq(libc::SYS_io_uring_enter as u32, 2, 0),
+        /* 6 */ jeq(libc::SYS_io_uring_register as u32, 1, 0),
+        /* 7 */ stmt(ret, allow),
+        /* 8 */ stmt(ret, refuse),
+    ];
+    let prog = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr().cast_mut(),
+    };
+    // SAFETY: prctl with integer arguments only; it changes this thread's privileges, in a
+    // child process that runs this one test.
+    let rc = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+    assert_eq!(
+        rc,
+        0,
+        "PR_SET_NO_NEW_PRIVS: {}",
+        std::io::Error::last_os_error()
+    );
+    // SAFETY: `prog` and the filter it points to live across the call; the kernel copies them.
+    let rc = unsafe {
+        libc::prctl(
+            libc::PR_SET_SECCOMP,
+            libc::SECCOMP_MODE_FILTER,
+            &prog as *const libc::sock_fprog,
+        )
+    };
+    assert_eq!(rc, 0, "PR_SET_SECCOMP: {}", std::io::Error::last_os_error());
+}
+
+/// Under the filter, `io_uring_setup` itself fails with `EPERM`: the filter is in place, so
+/// what the reader does next is the fallback, not io_uring.
+fn assert_setup_refused() {
+    // struct io_uring_params: 120 bytes.
+    let mut params = [0u64; 15];
+    // SAFETY: io_uring_setup(2, &params): `params` is as large as the struct the kernel reads
+    // and writes, and lives across the call.
+    let rc = unsafe { libc::syscall(libc::SYS_io_uring_setup, 2u32, params.as_mut_ptr()) };
+    let err = std::io::Error::last_os_error();
+    if rc >= 0 {
+        // SAFETY: a descriptor io_uring_setup just returned, owned by no one else.
+        unsafe { libc::close(rc as i32) };
+    }
+    assert_eq!(rc, -1, "io_uring_setup went through the filter");
+    assert_eq!(err.raw_os_error(), Some(libc::EPERM), "{err}");
+}
+
+/// io_uring refused by seccomp: the parent only checks the child passed.
+#[test]
+fn io_uring_refused_by_seccomp_falls_back_or_says_why() {
+    run_in_child(CHILD_TEST, CHILD_ENV, "1");
+}
+
+/// Does its work only in the child process started by the test above.
+#[test]
+fn child_under_a_seccomp_filter() {
+    if child_value(CHILD_ENV).is_none() {
+        return;
+    }
+    refuse_io_uring();
+    assert_setup_refused();
+
+    let err = readahead::io_uring_available().expect_err("io_uring under a filter refusing it");
+    assert_eq!(err.raw_os_error(), Some(libc::EPERM), "{err}");
+
+    check_io_uring_is_an_error_saying_why();
+    check_auto_reads_exactly();
+    println!("{CHILD_DONE}");
+}
+
+/// `Backend::IoUring` is an error naming the cause (`EPERM`) and saying what to do.
+fn check_io_uring_is_an_error_saying_why() {
+    let builders = [
+        SequentialFileReader::builder(),
+        SequentialFileReader::builder().registered_buffers(true),
+        SequentialFileReader::builder().direct_io(true),
+        small_pool(SequentialFileReader::builder()),
+    ];
+    for b in builders {
+        let what = format!("{b:?}");
+        let err = b
+            .backend(Backend::IoUring)
+            .build()
+            .expect_err("Backend::IoUring under a filter refusing it");
+        let msg = err.to_string();
+        eprintln!("Backend::IoUring: {msg}");
+        match &err {
+            readahead::Error::IoUringUnavailable { source } => {
+                assert_eq!(source.raw_os_error(), Some(libc::EPERM), "{what}: {msg}");
+            }
+            other => panic!("{what}: not IoUringUnavailable: {other:?}"),
+        }
+        assert_eq!(err.kind(), ErrorKind::PermissionDenied, "{what}: {msg}");
+        assert!(msg.contains("io_uring"), "{what}: {msg}");
+        assert!(msg.contains("not permitted"), "{what}: the cause: {msg}");
+        assert!(
+            msg.contains("Backend::Auto") && msg.contains("Backend::Sync"),
+            "{what}: what to do: {msg}"
+        );
+        // Through `?` into an io::Error, as `SequentialFileReader::new()?` is used.
+        let io: std::io::Error = err.into();
+        assert_eq!(io.kind(), ErrorKind::PermissionDenied);
+    }
+}
+
+/// One file to queue, and how.
+enum Queued<'f> {
+    Path(&'f Path),
+    /// A missing path, or a directory: its error must name it.
+    BadPath(&'f Path),
+    Owned(&'f Path, u64),
+    Borrowed(&'f File, &'f Path, u64),
+}
+
+/// Queues `q` and returns what reading it must give: its bytes, or an error naming this path.
+/// A bad path's error may also come out of `add_path_to_prefetch`, naming it; then it is
+/// not queued (`None`).
+fn queue<'f>(
+    r: &mut SequentialFileReader<'f>,
+    q: &Queued<'f>,
+) -> Option<Result<Vec<u8>, &'f Path>> {
+    match *q {
+        Queued::Path(p) => {
+            r.add_path_to_prefetch(p).unwrap();
+            Some(Ok(oracle(p, u64::MAX)))
+        }
+        Queued::BadPath(p) => match r.add_path_to_prefetch(p) {
+            Ok(()) => Some(Err(p)),
+            Err(e) => {
+                assert!(e.to_string().contains(&*p.to_string_lossy()), "{e}");
+                None
+            }
+        },
+        Queued::Owned(p, limit) => {
+            r.add_owned_file_to_prefetch(File::open(p).unwrap(), limit)
+                .unwrap();
+            Some(Ok(oracle(p, limit)))
+        }
+        Queued::Borrowed(f, p, limit) => {
+            r.add_file_to_prefetch(f, limit).unwrap();
+            Some(Ok(oracle(p, limit)))
+        }
+    }
+}
+
+/// `Auto` (and `new()`) fall back to `Sync` and read paths, owned and borrowed files, with
+/// limits and bad paths in between, exactly as `std::fs::read` does.
+fn check_auto_reads_exactly() {
+    assert_eq!(
+        SequentialFileReader::new().unwrap().backend(),
+        Backend::Sync
+    );
+
+    let files = make_files(&[0, 1, 4095, 4096, 100_000, (1 << 20) + 3, 70_000]);
+    let p = &files.paths;
+    let missing = files.dir.path().join("missing");
+    let f = files.open_all();
+    let items = [
+        Queued::Path(&p[4]),
+        Queued::BadPath(&missing),
+        Queued::Path(&p[0]),
+        Queued::BadPath(files.dir.path()),
+        Queued::Owned(&p[5], u64::MAX),
+        Queued::Borrowed(&f[6], &p[6], 12_345),
+        Queued::Borrowed(&f[2], &p[2], u64::MAX),
+        Queued::Owned(&p[5], 4097),
+        Queued::Borrowed(&f[1], &p[1], 0),
+        Queued::BadPath(&missing),
+        Queued::Path(&p[3]),
+        Queued::Path(&p[5]),
+    ];
+    let auto = SequentialFileReader::builder();
+    let configs = [
+        ("Auto default", auto.clone()),
+        ("Auto 64K/4K", small_pool(auto.clone())),
+        ("Auto direct", auto.clone().direct_io(true)),
+        ("Auto registered", auto.registered_buffers(true)),
+    ];
+    for (name, b) in configs {
+        let mut r = b.build().unwrap();
+        assert_eq!(r.backend(), Backend::Sync, "{name}");
+        let want: Vec<_> = items.iter().filter_map(|q| queue(&mut r, q)).collect();
+        let got = read_all_files(&mut r);
+        assert_eq!(got.len(), want.len(), "{name}");
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            let what = format!("{name}: file #{i}");
+            match (g, w) {
+                (Ok(g), Ok(w)) => assert_bytes_eq(g, w, &what),
+                (Err(e), Err(bad)) => assert!(
+                    e.to_string().contains(&*bad.to_string_lossy()),
+                    "{what}: {e} does not name {}",
+                    bad.display()
+                ),
+                (Ok(g), Err(_)) => panic!("{what}: {} bytes from a bad path", g.len()),
+                (Err(e), Ok(_)) => panic!("{what}: {e}"),
+            }
+        }
+        assert_eq!(r.backend(), Backend::Sync, "{name}");
+    }
+}
