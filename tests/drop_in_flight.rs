@@ -1,8 +1,9 @@
-//! Dropping a reader with reads in flight cancels and waits for them, and closes every
-//! descriptor it opened: the process's descriptor count comes back to where it was.
+//! Dropping a reader with reads in flight cancels and waits for them, closes every
+//! descriptor it opened and frees its pool: the process's descriptor count comes back to
+//! where it was, and its resident memory does not grow round after round.
 //!
-//! Every test here holds `SERIAL` from its first line, since descriptors are counted for the
-//! whole process and tests run on parallel threads.
+//! Every test here holds `SERIAL` from its first line, since descriptors and memory are
+//! counted for the whole process and tests run on parallel threads.
 
 mod common;
 
@@ -11,7 +12,7 @@ use std::io::{BufRead, Read};
 use std::sync::Mutex;
 
 use common::*;
-use readahead::ReaderBuilder;
+use readahead::{ReaderBuilder, SequentialFileReader};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -46,8 +47,31 @@ fn drop_configs() -> Vec<(String, ReaderBuilder)> {
         .collect()
 }
 
+/// Rounds run before counting, so that what is opened or allocated once per process (not
+/// per reader) is there before.
+const WARM_UP: usize = 2;
+/// How much resident memory may grow over the counted rounds: allocator slack, not a pool
+/// (a reader that leaked its pool would leak at least the pages its reads wrote, each round).
+const MAX_GROWTH: u64 = 16 << 20;
+/// How much the address space may grow over the counted rounds, in a process of its own (see
+/// [`alone_in_a_child`]): less than the smallest pool of the tests that check it, so that
+/// one pool left mapped, even untouched, is caught.
+const MAX_MAPPED_GROWTH: u64 = 1 << 20;
+
+/// Set in the child process that runs [`child_drops_under_load`].
+const CHILD_ENV: &str = "READAHEAD_TEST_DROP_CHILD";
+
+/// Whether this is the child process that runs [`child_drops_under_load`] alone: there, and
+/// only there, no other thread maps memory (the test harness starts a thread, with its stack
+/// and maybe a malloc arena, per test), so the address space can be checked too.
+fn alone_in_a_child() -> bool {
+    child_value(CHILD_ENV).is_some()
+}
+
 /// Runs `round` `rounds` times per config (a fifth of that with direct I/O, which reads the
-/// disk each time) and checks no descriptor is left behind. The caller holds `SERIAL`.
+/// disk each time) and checks no descriptor is left behind and resident memory does not
+/// grow; alone in a child process, also that no memory is left mapped. The caller holds
+/// `SERIAL`.
 fn check_no_leak(rounds: usize, mut round: impl FnMut(&str, ReaderBuilder)) {
     for (name, b) in drop_configs() {
         let rounds = if name.contains("direct") {
@@ -55,18 +79,31 @@ fn check_no_leak(rounds: usize, mut round: impl FnMut(&str, ReaderBuilder)) {
         } else {
             rounds
         };
-        // One round first, so that anything opened once per process (not per reader) is
-        // open before counting.
-        round(&name, b.clone());
-        let before = open_fds();
+        for _ in 0..WARM_UP {
+            round(&name, b.clone());
+        }
+        let fds = open_fds();
+        let (resident, mapped) = (resident_bytes(), mapped_bytes());
         for _ in 0..rounds {
             round(&name, b.clone());
         }
-        let after = open_fds();
         assert_eq!(
-            after, before,
+            open_fds(),
+            fds,
             "{name}: descriptors before and after {rounds} drops"
         );
+        let grown = resident_bytes().saturating_sub(resident);
+        assert!(
+            grown <= MAX_GROWTH,
+            "{name}: resident memory grew by {grown} bytes over {rounds} drops"
+        );
+        if alone_in_a_child() {
+            let grown = mapped_bytes().saturating_sub(mapped);
+            assert!(
+                grown <= MAX_MAPPED_GROWTH,
+                "{name}: mapped memory grew by {grown} bytes over {rounds} drops"
+            );
+        }
     }
 }
 
@@ -170,4 +207,124 @@ fn dropping_a_fully_read_reader_and_an_unused_one() {
         drop(r);
         drop(b.build().unwrap());
     });
+}
+
+/// Drops under load (see the two functions below), in a child process where nothing else
+/// maps memory, so that a pool left mapped is caught even where its pages were never touched
+/// (as with the sync backend, which reads only what the consumer waits for).
+#[test]
+fn dropping_under_load() {
+    // Starting the child opens pipes in this process: not while another test counts.
+    let _serial = serial();
+    run_in_child("child_drops_under_load", CHILD_ENV, "1");
+}
+
+/// Does its work only in the child process started by the test above.
+#[test]
+fn child_drops_under_load() {
+    if !alone_in_a_child() {
+        return;
+    }
+    thousands_of_reads_in_flight();
+    thousands_of_files_open();
+    println!("{CHILD_DONE}");
+}
+
+/// Large files, read in pages through a deep queue: thousands of reads in flight when the
+/// reader is dropped (with direct I/O, really at the disk), and a pool of MiBs their
+/// completions wrote into.
+fn thousands_of_reads_in_flight() {
+    let dir = tempdir();
+    let small = make_file(dir.path(), "small", 10_000);
+    // 8 MiB of real blocks, for direct reads that go to the disk, then a sparse 64 MiB.
+    let big = dir.path().join("big");
+    std::fs::write(&big, content(next_seed(), MIB).repeat(8)).unwrap();
+    let sparse = sparse_file(dir.path(), "sparse", 64 * MIB as u64);
+    let want = [oracle(&small, 100), oracle(&big, 100)];
+    check_no_leak(5, |name, b| {
+        let mut r = b
+            .buffer_size(16 * MIB)
+            .read_size(4096)
+            .queue_depth(2048)
+            .build()
+            .unwrap();
+        for p in [&small, &big, &sparse] {
+            r.add_path_to_prefetch(p).unwrap();
+        }
+        let mut head = [0; 100];
+        r.read_exact(&mut head).unwrap();
+        assert_eq!(&head[..], &want[0][..], "{name}");
+        // Moving on reaps what has completed and fills the queue again.
+        assert!(r.move_to_next_file().unwrap());
+        r.read_exact(&mut head).unwrap();
+        assert_eq!(&head[..], &want[1][..], "{name}");
+        let in_flight = reads_in_flight(&r);
+        assert!(
+            in_flight >= 1000,
+            "{name}: {in_flight} reads in flight: {r:?}"
+        );
+    });
+}
+
+/// Thousands of small files, each open while its read is in flight, when the reader is
+/// dropped.
+fn thousands_of_files_open() {
+    let dir = tempdir_for_many_files();
+    let paths: Vec<_> = (0..2000)
+        .map(|i| make_file(dir.path(), &format!("{i:06}"), 1 + i * 37 % 6000))
+        .collect();
+    let want = oracle(&paths[0], 1);
+    let nofile = nofile_limit();
+    check_no_leak(4, |name, b| {
+        let before = open_fds();
+        let mut r = b
+            .buffer_size(32 * MIB)
+            .read_size(4096)
+            .queue_depth(4096)
+            .max_open_files(4096)
+            .build()
+            .unwrap();
+        for p in &paths {
+            r.add_path_to_prefetch(p).unwrap();
+        }
+        // Waiting for the first file's read issues the rest, one per file.
+        let mut head = [0; 1];
+        r.read_exact(&mut head).unwrap();
+        assert_eq!(&head[..], &want[..], "{name}");
+        // Each read in flight holds its file open: under a low `ulimit -n`, fewer are.
+        if nofile > 4096 {
+            let in_flight = reads_in_flight(&r);
+            assert!(
+                in_flight >= 1000,
+                "{name}: {in_flight} reads in flight: {r:?}"
+            );
+            let open = open_fds() - before;
+            assert!(open >= 1000, "{name}: {open} files open: {r:?}");
+        }
+    });
+    if nofile <= 4096 {
+        eprintln!("not checking reads in flight: RLIMIT_NOFILE is {nofile}");
+    }
+}
+
+/// The reads `r` has in flight now, as its `Debug` says.
+fn reads_in_flight(r: &SequentialFileReader<'_>) -> usize {
+    let debug = format!("{r:?}");
+    debug
+        .split_once("reads_in_flight: ")
+        .and_then(|(_, rest)| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no reads_in_flight in {debug}"))
+}
+
+/// The soft `RLIMIT_NOFILE`.
+fn nofile_limit() -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct we pass, which lives across the call.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    assert_eq!(rc, 0, "getrlimit: {}", std::io::Error::last_os_error());
+    limit.rlim_cur
 }

@@ -305,12 +305,23 @@ pub fn inner_error(e: &io::Error) -> Option<&readahead::Error> {
 
 /// The bytes of this process that are resident in memory (`/proc/self/statm`).
 pub fn resident_bytes() -> u64 {
+    statm(1)
+}
+
+/// The bytes of this process's address space, resident or not (`/proc/self/statm`): a
+/// mapping that is never unmapped shows here even if its pages were never touched.
+pub fn mapped_bytes() -> u64 {
+    statm(0)
+}
+
+/// Field `i` of `/proc/self/statm`, in bytes.
+fn statm(i: usize) -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").expect("read /proc/self/statm");
     let pages: u64 = statm
         .split_whitespace()
-        .nth(1)
+        .nth(i)
         .and_then(|f| f.parse().ok())
-        .expect("statm's second field: resident pages");
+        .expect("a number of pages in /proc/self/statm");
     // SAFETY: sysconf only reads a system setting.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     pages * page as u64
