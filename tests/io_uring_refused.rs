@@ -23,11 +23,11 @@ const CHILD_TEST: &str = "child_under_a_seccomp_filter";
 /// `AUDIT_ARCH_X86_64` of `<linux/audit.h>`: `EM_X86_64 | __AUDIT_ARCH_64BIT | __AUDIT_ARCH_LE`.
 const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
 
-/// Installs a seccomp filter on this thread (and whatever it starts later) that answers
-/// `io_uring_setup`, `io_uring_enter` and `io_uring_register` with `EPERM` and allows every
-/// other system call. Calls of another architecture (32-bit calls from this 64-bit process)
-/// are refused too, so that they are no way around the filter.
-fn refuse_io_uring() {
+/// Installs a seccomp filter on this thread (and whatever it starts later) that answers the
+/// system calls `refused` with `EPERM` and allows every other. Calls of another architecture
+/// (32-bit calls from this 64-bit process) are refused too, so that they are no way around
+/// the filter.
+fn refuse(refused: &[libc::c_long]) {
     let refuse = libc::SECCOMP_RET_ERRNO | (libc::EPERM as u32 & libc::SECCOMP_RET_DATA);
     let allow = libc::SECCOMP_RET_ALLOW;
     let load = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
@@ -45,17 +45,18 @@ fn refuse_io_uring() {
         jf,
         k,
     };
-    let filter = [
-        /* 0 */ stmt(load, offset_of!(libc::seccomp_data, arch) as u32),
-        /* 1 */ jeq(AUDIT_ARCH_X86_64, 1, 0),
-        /* 2 */ stmt(ret, refuse),
-        /* 3 */ stmt(load, offset_of!(libc::seccomp_data, nr) as u32),
-        /* 4 */ jeq(libc::SYS_io_uring_setup as u32, 3, 0),
-        /* 5 */ jeq(libc::SYS_io_uring_enter as u32, 2, 0),
-        /* 6 */ jeq(libc::SYS_io_uring_register as u32, 1, 0),
-        /* 7 */ stmt(ret, allow),
-        /* 8 */ stmt(ret, refuse),
+    let mut filter = vec![
+        stmt(load, offset_of!(libc::seccomp_data, arch) as u32),
+        jeq(AUDIT_ARCH_X86_64, 1, 0),
+        stmt(ret, refuse),
+        stmt(load, offset_of!(libc::seccomp_data, nr) as u32),
     ];
+    // Each refused number jumps over the rest of them and the `allow` after them.
+    for (i, &nr) in refused.iter().enumerate() {
+        filter.push(jeq(nr as u32, (refused.len() - i) as u8, 0));
+    }
+    filter.push(stmt(ret, allow));
+    filter.push(stmt(ret, refuse));
     let prog = libc::sock_fprog {
         len: filter.len() as u16,
         filter: filter.as_ptr().cast_mut(),
@@ -97,31 +98,69 @@ fn assert_setup_refused() {
     assert_eq!(err.raw_os_error(), Some(libc::EPERM), "{err}");
 }
 
+/// What the child's filter refuses: its `CHILD_ENV` value, and the system calls.
+fn refused(mode: &str) -> &'static [libc::c_long] {
+    match mode {
+        // As container runtimes do (Docker's default profile, for one).
+        "all" => &[
+            libc::SYS_io_uring_setup,
+            libc::SYS_io_uring_enter,
+            libc::SYS_io_uring_register,
+        ],
+        "register" => &[libc::SYS_io_uring_register],
+        "enter" => &[libc::SYS_io_uring_enter],
+        _ => panic!("unknown mode {mode:?}"),
+    }
+}
+
 /// io_uring refused by seccomp: the parent only checks the child passed.
 #[test]
 fn io_uring_refused_by_seccomp_falls_back_or_says_why() {
-    run_in_child(CHILD_TEST, CHILD_ENV, "1");
+    run_in_child(CHILD_TEST, CHILD_ENV, "all");
 }
 
-/// Does its work only in the child process started by the test above.
+/// Only `io_uring_register` refused: registering (buffers, worker limits, the opcode probe)
+/// is refused, rings are not. The reader may read on io_uring without it, or say why not.
+#[test]
+#[ignore = "bug: Backend::IoUring says the kernel 'lacks IORING_OP_READ (needs Linux 5.6 or later)' when io_uring_register is refused with EPERM (uring::check_features)"]
+fn io_uring_register_refused_by_seccomp_reads_or_says_why() {
+    run_in_child(CHILD_TEST, CHILD_ENV, "register");
+}
+
+/// Only `io_uring_enter` refused: rings can be set up but nothing can be submitted, so
+/// io_uring is refused all the same.
+#[test]
+#[ignore = "bug: io_uring_available() and Backend::Auto accept a ring io_uring_enter is refused on; every read then fails (uring::probe never submits)"]
+fn io_uring_enter_refused_by_seccomp_falls_back_or_says_why() {
+    run_in_child(CHILD_TEST, CHILD_ENV, "enter");
+}
+
+/// Does its work only in a child process started by a test above.
 #[test]
 fn child_under_a_seccomp_filter() {
-    if child_value(CHILD_ENV).is_none() {
+    let Some(mode) = child_value(CHILD_ENV) else {
         return;
+    };
+    refuse(refused(&mode));
+    let all = mode == "all";
+    if all {
+        assert_setup_refused();
+        let err = readahead::io_uring_available().expect_err("io_uring under a filter refusing it");
+        assert_eq!(err.raw_os_error(), Some(libc::EPERM), "{err}");
     }
-    refuse_io_uring();
-    assert_setup_refused();
-
-    let err = readahead::io_uring_available().expect_err("io_uring under a filter refusing it");
-    assert_eq!(err.raw_os_error(), Some(libc::EPERM), "{err}");
-
-    check_io_uring_is_an_error_saying_why();
-    check_auto_reads_exactly();
+    eprintln!(
+        "{mode}: io_uring_available() = {:?}",
+        readahead::io_uring_available()
+    );
+    let files = Queue::new();
+    check_io_uring_reads_or_says_why(&files, all);
+    check_auto_reads_exactly(&files, all);
     println!("{CHILD_DONE}");
 }
 
-/// `Backend::IoUring` is an error naming the cause (`EPERM`) and saying what to do.
-fn check_io_uring_is_an_error_saying_why() {
+/// `Backend::IoUring` is an error naming the cause (`EPERM`) and saying what to do; where
+/// io_uring is only partly refused, it may instead build and read exactly.
+fn check_io_uring_reads_or_says_why(files: &Queue, must_fail: bool) {
     let builders = [
         SequentialFileReader::builder(),
         SequentialFileReader::builder().registered_buffers(true),
@@ -130,10 +169,17 @@ fn check_io_uring_is_an_error_saying_why() {
     ];
     for b in builders {
         let what = format!("{b:?}");
-        let err = b
-            .backend(Backend::IoUring)
-            .build()
-            .expect_err("Backend::IoUring under a filter refusing it");
+        let err = match b.backend(Backend::IoUring).build() {
+            Ok(r) => {
+                assert!(
+                    !must_fail,
+                    "{what}: Backend::IoUring built under the filter"
+                );
+                files.check(r, &what);
+                continue;
+            }
+            Err(err) => err,
+        };
         let msg = err.to_string();
         eprintln!("Backend::IoUring: {msg}");
         match &err {
@@ -195,47 +241,49 @@ fn queue<'f>(
     }
 }
 
-/// `Auto` (and `new()`) fall back to `Sync` and read paths, owned and borrowed files, with
-/// limits and bad paths in between, exactly as `std::fs::read` does.
-fn check_auto_reads_exactly() {
-    assert_eq!(
-        SequentialFileReader::new().unwrap().backend(),
-        Backend::Sync
-    );
+/// Files of several sizes, and a queue of them: paths, owned and borrowed files, with
+/// limits, and bad paths in between.
+struct Queue {
+    files: Files,
+    opened: Vec<File>,
+    missing: std::path::PathBuf,
+}
 
-    let files = make_files(&[0, 1, 4095, 4096, 100_000, (1 << 20) + 3, 70_000]);
-    let p = &files.paths;
-    let missing = files.dir.path().join("missing");
-    let f = files.open_all();
-    let items = [
-        Queued::Path(&p[4]),
-        Queued::BadPath(&missing),
-        Queued::Path(&p[0]),
-        Queued::BadPath(files.dir.path()),
-        Queued::Owned(&p[5], u64::MAX),
-        Queued::Borrowed(&f[6], &p[6], 12_345),
-        Queued::Borrowed(&f[2], &p[2], u64::MAX),
-        Queued::Owned(&p[5], 4097),
-        Queued::Borrowed(&f[1], &p[1], 0),
-        Queued::BadPath(&missing),
-        Queued::Path(&p[3]),
-        Queued::Path(&p[5]),
-    ];
-    let auto = SequentialFileReader::builder();
-    let configs = [
-        ("Auto default", auto.clone()),
-        ("Auto 64K/4K", small_pool(auto.clone())),
-        ("Auto direct", auto.clone().direct_io(true)),
-        ("Auto registered", auto.registered_buffers(true)),
-    ];
-    for (name, b) in configs {
-        let mut r = b.build().unwrap();
-        assert_eq!(r.backend(), Backend::Sync, "{name}");
+impl Queue {
+    fn new() -> Queue {
+        let files = make_files(&[0, 1, 4095, 4096, 100_000, (1 << 20) + 3, 70_000]);
+        let opened = files.open_all();
+        let missing = files.dir.path().join("missing");
+        Queue {
+            files,
+            opened,
+            missing,
+        }
+    }
+
+    /// Queues every file in `r` and checks it reads each exactly as `std::fs::read` does,
+    /// and fails each bad path with an error naming it.
+    fn check<'f>(&'f self, mut r: SequentialFileReader<'f>, name: &str) {
+        let (p, f) = (&self.files.paths, &self.opened);
+        let items = [
+            Queued::Path(&p[4]),
+            Queued::BadPath(&self.missing),
+            Queued::Path(&p[0]),
+            Queued::BadPath(self.files.dir.path()),
+            Queued::Owned(&p[5], u64::MAX),
+            Queued::Borrowed(&f[6], &p[6], 12_345),
+            Queued::Borrowed(&f[2], &p[2], u64::MAX),
+            Queued::Owned(&p[5], 4097),
+            Queued::Borrowed(&f[1], &p[1], 0),
+            Queued::BadPath(&self.missing),
+            Queued::Path(&p[3]),
+            Queued::Path(&p[5]),
+        ];
         let want: Vec<_> = items.iter().filter_map(|q| queue(&mut r, q)).collect();
         let got = read_all_files(&mut r);
         assert_eq!(got.len(), want.len(), "{name}");
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-            let what = format!("{name}: file #{i}");
+            let what = format!("{name} on {:?}: file #{i}", r.backend());
             match (g, w) {
                 (Ok(g), Ok(w)) => assert_bytes_eq(g, w, &what),
                 (Err(e), Err(bad)) => assert!(
@@ -247,6 +295,30 @@ fn check_auto_reads_exactly() {
                 (Err(e), Ok(_)) => panic!("{what}: {e}"),
             }
         }
-        assert_eq!(r.backend(), Backend::Sync, "{name}");
+    }
+}
+
+/// `Auto` (and `new()`) read paths, owned and borrowed files, with limits and bad paths in
+/// between, exactly as `std::fs::read` does; with io_uring refused outright, on `Sync`.
+fn check_auto_reads_exactly(files: &Queue, on_sync: bool) {
+    if on_sync {
+        assert_eq!(
+            SequentialFileReader::new().unwrap().backend(),
+            Backend::Sync
+        );
+    }
+    let auto = SequentialFileReader::builder();
+    let configs = [
+        ("Auto default", auto.clone()),
+        ("Auto 64K/4K", small_pool(auto.clone())),
+        ("Auto direct", auto.clone().direct_io(true)),
+        ("Auto registered", auto.registered_buffers(true)),
+    ];
+    for (name, b) in configs {
+        let r = b.build().unwrap();
+        if on_sync {
+            assert_eq!(r.backend(), Backend::Sync, "{name}");
+        }
+        files.check(r, name);
     }
 }
