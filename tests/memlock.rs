@@ -277,20 +277,41 @@ fn limit_zero(files: &Files, want: &[Vec<u8>]) {
 fn limit_64k(files: &Files, want: &[Vec<u8>]) {
     set_memlock(64 * KIB);
     readahead::io_uring_available().expect("a ring under RLIMIT_MEMLOCK 64K");
+    // A pool within the limit registers: the limit, not registration, is what fails below.
+    for (name, b, _) in registered_configs() {
+        let name = format!("{name} in a 32K pool, RLIMIT_MEMLOCK 64K, no CAP_IPC_LOCK");
+        let b = b.buffer_size(32 << 10).read_size(4096);
+        let pinned = uring_pin_once_charges_are_back(&name, b, files, want, 32 * KIB);
+        eprintln!("{name}: {pinned} bytes pinned");
+    }
     for (name, b, _) in registered_configs() {
         let name = format!("{name}, RLIMIT_MEMLOCK 64K, no CAP_IPC_LOCK");
         let pinned = uring_pin(&name, b, files, want);
         eprintln!("{name}: {pinned} bytes pinned");
         assert_eq!(pinned, 0, "{name}: the pool was registered over the limit");
     }
-    // A pool within the limit registers: the limit, not registration, was what failed above.
-    // (The kernel charges it to the user, across processes: this assumes no other process of
-    // this user without CAP_IPC_LOCK holds registered buffers meanwhile.)
-    for (name, b, _) in registered_configs() {
-        let name = format!("{name} in a 32K pool, RLIMIT_MEMLOCK 64K, no CAP_IPC_LOCK");
-        let b = b.buffer_size(32 << 10).read_size(4096);
-        let pinned = uring_pin(&name, b, files, want);
-        eprintln!("{name}: {pinned} bytes pinned");
-        assert_eq!(pinned, 32 * KIB, "{name}");
+}
+
+/// As [`uring_pin`], tried again until `expected` bytes are pinned (20 s at most).
+///
+/// The kernel charges a ring's own memory and its registered buffers to the user's locked
+/// memory, and gives a closed ring's charge back a little later, in a worker of its own (not
+/// visible in `VmPin`, for the ring's memory). Until then the readers before this one may
+/// leave too little of a small limit for this one's pool.
+fn uring_pin_once_charges_are_back(
+    name: &str,
+    b: ReaderBuilder,
+    files: &Files,
+    want: &[Vec<u8>],
+    expected: u64,
+) -> u64 {
+    let mut pinned = 0;
+    for _ in 0..2000 {
+        pinned = uring_pin(name, b.clone(), files, want);
+        if pinned == expected {
+            return pinned;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
+    panic!("{name}: {pinned} bytes pinned, {expected} expected");
 }
