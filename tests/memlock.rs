@@ -7,7 +7,7 @@
 //!
 //! What the kernel charges to `RLIMIT_MEMLOCK`, for a ring set up by a process without
 //! `CAP_IPC_LOCK` only (with it, as root, nothing is charged and any pool registers whatever
-//! the limit): registered buffers, and on recent kernels (6.13 on: `io_create_region`) the
+//! the limit): registered buffers, and on recent kernels (6.18 does; `io_create_region`) the
 //! ring's own memory too, about three pages at the default queue depth. So with a limit of 0
 //! not even the ring can be set up there (`ENOMEM`): `Auto` falls back to `Sync`. With 64 KiB
 //! the ring fits and a pool of MiBs does not: that is the case of registration refused.
