@@ -59,9 +59,9 @@ fn check_features(ring: &mut IoUring) -> io::Result<bool> {
         ));
     }
     // Setting up a ring may be allowed while submitting to it is not (a seccomp filter that
-    // refuses io_uring_enter): one no-op through it tells.
-    round_trip(ring)
-        .map_err(|e| io::Error::new(e.kind(), format!("io_uring_enter is refused: {e}")))?;
+    // refuses io_uring_enter): one no-op through it tells. Its error is kept as the OS gave
+    // it, so callers can match on `raw_os_error()`.
+    round_trip(ring)?;
     let mut probe = Probe::new();
     match ring.submitter().register_probe(&mut probe) {
         Ok(()) => {
@@ -78,10 +78,7 @@ fn check_features(ring: &mut IoUring) -> io::Result<bool> {
         // Registering refused (a seccomp filter on io_uring_register): a kernel with
         // IORING_FEAT_RW_CUR_POS is 5.6 or later, which has every opcode used here.
         Err(_) if ring.params().is_feature_rw_cur_pos() => Ok(true),
-        Err(e) => Err(io::Error::new(
-            e.kind(),
-            format!("cannot ask the kernel which io_uring operations it has: {e}"),
-        )),
+        Err(e) => Err(e),
     }
 }
 

@@ -122,7 +122,6 @@ fn io_uring_refused_by_seccomp_falls_back_or_says_why() {
 /// Only `io_uring_register` refused: registering (buffers, worker limits, the opcode probe)
 /// is refused, rings are not. The reader may read on io_uring without it, or say why not.
 #[test]
-#[ignore = "bug: Backend::IoUring says the kernel 'lacks IORING_OP_READ (needs Linux 5.6 or later)' when io_uring_register is refused with EPERM (uring::check_features)"]
 fn io_uring_register_refused_by_seccomp_reads_or_says_why() {
     run_in_child(CHILD_TEST, CHILD_ENV, "register");
 }
@@ -130,7 +129,6 @@ fn io_uring_register_refused_by_seccomp_reads_or_says_why() {
 /// Only `io_uring_enter` refused: rings can be set up but nothing can be submitted, so
 /// io_uring is refused all the same.
 #[test]
-#[ignore = "bug: io_uring_available() and Backend::Auto accept a ring io_uring_enter is refused on; every read then fails (uring::probe never submits)"]
 fn io_uring_enter_refused_by_seccomp_falls_back_or_says_why() {
     run_in_child(CHILD_TEST, CHILD_ENV, "enter");
 }
