@@ -337,6 +337,17 @@ pub fn sparse_file(dir: &Path, name: &str, len: u64) -> PathBuf {
     path
 }
 
+/// Writes the file's pages out and drops them from the page cache, so that the next reads
+/// of it go to the disk (a reader then reads it ahead as a cold file, at full depth).
+pub fn evict_from_page_cache(path: &Path) {
+    use std::os::fd::AsRawFd;
+    let file = File::open(path).expect("open to evict");
+    file.sync_all().expect("write the file's pages out");
+    // SAFETY: a plain syscall on a descriptor `file` keeps open; no memory is passed.
+    let ret = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(ret, 0, "posix_fadvise(DONTNEED)");
+}
+
 /// The line a child test prints once it has done all its work, so that the parent can tell
 /// it ran: a child test that was filtered out, or returned early, prints nothing.
 pub const CHILD_DONE: &str = "child test: done";
