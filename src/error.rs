@@ -26,7 +26,8 @@ pub enum Error {
     },
     /// `Backend::IoUring` was asked for but the kernel refused to set up a ring.
     #[error(
-        "io_uring is not available: {source}; use Backend::Auto or Backend::Sync to fall back to plain reads"
+        "io_uring is not available: {source}{}; use Backend::Auto or Backend::Sync to fall back to plain reads",
+        memlock_hint(source)
     )]
     IoUringUnavailable {
         /// Why the ring could not be set up (EPERM under seccomp, ENOSYS on old kernels, ...).
@@ -76,6 +77,15 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+}
+
+/// What to do where the kernel refused a ring for want of memory.
+fn memlock_hint(e: &io::Error) -> &'static str {
+    if e.raw_os_error() == Some(libc::ENOMEM) {
+        " (a ring's memory counts against RLIMIT_MEMLOCK: raise `ulimit -l`, or use a smaller queue_depth)"
+    } else {
+        ""
+    }
 }
 
 impl Error {

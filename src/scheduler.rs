@@ -168,6 +168,10 @@ pub(crate) trait Io<'a>: Send {
     }
     /// Opens started by `start_open` that completed: (file id, the file or `errno`).
     fn take_opened(&mut self, _out: &mut Vec<(u64, Result<File, i32>)>) {}
+    /// Whether the pool is registered with the kernel (reads are `READ_FIXED`).
+    fn registered(&self) -> bool {
+        false
+    }
     /// Whether `len` bytes of `fd` at `offset` are all in the page cache; `None` where the
     /// backend cannot tell.
     fn cached(&mut self, _fd: &FdRef<'a>, _offset: u64, _len: u64) -> Option<bool> {
@@ -959,8 +963,9 @@ impl std::fmt::Debug for Engine<'_> {
             .field("reads_in_flight", &self.io.in_flight())
             .field(
                 "pool",
-                &format_args!("{}/{} bytes", self.pool.used(), self.pool.capacity()),
+                &format_args!("{}/{} bytes", self.pool.live_bytes(), self.pool.capacity()),
             )
+            .field("registered_buffers", &self.io.registered())
             .finish_non_exhaustive()
     }
 }

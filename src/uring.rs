@@ -327,6 +327,10 @@ impl<'a> Io<'a> for Ring<'a> {
         }
     }
 
+    fn registered(&self) -> bool {
+        self.fixed
+    }
+
     fn cached(&mut self, fd: &FdRef<'a>, offset: u64, len: u64) -> Option<bool> {
         page_cache_holds(fd.file(), offset, len)
     }
