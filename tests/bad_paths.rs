@@ -33,19 +33,6 @@ fn add_path(r: &mut SequentialFileReader<'_>, path: &Path) -> bool {
     }
 }
 
-/// Asserts an error's message contains `needle`, and that it carries a `readahead::Error`
-/// saying the same.
-#[track_caller]
-fn assert_names(e: &io::Error, needle: &str) {
-    let msg = e.to_string();
-    assert!(
-        msg.contains(needle),
-        "error {msg:?} does not name {needle:?}"
-    );
-    let inner = inner_error(e).unwrap_or_else(|| panic!("no readahead::Error in {e:?}"));
-    assert!(inner.to_string().contains(needle), "{inner}");
-}
-
 /// Reads good, bad, good, good, bad (the bad one twice) and checks the bad one fails as
 /// `check` says while every good one reads exactly.
 fn check_bad_path(bad: &Path, check: impl Fn(&io::Error)) {

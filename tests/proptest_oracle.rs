@@ -235,28 +235,9 @@ fn check(case: &Case) {
     }
 }
 
-/// The backends to test, probed once (not once per case).
-fn backends_once() -> &'static [Backend] {
-    static BACKENDS: std::sync::OnceLock<Vec<Backend>> = std::sync::OnceLock::new();
-    BACKENDS.get_or_init(backends)
-}
-
-/// 48 cases (each on every backend, direct I/O off and on), or `PROPTEST_CASES` for a longer
-/// hunt.
-fn config() -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(48);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
-
 proptest! {
-    #![proptest_config(config())]
+    // 48 cases, each on every backend with direct I/O off and on.
+    #![proptest_config(proptest_config(48))]
 
     /// Random scans, against the oracle, with reads of up to the whole pool.
     #[test]

@@ -24,6 +24,27 @@ pub fn backends() -> Vec<Backend> {
     out
 }
 
+/// The backends to test (see [`backends`]), probed once per test binary rather than once per
+/// proptest case.
+pub fn backends_once() -> &'static [Backend] {
+    static BACKENDS: std::sync::OnceLock<Vec<Backend>> = std::sync::OnceLock::new();
+    BACKENDS.get_or_init(backends)
+}
+
+/// A proptest configuration of `cases` cases (or `PROPTEST_CASES`, for a longer hunt), without
+/// failure persistence files.
+pub fn proptest_config(cases: u32) -> proptest::test_runner::Config {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(cases);
+    proptest::test_runner::Config {
+        cases,
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    }
+}
+
 /// A default builder per backend to test (see [`backends`]), with the backend's name.
 pub fn builders() -> Vec<(Backend, ReaderBuilder)> {
     backends()
@@ -296,6 +317,19 @@ pub fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd")
         .expect("list /proc/self/fd")
         .count()
+}
+
+/// Asserts an error's message contains `needle`, and that it carries a `readahead::Error`
+/// saying the same.
+#[track_caller]
+pub fn assert_names(e: &io::Error, needle: &str) {
+    let msg = e.to_string();
+    assert!(
+        msg.contains(needle),
+        "error {msg:?} does not name {needle:?}"
+    );
+    let inner = inner_error(e).unwrap_or_else(|| panic!("no readahead::Error in {e:?}"));
+    assert!(inner.to_string().contains(needle), "{inner}");
 }
 
 /// The `readahead::Error` inside an `io::Error` from reading, if it carries one.
