@@ -248,3 +248,48 @@ fn direct_io_does_not_read_through_a_write_only_descriptor() {
         assert_bytes_eq(got[1].as_ref().unwrap(), &want, &name);
     }
 }
+
+/// Where the filesystem refuses `O_DIRECT` at open (sysfs does on every kernel), the file is
+/// read buffered, exactly, queued by path or as a descriptor, between files read directly.
+/// tmpfs accepts `O_DIRECT` from Linux 6.6 on, so this is where the fallback is exercised.
+#[test]
+fn direct_io_where_the_filesystem_refuses_it_reads_buffered() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let attr = Path::new("/sys/devices/system/cpu/possible");
+    let Ok(want) = std::fs::read(attr) else {
+        eprintln!("skipping sysfs: cannot read {}", attr.display());
+        return;
+    };
+    let refused = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(attr)
+        .is_err();
+    eprintln!(
+        "{} {} O_DIRECT",
+        attr.display(),
+        if refused { "refuses" } else { "accepts" }
+    );
+    let files = make_files(&[100_001, 4097]);
+    let good = oracle_all(&files.paths);
+    let borrowed = File::open(attr).unwrap();
+    for (name, b) in configs() {
+        for way in ["path", "borrowed", "owned"] {
+            let mut r = b.clone().build().unwrap();
+            r.add_path_to_prefetch(&files.paths[0]).unwrap();
+            match way {
+                "path" => r.add_path_to_prefetch(attr).unwrap(),
+                "borrowed" => r.add_file_to_prefetch(&borrowed, u64::MAX).unwrap(),
+                _ => r
+                    .add_owned_file_to_prefetch(File::open(attr).unwrap(), u64::MAX)
+                    .unwrap(),
+            }
+            r.add_path_to_prefetch(&files.paths[1]).unwrap();
+            assert_files_eq(
+                &read_all_ok(&mut r),
+                &[good[0].clone(), want.clone(), good[1].clone()],
+                &format!("{name} {way}"),
+            );
+        }
+    }
+}
