@@ -415,7 +415,8 @@ fn o_path_file(path: &Path) -> File {
 fn an_o_path_descriptor_fails_alone() {
     let dir = tempdir();
     let target = make_file(dir.path(), "o_path", 10_000);
-    check_bad_file(|| o_path_file(&target), "file descriptor");
+    let needle = target.display().to_string();
+    check_bad_file(|| o_path_file(&target), &needle);
 }
 
 /// Direct I/O reopens a descriptor handed in through `/proc/self/fd`: an `O_PATH` descriptor
@@ -517,5 +518,53 @@ fn a_proc_file_of_size_zero_reads_a_prefix_without_error() {
         assert_bytes_eq(&got[0], &good[0], &name);
         assert_bytes_eq(&got[1], &want[..got[1].len().min(want.len())], &name);
         assert_bytes_eq(&got[2], &good[2], &name);
+    }
+}
+
+/// A sysfs attribute whose read fails with `EIO` (runtime power management's
+/// `autosuspend_delay_ms` of a device without it), if this system has one.
+fn eio_file() -> Option<PathBuf> {
+    let devices = std::fs::read_dir("/sys/devices").ok()?;
+    devices
+        .filter_map(Result::ok)
+        .map(|d| d.path().join("power/autosuspend_delay_ms"))
+        .find(|p| {
+            File::open(p).is_ok()
+                && std::fs::read(p).is_err_and(|e| e.raw_os_error() == Some(libc::EIO))
+        })
+}
+
+/// A file that opens but whose read fails in the kernel (`EIO`): the read error names the
+/// path, queued by path or as a descriptor, and the files around it read exactly.
+#[test]
+fn a_file_whose_read_fails_with_eio_fails_alone_and_names_the_path() {
+    let Some(eio) = eio_file() else {
+        eprintln!("skipping EIO: no sysfs attribute here fails its read with EIO");
+        return;
+    };
+    check_bad_path(&eio, |e| {
+        assert_eq!(os_error(e), Some(libc::EIO), "{e}");
+        assert!(
+            matches!(
+                inner_error(e),
+                Some(readahead::Error::Read { offset: 0, .. })
+            ),
+            "{e:?}"
+        );
+    });
+    let needle = eio.display().to_string();
+    check_bad_file(|| File::open(&eio).unwrap(), &needle);
+    // A read error, like an open error, keeps coming until the reader moves on.
+    let (files, want) = good_files();
+    for (name, b) in configs() {
+        let mut r = reader_over(b, [&eio, &files.paths[2]]);
+        for _ in 0..3 {
+            assert_names(&r.fill_buf().unwrap_err(), &needle);
+            assert_names(&r.read(&mut [0; 10]).unwrap_err(), &needle);
+            r.consume(10);
+            assert_eq!(r.file_offset(), 0, "{name}");
+        }
+        assert!(r.move_to_next_file().unwrap(), "{name}");
+        assert_bytes_eq(&rest_of_file(&mut r).unwrap(), &want[2], &name);
     }
 }
