@@ -5,9 +5,9 @@
 //! The contract: only bytes that were in the file. Every byte the reader returns must be what
 //! one of the file's versions held at that offset (never another file's bytes, never stale
 //! pool bytes); the file may end early, but never before what was already consumed or before
-//! the shortest length it had; and the files queued around it read exactly. Each case runs
-//! with paths, borrowed and owned files, on every backend, with the default and a small pool,
-//! direct I/O off and on.
+//! the shortest length it had; and the files queued around it read exactly. Every case runs
+//! on every backend, with the default and a small pool, direct I/O off and on; the in-flight
+//! and while-queued ones also with the file queued by path, borrowed and owned.
 
 mod common;
 
