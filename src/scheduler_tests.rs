@@ -1,12 +1,16 @@
 //! The scheduler against a scripted completion source: short reads, EOF mid-region, errors,
-//! retries, reordering and reads dropped in flight, with no kernel ring involved.
+//! retries, reordering and reads dropped in flight, page-cache hints and offloaded reads,
+//! and opens done by the source, with no kernel ring involved.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fs::OpenOptions;
 use std::io::Write;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use super::*;
+use crate::sync::open_flags;
 
 /// What the script says one read returns.
 #[derive(Clone, Copy, Debug)]
@@ -21,21 +25,64 @@ enum Act {
     Fail(i32),
 }
 
-/// One read the script is asked about.
-#[derive(Debug)]
+/// One read the script is asked about (and the log keeps).
+#[derive(Clone, Copy, Debug)]
 struct Call {
     offset: u64,
     len: usize,
     /// 0 for a chunk's first read, then 1, 2... for its continuations and retries.
     attempt: u32,
+    /// Whether the read was handed over to be offloaded.
+    offload: bool,
 }
 
 type Script = Box<dyn FnMut(&Call) -> Act + Send>;
 
+/// An open the scheduler started through the source.
+#[derive(Clone, Debug)]
+struct OpenCall {
+    file: u64,
+    path: PathBuf,
+    direct: bool,
+}
+
+/// What the source has been handed and not completed yet.
+enum Op<'a> {
+    Read(ReadReq<'a>),
+    Open(OpenCall),
+}
+
+/// What a source saw, where the test can still look once the source is in an engine.
+#[derive(Debug, Default)]
+struct Log {
+    /// Every read handed over, in order.
+    reads: Vec<Call>,
+    /// Offloaded reads in flight now, and the most there were when a read was handed over.
+    offloaded: usize,
+    peak_offloaded: usize,
+    /// Every open started through `start_open`, in order.
+    opens: Vec<OpenCall>,
+    /// Paths opened with `Io::open` (on the scheduler's thread).
+    sync_opens: Vec<PathBuf>,
+    /// The most descriptors on files under `Scripted::watch` plus opens in flight, counted
+    /// at every open started or done.
+    peak_descriptors: usize,
+}
+
+/// Descriptors of this process open on files under `dir`. Each test has its own directory,
+/// so tests running alongside do not count.
+fn fds_under(dir: &Path) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| target.starts_with(dir))
+        .count()
+}
+
 /// A completion source that reads the real file but returns what the script says, in the
 /// order it says.
 struct Scripted<'a> {
-    pending: Vec<ReadReq<'a>>,
+    pending: Vec<Op<'a>>,
     cancelled: HashSet<u64>,
     attempts: HashMap<u64, u32>,
     script: Script,
@@ -43,6 +90,18 @@ struct Scripted<'a> {
     reverse: bool,
     /// Complete reads only when the scheduler waits (so reads pile up in flight).
     lazy: bool,
+    /// What `cached` answers.
+    cached: Option<bool>,
+    /// Whether `start_open` takes opens (completed like reads); else paths are opened with
+    /// `Io::open`.
+    async_open: bool,
+    /// Errnos the next opens of a path get, in turn; after them it is really opened.
+    open_errors: HashMap<PathBuf, VecDeque<i32>>,
+    /// Opens completed and not yet taken.
+    opened: Vec<(u64, Result<File, i32>)>,
+    /// The directory whose descriptors `Log::peak_descriptors` counts.
+    watch: Option<PathBuf>,
+    log: Arc<Mutex<Log>>,
 }
 
 impl<'a> Scripted<'a> {
@@ -54,10 +113,26 @@ impl<'a> Scripted<'a> {
             script: Box::new(script),
             reverse: false,
             lazy: false,
+            cached: None,
+            async_open: false,
+            open_errors: HashMap::new(),
+            opened: Vec::new(),
+            watch: None,
+            log: Arc::default(),
         }
     }
 
+    /// Completes in the given order: `(reverse, lazy)`, see [`ORDERS`].
+    fn ordered(mut self, (reverse, lazy): (bool, bool)) -> Self {
+        self.reverse = reverse;
+        self.lazy = lazy;
+        self
+    }
+
     fn complete(&mut self, mut req: ReadReq<'a>) -> ReadDone<'a> {
+        if req.offload() {
+            self.log.lock().unwrap().offloaded -= 1;
+        }
         if self.cancelled.remove(&req.id()) {
             return req.done(-libc::ECANCELED);
         }
@@ -66,6 +141,7 @@ impl<'a> Scripted<'a> {
             offset: req.offset(),
             len: req.len(),
             attempt: *attempt,
+            offload: req.offload(),
         };
         *attempt += 1;
         let act = (self.script)(&call);
@@ -82,14 +158,70 @@ impl<'a> Scripted<'a> {
         };
         req.done(result)
     }
+
+    /// Completes an open: the scripted errno, or really opening the path.
+    fn complete_open(&mut self, call: OpenCall) {
+        let scripted = self
+            .open_errors
+            .get_mut(&call.path)
+            .and_then(VecDeque::pop_front);
+        let result = match scripted {
+            Some(errno) => Err(errno),
+            None => OpenOptions::new()
+                .read(true)
+                .custom_flags(open_flags(call.direct))
+                .open(&call.path)
+                .map_err(|e| e.raw_os_error().expect("an OS error")),
+        };
+        self.opened.push((call.file, result));
+    }
+
+    fn finish(&mut self, op: Op<'a>, out: &mut Vec<ReadDone<'a>>) {
+        match op {
+            Op::Read(req) => {
+                let done = self.complete(req);
+                out.push(done);
+            }
+            Op::Open(call) => self.complete_open(call),
+        }
+    }
+
+    /// Records the descriptors held or being opened under `watch`.
+    fn note_descriptors(&self) {
+        let Some(dir) = &self.watch else { return };
+        let opening = self
+            .pending
+            .iter()
+            .filter(|op| matches!(op, Op::Open(_)))
+            .count();
+        let n = fds_under(dir) + opening;
+        let mut log = self.log.lock().unwrap();
+        log.peak_descriptors = log.peak_descriptors.max(n);
+    }
 }
+
+/// The orders a source may complete in: `(reverse, lazy)`.
+const ORDERS: [(bool, bool); 4] = [(false, false), (true, false), (false, true), (true, true)];
 
 impl<'a> Io<'a> for Scripted<'a> {
     fn backend(&self) -> Backend {
         Backend::Sync
     }
     fn read(&mut self, req: ReadReq<'a>) {
-        self.pending.push(req);
+        let call = Call {
+            offset: req.offset(),
+            len: req.len(),
+            attempt: self.attempts.get(&req.id()).copied().unwrap_or(0),
+            offload: req.offload(),
+        };
+        let mut log = self.log.lock().unwrap();
+        log.reads.push(call);
+        if call.offload {
+            log.offloaded += 1;
+            log.peak_offloaded = log.peak_offloaded.max(log.offloaded);
+        }
+        drop(log);
+        self.pending.push(Op::Read(req));
     }
     fn cancel(&mut self, id: u64) {
         self.cancelled.insert(id);
@@ -98,31 +230,76 @@ impl<'a> Io<'a> for Scripted<'a> {
         Ok(())
     }
     fn reap(&mut self, wait: bool, out: &mut Vec<ReadDone<'a>>) -> io::Result<()> {
-        if self.lazy && !wait {
+        if self.lazy {
+            // Only when waiting, and one at a time (the oldest, or the newest when reversed),
+            // so the scheduler sees the rest still in flight.
+            if wait && !self.pending.is_empty() {
+                let i = if self.reverse {
+                    self.pending.len() - 1
+                } else {
+                    0
+                };
+                let op = self.pending.remove(i);
+                self.finish(op, out);
+            }
             return Ok(());
         }
         let mut batch = mem::take(&mut self.pending);
         if self.reverse {
             batch.reverse();
         }
-        if self.lazy {
-            // One at a time: the oldest, so the scheduler sees reads still in flight.
-            let first = batch.remove(0);
-            self.pending = batch;
-            out.push(self.complete(first));
-            return Ok(());
-        }
-        for req in batch {
-            out.push(self.complete(req));
+        for op in batch {
+            self.finish(op, out);
         }
         Ok(())
     }
     fn in_flight(&self) -> usize {
-        self.pending.len()
+        self.pending.len() + self.opened.len()
     }
     fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>) -> io::Result<()> {
-        out.extend(self.pending.drain(..).map(|r| r.done(-libc::ECANCELED)));
+        for op in mem::take(&mut self.pending) {
+            match op {
+                Op::Read(req) => {
+                    if req.offload() {
+                        self.log.lock().unwrap().offloaded -= 1;
+                    }
+                    out.push(req.done(-libc::ECANCELED));
+                }
+                // As a kernel may: the open finished before its cancel came.
+                Op::Open(call) => self.complete_open(call),
+            }
+        }
+        // Files opened for nothing: closed here.
+        self.opened.clear();
         Ok(())
+    }
+    fn open(&mut self, source: &Source<'a>, direct: bool) -> Result<Opened<'a>, Error> {
+        let opened = crate::sync::open_source(source, direct);
+        if let Source::Path(path) = source {
+            self.log.lock().unwrap().sync_opens.push(path.to_path_buf());
+        }
+        self.note_descriptors();
+        opened
+    }
+    fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> bool {
+        if !self.async_open {
+            return false;
+        }
+        let call = OpenCall {
+            file,
+            path: path.to_path_buf(),
+            direct,
+        };
+        self.log.lock().unwrap().opens.push(call.clone());
+        self.pending.push(Op::Open(call));
+        self.note_descriptors();
+        true
+    }
+    fn take_opened(&mut self, out: &mut Vec<(u64, Result<File, i32>)>) {
+        out.append(&mut self.opened);
+    }
+    fn cached(&mut self, _fd: &FdRef<'a>, _offset: u64, _len: u64) -> Option<bool> {
+        self.cached
     }
 }
 
@@ -180,19 +357,40 @@ fn files(sizes: &[usize]) -> Files {
 }
 
 fn engine<'a>(io: Scripted<'a>, pool: usize, read_size: usize) -> Engine<'a> {
+    engine_windowed(io, pool, read_size, pool)
+}
+
+/// An engine whose read-ahead of cached files stays within `warm_window` bytes; every region
+/// is filled with [`POISON`] before it is read into.
+fn engine_windowed<'a>(
+    io: Scripted<'a>,
+    pool: usize,
+    read_size: usize,
+    warm_window: usize,
+) -> Engine<'a> {
     let limits = Limits {
         read_size,
         direct: false,
         depth: 16,
         max_open: 4,
-        warm_window: pool,
+        warm_window,
         offload_depth: 2,
     };
-    Engine::new(Box::new(io), Pool::with_capacity(pool).unwrap(), limits)
+    let mut e = Engine::new(Box::new(io), Pool::with_capacity(pool).unwrap(), limits);
+    e.poison = Some(POISON);
+    e
 }
 
 /// Every queued file, read through `fill_buf`/`consume`: its bytes or its error's message.
 fn read_all(e: &mut Engine<'_>) -> Vec<Result<Vec<u8>, String>> {
+    read_all_checking(e, |_| {})
+}
+
+/// Like [`read_all`], calling `check` after every `fill_buf`.
+fn read_all_checking(
+    e: &mut Engine<'_>,
+    mut check: impl FnMut(&Engine<'_>),
+) -> Vec<Result<Vec<u8>, String>> {
     let mut out = Vec::new();
     loop {
         let mut bytes = Vec::new();
@@ -200,10 +398,15 @@ fn read_all(e: &mut Engine<'_>) -> Vec<Result<Vec<u8>, String>> {
             match e.fill_buf() {
                 Ok([]) => break Ok(bytes),
                 Ok(buf) => {
-                    assert!(!buf.contains(&POISON), "bytes no read wrote were exposed");
+                    // Every byte shown is consumed in turn, so checking those is enough.
                     let n = buf.len().min(1000);
+                    assert!(
+                        !buf[..n].contains(&POISON),
+                        "bytes no read wrote were exposed"
+                    );
                     bytes.extend_from_slice(&buf[..n]);
                     e.consume(n);
+                    check(e);
                 }
                 Err(err) => break Err(err.to_string()),
             }
@@ -410,4 +613,131 @@ fn drop_with_reads_in_flight_gets_every_loan_back() {
     e.fill_buf().unwrap();
     assert!(e.pool().lent() > 1);
     drop(e); // `Drop for Engine` debug-asserts that every loan came back.
+}
+
+/// Files with reads of every kind at a 64 KiB read size: whole 64 KiB reads, tails below
+/// and at 64 KiB, files of one byte and of none.
+const WARM_SIZES: [usize; 9] = [
+    300_000, 70_000, 5000, 65_536, 65_535, 0, 200_000, 1, 131_072,
+];
+
+/// Reads every file of [`WARM_SIZES`] with the page cache answering `cached` and the
+/// given read size, window and completion order (`short`: every read's first attempt comes
+/// back with at most that many bytes). Checks the bytes, that the pool held no more than
+/// the window while cached, and how reads were offloaded; returns the log and the stats.
+fn read_warm(
+    cached: Option<bool>,
+    read_size: usize,
+    window: usize,
+    order: (bool, bool),
+    short: Option<usize>,
+) -> (Log, Stats) {
+    let f = files(&WARM_SIZES);
+    let mut io = match short {
+        Some(n) => first_attempts(1, Act::Short(n)),
+        None => Scripted::new(|_| Act::Full),
+    }
+    .ordered(order);
+    io.cached = cached;
+    let log = io.log.clone();
+    let mut e = engine_windowed(io, 1 << 20, read_size, window);
+    queue_paths(&mut e, &f);
+    let warm = cached == Some(true);
+    let got = read_all_checking(&mut e, |e| {
+        let pool = e.pool();
+        assert!(
+            !warm || pool.live_regions() <= 1 || pool.live_bytes() <= window,
+            "{} bytes in {} regions held, window {window}",
+            pool.live_bytes(),
+            pool.live_regions()
+        );
+    });
+    assert_exact(&got, &f.data);
+    let stats = e.stats();
+    drop(e);
+    let log = mem::take(&mut *log.lock().unwrap());
+    assert_eq!(log.offloaded, 0, "every offloaded read came back");
+    for c in &log.reads {
+        assert!(
+            !c.offload || c.len >= OFFLOAD_MIN,
+            "a read of {} bytes was offloaded",
+            c.len
+        );
+        if c.attempt > 0 {
+            assert!(!c.offload, "continuations are copied inline");
+        }
+    }
+    let offloaded = log.reads.iter().filter(|c| c.offload).count();
+    assert_eq!(stats.reads_offloaded, offloaded as u64);
+    assert!(log.peak_offloaded <= 2, "offload_depth is 2");
+    if warm {
+        assert!(stats.peak_pool_bytes <= window as u64, "{stats:?}");
+    } else {
+        assert_eq!(offloaded, 0, "nothing is offloaded unless cached");
+    }
+    (log, stats)
+}
+
+#[test]
+fn cached_files_offload_large_reads_within_the_window() {
+    for order in ORDERS {
+        for short in [None, Some(5000)] {
+            let (log, stats) = read_warm(Some(true), 64 << 10, 192 << 10, order, short);
+            let what = format!("order {order:?}, short {short:?}");
+            // Every first attempt of 64 KiB or more is offloaded.
+            for c in log.reads.iter().filter(|c| c.attempt == 0) {
+                assert_eq!(c.offload, c.len >= OFFLOAD_MIN, "{what}: {c:?}");
+            }
+            assert!(stats.reads_offloaded >= 8, "{what}: {stats:?}");
+            if order.1 {
+                // Reads pile up when completed lazily: the cap is what holds them back.
+                assert_eq!(log.peak_offloaded, 2, "{what}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_window_below_a_page_multiple_still_bounds_the_pool() {
+    for order in ORDERS {
+        for window in [135_072, 200_000] {
+            read_warm(Some(true), 64 << 10, window, order, None);
+        }
+        read_warm(Some(true), 100_000, 230_000, order, None);
+    }
+}
+
+#[test]
+fn uncached_files_offload_nothing_and_may_fill_the_pool() {
+    for cached in [None, Some(false)] {
+        for order in ORDERS {
+            let (log, stats) = read_warm(cached, 64 << 10, 192 << 10, order, None);
+            assert!(log.reads.iter().all(|c| !c.offload));
+            if order.1 {
+                assert!(
+                    stats.peak_pool_bytes > 192 << 10,
+                    "{cached:?} {order:?}: {stats:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn reads_below_64k_are_never_offloaded() {
+    for order in ORDERS {
+        // A window of the whole pool: this is about offloading only (see the next test).
+        let (log, stats) = read_warm(Some(true), 60 << 10, 1 << 20, order, None);
+        assert!(log.reads.iter().all(|c| c.len < OFFLOAD_MIN && !c.offload));
+        assert_eq!(stats.reads_offloaded, 0);
+    }
+}
+
+#[test]
+#[ignore = "reads below 64 KiB never ask `Io::cached` (`Engine::cached` keeps `warm` false), \
+            so cached files read only in small reads are read ahead past `warm_window`"]
+fn cached_files_read_in_small_reads_stay_within_the_window() {
+    for order in ORDERS {
+        read_warm(Some(true), 60 << 10, 128 << 10, order, None);
+    }
 }
