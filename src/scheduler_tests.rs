@@ -69,6 +69,13 @@ struct Log {
     peak_descriptors: usize,
 }
 
+impl Log {
+    /// How many opens of `path` were started through `start_open`.
+    fn opens_of(&self, path: &Path) -> usize {
+        self.opens.iter().filter(|o| o.path == path).count()
+    }
+}
+
 /// Descriptors of this process open on files under `dir`. Each test has its own directory,
 /// so tests running alongside do not count.
 fn fds_under(dir: &Path) -> usize {
@@ -333,6 +340,13 @@ struct Files {
     _dir: tempfile::TempDir,
     paths: Vec<PathBuf>,
     data: Vec<Vec<u8>>,
+}
+
+impl Files {
+    /// The directory as `/proc/self/fd` names it.
+    fn dir(&self) -> PathBuf {
+        self._dir.path().canonicalize().unwrap()
+    }
 }
 
 fn files(sizes: &[usize]) -> Files {
@@ -739,5 +753,245 @@ fn reads_below_64k_are_never_offloaded() {
 fn cached_files_read_in_small_reads_stay_within_the_window() {
     for order in ORDERS {
         read_warm(Some(true), 60 << 10, 128 << 10, order, None);
+    }
+}
+
+/// A source that opens paths itself, completing opens and reads in `order`, and counts the
+/// descriptors on `f`'s files.
+fn opening(f: &Files, order: (bool, bool)) -> Scripted<'static> {
+    let mut io = Scripted::new(|_| Act::Full).ordered(order);
+    io.async_open = true;
+    io.watch = Some(f.dir());
+    io
+}
+
+/// Sizes for the open tests: empty files, files of one read and of several.
+const OPEN_SIZES: [usize; 12] = [
+    0, 1, 5000, 70_000, 4096, 0, 20_000, 3, 100_000, 8192, 1, 65_536,
+];
+
+#[test]
+fn paths_opened_by_the_source_read_exactly_within_the_cap() {
+    let f = files(&OPEN_SIZES);
+    for order in ORDERS {
+        for max_open in [1, 2, 4] {
+            let what = format!("order {order:?}, max_open {max_open}");
+            let io = opening(&f, order);
+            let log = io.log.clone();
+            let mut e = engine(io, 64 << 10, 8192);
+            e.limits.max_open = max_open;
+            queue_paths(&mut e, &f);
+            assert_exact(&read_all(&mut e), &f.data);
+            assert_eq!(fds_under(&f.dir()), 0, "{what}: every file closed");
+            assert_eq!(e.stats().files_opened, f.paths.len() as u64, "{what}");
+            assert_pool_empty(&e);
+            drop(e);
+            let log = log.lock().unwrap();
+            for p in &f.paths {
+                assert_eq!(log.opens_of(p), 1, "{what}: {p:?}");
+            }
+            assert!(log.sync_opens.is_empty(), "{what}");
+            assert!(
+                (1..=max_open).contains(&log.peak_descriptors),
+                "{what}: {} descriptors at once",
+                log.peak_descriptors
+            );
+        }
+    }
+}
+
+#[test]
+fn direct_opens_go_through_the_source_with_the_flag() {
+    let f = files(&OPEN_SIZES);
+    for order in ORDERS {
+        let io = opening(&f, order);
+        let log = io.log.clone();
+        let mut e = engine(io, 64 << 10, 8192);
+        e.limits.direct = true;
+        queue_paths(&mut e, &f);
+        // Where the filesystem refuses O_DIRECT (EINVAL), the file is opened here without.
+        assert_exact(&read_all(&mut e), &f.data);
+        drop(e);
+        assert_eq!(fds_under(&f.dir()), 0);
+        let log = log.lock().unwrap();
+        assert!(log.opens.iter().all(|o| o.direct), "{order:?}");
+        assert_eq!(log.opens.len(), f.paths.len(), "{order:?}");
+    }
+}
+
+/// A source like [`opening`] whose first opens of the given files fail with these errnos.
+fn opening_failing(f: &Files, order: (bool, bool), errors: &[(usize, i32)]) -> Scripted<'static> {
+    let mut io = opening(f, order);
+    for &(i, errno) in errors {
+        io.open_errors
+            .entry(f.paths[i].clone())
+            .or_default()
+            .push_back(errno);
+    }
+    io
+}
+
+#[test]
+fn a_failed_open_fails_that_file_alone_naming_it() {
+    let f = files(&OPEN_SIZES[..6]);
+    for order in ORDERS {
+        let io = opening_failing(&f, order, &[(1, libc::ENOENT), (3, libc::EACCES)]);
+        let log = io.log.clone();
+        let mut e = engine(io, 64 << 10, 8192);
+        queue_paths(&mut e, &f);
+        let got = read_all(&mut e);
+        for (i, (g, want)) in got.iter().zip(&f.data).enumerate() {
+            let errno = match i {
+                1 => libc::ENOENT,
+                3 => libc::EACCES,
+                _ => {
+                    assert_eq!(g.as_ref().unwrap(), want, "{order:?} file {i}");
+                    continue;
+                }
+            };
+            let msg = g.as_ref().unwrap_err();
+            let os = io::Error::from_raw_os_error(errno).to_string();
+            let path = f.paths[i].to_string_lossy();
+            assert!(
+                msg.contains(&*path) && msg.contains(&os),
+                "{order:?}: {msg}"
+            );
+        }
+        assert_eq!(e.stats().files_failed, 2);
+        drop(e);
+        assert_eq!(fds_under(&f.dir()), 0);
+        let log = log.lock().unwrap();
+        assert!(log.sync_opens.is_empty(), "no retry of a missing file");
+        assert_eq!(log.opens.len(), f.paths.len());
+    }
+}
+
+#[test]
+fn refused_flags_fall_back_to_an_open_here() {
+    let f = files(&OPEN_SIZES);
+    let refused = [
+        (1, libc::EPERM),
+        (2, libc::EINVAL),
+        (5, libc::EPERM),
+        (8, libc::EINVAL),
+    ];
+    for order in ORDERS {
+        let io = opening_failing(&f, order, &refused);
+        let log = io.log.clone();
+        let mut e = engine(io, 64 << 10, 8192);
+        queue_paths(&mut e, &f);
+        assert_exact(&read_all(&mut e), &f.data);
+        assert_eq!(e.stats().files_opened, f.paths.len() as u64);
+        drop(e);
+        assert_eq!(fds_under(&f.dir()), 0);
+        let mut log = log.lock().unwrap();
+        let want: Vec<_> = refused.iter().map(|&(i, _)| f.paths[i].clone()).collect();
+        log.sync_opens.sort();
+        assert_eq!(log.sync_opens, want, "{order:?}");
+        assert!(
+            log.peak_descriptors <= 4,
+            "{order:?}: {}",
+            log.peak_descriptors
+        );
+    }
+}
+
+#[test]
+fn emfile_on_a_later_file_lowers_the_cap_and_opens_it_later() {
+    let f = files(&OPEN_SIZES);
+    for order in ORDERS {
+        let io = opening_failing(&f, order, &[(2, libc::EMFILE)]);
+        let log = io.log.clone();
+        let mut e = engine(io, 64 << 10, 8192);
+        queue_paths(&mut e, &f);
+        assert_exact(&read_all(&mut e), &f.data);
+        assert!(e.limits.max_open < 4, "{order:?}: the cap is lowered");
+        drop(e);
+        assert_eq!(fds_under(&f.dir()), 0);
+        let log = log.lock().unwrap();
+        assert_eq!(log.opens_of(&f.paths[2]), 2, "{order:?}: opened again");
+        assert!(log.sync_opens.is_empty(), "{order:?}");
+        assert!(
+            log.peak_descriptors <= 4,
+            "{order:?}: {}",
+            log.peak_descriptors
+        );
+    }
+}
+
+#[test]
+fn emfile_on_the_current_file_closes_files_opened_ahead_and_retries() {
+    let f = files(&OPEN_SIZES);
+    for order in ORDERS {
+        let io = opening_failing(&f, order, &[(0, libc::EMFILE)]);
+        let log = io.log.clone();
+        let mut e = engine(io, 64 << 10, 8192);
+        queue_paths(&mut e, &f);
+        assert_exact(&read_all(&mut e), &f.data);
+        drop(e);
+        assert_eq!(fds_under(&f.dir()), 0);
+        let log = log.lock().unwrap();
+        assert_eq!(log.sync_opens, [f.paths[0].clone()], "{order:?}");
+        assert!(
+            log.peak_descriptors <= 4,
+            "{order:?}: {}",
+            log.peak_descriptors
+        );
+        if order == (true, false) {
+            // Files 1 to 3 opened before file 0's open failed: closed, and opened again.
+            for p in &f.paths[1..4] {
+                assert_eq!(log.opens_of(p), 2, "{p:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn moving_past_a_file_being_opened_loses_nothing() {
+    let f = files(&OPEN_SIZES);
+    for order in ORDERS {
+        let io = opening(&f, order);
+        let log = io.log.clone();
+        let mut e = engine(io, 64 << 10, 8192);
+        queue_paths(&mut e, &f);
+        for _ in 0..2 {
+            assert!(e.queue.front().unwrap().opening, "{order:?}");
+            assert!(e.move_to_next_file().unwrap());
+        }
+        assert_exact(&read_all(&mut e), &f.data[2..]);
+        assert_pool_empty(&e);
+        // Late opens of the files moved past were closed as they came.
+        let pending = e.opens_in_flight;
+        assert_eq!(fds_under(&f.dir()), 0, "{order:?}, {pending} opens pending");
+        drop(e);
+        assert_eq!(fds_under(&f.dir()), 0);
+        let log = log.lock().unwrap();
+        for p in &f.paths {
+            assert_eq!(log.opens_of(p), 1, "{order:?}: {p:?}");
+        }
+        assert!(
+            log.peak_descriptors <= 4,
+            "{order:?}: {}",
+            log.peak_descriptors
+        );
+    }
+}
+
+#[test]
+fn dropping_with_opens_in_flight_leaks_nothing() {
+    let f = files(&OPEN_SIZES);
+    for order in ORDERS {
+        for read_first in [false, true] {
+            let mut e = engine(opening(&f, order), 64 << 10, 8192);
+            queue_paths(&mut e, &f);
+            if read_first {
+                assert!(!e.fill_buf().unwrap().is_empty() || OPEN_SIZES[0] == 0);
+                assert!(e.move_to_next_file().unwrap());
+                assert_eq!(e.fill_buf().unwrap()[0], f.data[1][0]);
+            }
+            assert!(e.opens_in_flight > 0, "{order:?} {read_first}");
+            drop(e);
+            assert_eq!(fds_under(&f.dir()), 0, "{order:?} {read_first}");
+        }
     }
 }
