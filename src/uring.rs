@@ -523,3 +523,7 @@ pub(crate) fn clear_nonblock(file: &File) -> io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "uring_tests.rs"]
+mod tests;

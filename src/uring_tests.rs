@@ -1,0 +1,347 @@
+//! The io_uring backend against the kernel: more reads queued than the completion queue
+//! holds, cancels, and shutdown with reads and opens in flight. Each test is skipped, saying
+//! why, where io_uring is refused.
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::Duration;
+
+use super::*;
+use crate::scheduler::ReadReq;
+
+/// Reads of this size, each into its own region.
+const BLOCK: usize = 4096;
+
+/// Whether io_uring may be used here; prints why not.
+fn available() -> bool {
+    match crate::io_uring_available() {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("skipping: io_uring is refused here: {e}");
+            false
+        }
+    }
+}
+
+/// A ring of depth 2, so its completion queue holds 16.
+fn small_ring<'a>(pool: &Pool, register: bool) -> Ring<'a> {
+    let config = RingConfig {
+        depth: 2,
+        register,
+        io_workers: None,
+    };
+    let ring = Ring::new(config, pool).unwrap();
+    assert_eq!(ring.ring.params().cq_entries(), 2 * CQ_PER_DEPTH);
+    ring
+}
+
+/// Runs `f` on another thread and returns what it returns, or its panic; fails if it takes
+/// longer than `secs` (a completion that never comes would otherwise hang the suite).
+fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    let worker = thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(Duration::from_secs(secs)) {
+        Ok(out) => out,
+        Err(mpsc::RecvTimeoutError::Disconnected) => match worker.join() {
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(()) => unreachable!("the worker sends before it ends"),
+        },
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: no answer within {secs} s"),
+    }
+}
+
+/// A file of `blocks` blocks, each block's bytes telling it apart from the others.
+fn blocks_file(blocks: usize) -> (Arc<File>, Vec<u8>) {
+    let data: Vec<u8> = (0..blocks * BLOCK)
+        .map(|i| ((i / BLOCK) * 31 + i % 251) as u8)
+        .collect();
+    let mut file = tempfile::tempfile().unwrap();
+    file.write_all(&data).unwrap();
+    (Arc::new(file), data)
+}
+
+/// A read of block `block` of `file` into a region of its own, as `Engine::schedule` builds
+/// it.
+fn read_block(pool: &mut Pool, id: u64, file: &Arc<File>, block: usize) -> ReadReq<'static> {
+    let region = pool.alloc(BLOCK).expect("room for every block");
+    let fd = FdRef::Shared(file.clone());
+    ReadReq::new(
+        id,
+        (fd, false),
+        (block * BLOCK) as u64,
+        pool.lend(region),
+        0,
+        BLOCK,
+    )
+}
+
+/// A pipe nothing is written to: a read of it stays in flight until cancelled. The writer
+/// must be kept, or the read ends at once.
+fn idle_pipe() -> (Arc<File>, std::io::PipeWriter) {
+    let (reader, writer) = std::io::pipe().unwrap();
+    (
+        Arc::new(File::from(std::os::fd::OwnedFd::from(reader))),
+        writer,
+    )
+}
+
+/// A read of `pipe` into a region of its own.
+fn read_pipe(pool: &mut Pool, id: u64, pipe: &Arc<File>) -> ReadReq<'static> {
+    let region = pool.alloc(BLOCK).unwrap();
+    let fd = FdRef::Shared(pipe.clone());
+    ReadReq::new(id, (fd, false), 0, pool.lend(region), 0, BLOCK)
+}
+
+/// Takes every loan back and frees it; checks the pool is whole again.
+fn give_back(pool: &mut Pool, done: Vec<ReadDone<'_>>) {
+    for d in done {
+        let region = pool.reclaim(d.loan);
+        pool.free(region);
+    }
+    assert_eq!((pool.lent(), pool.used()), (0, 0));
+}
+
+#[test]
+fn more_reads_than_the_completion_queue_holds_all_complete_once() {
+    if !available() {
+        return;
+    }
+    const READS: usize = 200;
+    let (file, data) = blocks_file(READS);
+    for register in [false, true] {
+        let (file, data) = (file.clone(), data.clone());
+        within(20, "reading", move || {
+            let mut pool = Pool::with_capacity(READS * BLOCK).unwrap();
+            let mut ring = small_ring(&pool, register);
+            // Blocks in a scattered order, none reaped until all are handed over.
+            let order: Vec<usize> = (0..READS).map(|i| i * 73 % READS).collect();
+            for (id, &block) in order.iter().enumerate() {
+                ring.read(read_block(&mut pool, id as u64, &file, block));
+            }
+            ring.submit().unwrap();
+            assert_eq!(ring.in_flight(), READS);
+            let overflowed = ring.ring.submission().cq_overflow();
+            let reaped_early = ring.ready.len();
+            let mut done = Vec::new();
+            while ring.in_flight() > 0 {
+                ring.reap(true, &mut done).unwrap();
+            }
+            assert_eq!(
+                ring.ring.completion().overflow(),
+                0,
+                "no completion dropped"
+            );
+            eprintln!(
+                "fixed {}: overflowed {overflowed}, {reaped_early} reaped while submitting",
+                ring.fixed
+            );
+            assert_eq!(done.len(), READS);
+            let mut seen = HashSet::new();
+            for d in &done {
+                assert!(seen.insert(d.id), "read {} completed twice", d.id);
+                assert_eq!(d.result, BLOCK as i32, "read {}", d.id);
+            }
+            for d in done {
+                let block = order[d.id as usize];
+                let region = pool.reclaim(d.loan);
+                let want = &data[block * BLOCK..][..BLOCK];
+                assert!(pool.bytes(&region, 0..BLOCK) == want, "block {block}");
+                pool.free(region);
+            }
+            assert_eq!((pool.lent(), pool.used()), (0, 0));
+            drop(ring);
+        });
+    }
+}
+
+#[test]
+fn a_cancelled_read_comes_back_cancelled() {
+    if !available() {
+        return;
+    }
+    within(10, "cancelling", || {
+        let (pipe, _writer) = idle_pipe();
+        let mut pool = Pool::with_capacity(BLOCK).unwrap();
+        let mut ring = small_ring(&pool, false);
+        ring.read(read_pipe(&mut pool, 7, &pipe));
+        ring.submit().unwrap();
+        let mut done = Vec::new();
+        ring.reap(false, &mut done).unwrap();
+        assert!(done.is_empty(), "nothing was written to the pipe");
+        ring.cancel(7);
+        while ring.in_flight() > 0 {
+            ring.reap(true, &mut done).unwrap();
+        }
+        assert_eq!((done.len(), done[0].id), (1, 7));
+        assert_eq!(done[0].result, -libc::ECANCELED);
+        give_back(&mut pool, done);
+    });
+}
+
+#[test]
+fn shutdown_with_reads_in_flight_returns_every_loan() {
+    if !available() {
+        return;
+    }
+    // Every tenth read is of a pipe, which never completes on its own; the file's reads may
+    // or may not have completed when the ring shuts down.
+    const READS: usize = 44;
+    let block_of = |id: usize| (!id.is_multiple_of(10)).then(|| id - id / 10 - 1);
+    let (file, data) = blocks_file(READS);
+    within(20, "shutting down", move || {
+        let (pipe, _writer) = idle_pipe();
+        let mut pool = Pool::with_capacity(READS * BLOCK).unwrap();
+        let mut ring = small_ring(&pool, false);
+        for id in 0..READS {
+            let req = match block_of(id) {
+                Some(block) => read_block(&mut pool, id as u64, &file, block),
+                None => read_pipe(&mut pool, id as u64, &pipe),
+            };
+            ring.read(req);
+        }
+        ring.submit().unwrap();
+        let mut done = Vec::new();
+        ring.shutdown(&mut done).unwrap();
+        assert_eq!(ring.in_flight(), 0);
+        assert_eq!(done.len(), READS);
+        let mut seen = HashSet::new();
+        for d in &done {
+            assert!(seen.insert(d.id), "read {} came back twice", d.id);
+        }
+        for d in done {
+            let result = d.result;
+            let region = pool.reclaim(d.loan);
+            match block_of(d.id as usize) {
+                None => assert_eq!(result, -libc::ECANCELED, "pipe read {}", d.id),
+                Some(_) if result == -libc::ECANCELED => {}
+                Some(block) => {
+                    assert_eq!(result, BLOCK as i32, "read {}", d.id);
+                    let want = &data[block * BLOCK..][..BLOCK];
+                    assert!(pool.bytes(&region, 0..BLOCK) == want, "block {block}");
+                }
+            }
+            pool.free(region);
+        }
+        assert_eq!((pool.lent(), pool.used()), (0, 0));
+        drop(ring);
+    });
+}
+
+/// Descriptors of this process open on files under `dir` (each test has its own
+/// directory, so tests running alongside do not count).
+fn fds_under(dir: &Path) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| target.starts_with(dir))
+        .count()
+}
+
+/// A directory of `n` small files, as `/proc/self/fd` names them.
+fn small_files(n: usize) -> (tempfile::TempDir, Vec<PathBuf>) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let paths = (0..n)
+        .map(|i| {
+            let p = root.join(format!("f{i}"));
+            std::fs::write(&p, [i as u8; 100]).unwrap();
+            p
+        })
+        .collect();
+    (dir, paths)
+}
+
+/// A ring that can open files, or `None` (having said why) where this kernel cannot.
+fn opening_ring<'a>(pool: &Pool) -> Option<Ring<'a>> {
+    let ring = small_ring(pool, false);
+    if !ring.can_open {
+        eprintln!("skipping: this kernel's io_uring cannot open files (IORING_OP_OPENAT)");
+        return None;
+    }
+    Some(ring)
+}
+
+#[test]
+fn opens_come_back_as_files_or_errnos() {
+    if !available() {
+        return;
+    }
+    let (dir, paths) = small_files(2);
+    let root = paths[0].parent().unwrap().to_path_buf();
+    within(10, "opening", move || {
+        let pool = Pool::with_capacity(BLOCK).unwrap();
+        let Some(mut ring) = opening_ring(&pool) else {
+            return;
+        };
+        assert!(ring.start_open(3, &paths[1], false));
+        assert!(ring.start_open(5, &root.join("missing"), false));
+        assert!(!ring.start_open(6, &paths[0], false), "two opens at once");
+        ring.submit().unwrap();
+        let mut opened = Vec::new();
+        while ring.in_flight() > 0 {
+            ring.reap(true, &mut Vec::new()).unwrap();
+            ring.take_opened(&mut opened);
+        }
+        opened.sort_by_key(|(id, _)| *id);
+        let [(3, Ok(file)), (5, Err(errno))] = &opened[..] else {
+            panic!("{opened:?}")
+        };
+        assert_eq!(*errno, libc::ENOENT);
+        let link = format!("/proc/self/fd/{}", file.as_raw_fd());
+        assert_eq!(std::fs::read_link(link).unwrap(), paths[1]);
+        let flags = status_flags(file).unwrap();
+        assert_eq!(flags & libc::O_ACCMODE, libc::O_RDONLY);
+        assert_ne!(flags & libc::O_NONBLOCK, 0, "as `open_flags` asks");
+        assert_eq!(fds_under(&root), 1);
+        drop(opened);
+        assert_eq!(fds_under(&root), 0);
+        drop(ring);
+        drop(dir);
+    });
+}
+
+#[test]
+fn shutdown_with_opens_in_flight_leaves_no_descriptor_open() {
+    if !available() {
+        return;
+    }
+    let (dir, paths) = small_files(2);
+    let root = paths[0].parent().unwrap().to_path_buf();
+    within(20, "shutting down", move || {
+        // Opens just started; opens completed but not collected; and opens with a read of a
+        // pipe that never completes on its own.
+        for case in 0..3 {
+            let (pipe, _writer) = idle_pipe();
+            let mut pool = Pool::with_capacity(BLOCK).unwrap();
+            let Some(mut ring) = opening_ring(&pool) else {
+                return;
+            };
+            for (i, p) in paths.iter().enumerate() {
+                assert!(ring.start_open(i as u64, p, false));
+            }
+            if case == 2 {
+                ring.read(read_pipe(&mut pool, 0, &pipe));
+            }
+            ring.submit().unwrap();
+            if case == 1 {
+                while !ring.opens.is_empty() {
+                    ring.reap(true, &mut Vec::new()).unwrap();
+                }
+                assert_eq!(fds_under(&root), paths.len(), "opened, not collected");
+            }
+            let mut done = Vec::new();
+            ring.shutdown(&mut done).unwrap();
+            assert_eq!(ring.in_flight(), 0);
+            assert_eq!(fds_under(&root), 0, "case {case}");
+            assert_eq!(done.len(), usize::from(case == 2));
+            give_back(&mut pool, done);
+            drop(ring);
+        }
+        drop(dir);
+    });
+}
