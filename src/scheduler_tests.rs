@@ -781,7 +781,18 @@ fn paths_opened_by_the_source_read_exactly_within_the_cap() {
             let mut e = engine(io, 64 << 10, 8192);
             e.limits.max_open = max_open;
             queue_paths(&mut e, &f);
-            assert_exact(&read_all(&mut e), &f.data);
+            let got = read_all_checking(&mut e, |e| {
+                // A file whose reads are all done holds no descriptor, while it is current.
+                let front = e.queue.front().unwrap();
+                let Source::Path(path) = &front.source else {
+                    unreachable!()
+                };
+                if front.all_issued() && front.in_flight == 0 {
+                    let path = f.dir().join(path.file_name().unwrap());
+                    assert_eq!(fds_under(&path), 0, "{what}: {path:?} still open");
+                }
+            });
+            assert_exact(&got, &f.data);
             assert_eq!(fds_under(&f.dir()), 0, "{what}: every file closed");
             assert_eq!(e.stats().files_opened, f.paths.len() as u64, "{what}");
             assert_pool_empty(&e);
@@ -993,5 +1004,53 @@ fn dropping_with_opens_in_flight_leaks_nothing() {
             drop(e);
             assert_eq!(fds_under(&f.dir()), 0, "{order:?} {read_first}");
         }
+    }
+}
+
+#[test]
+#[ignore = "reads left in flight by a file moved past keep its descriptor open, but \
+            `Queue::pop_front` stops counting it, so more than max_open are held"]
+fn moving_past_a_file_with_reads_in_flight_stays_within_the_cap() {
+    let f = files(&[300_000, 10, 10]);
+    let io = opening(&f, (false, true));
+    let log = io.log.clone();
+    let mut e = engine(io, 256 << 10, 16 << 10);
+    e.limits.max_open = 2;
+    queue_paths(&mut e, &f);
+    e.fill_buf().unwrap();
+    assert!(e.io.in_flight() > 1, "file 0's read-ahead is in flight");
+    assert!(e.move_to_next_file().unwrap());
+    assert_exact(&read_all(&mut e), &f.data[1..]);
+    drop(e);
+    let peak = log.lock().unwrap().peak_descriptors;
+    assert!(
+        peak <= 2,
+        "{peak} descriptors held or being opened, max_open 2"
+    );
+}
+
+#[test]
+fn paths_the_source_opens_that_are_not_files_fail_alone() {
+    let f = files(&[5000, 10]);
+    let sub = f.dir().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let missing = f.dir().join("missing");
+    for order in ORDERS {
+        let mut e = engine(opening(&f, order), 64 << 10, 8192);
+        for p in [&f.paths[0], &sub, &missing, &f.paths[1]] {
+            e.push(Source::Path(p.as_path().into()), u64::MAX).unwrap();
+        }
+        let got = read_all(&mut e);
+        assert_eq!(got[0].as_ref().unwrap(), &f.data[0]);
+        let dir_err = got[1].as_ref().unwrap_err();
+        assert!(
+            dir_err.contains("sub") && dir_err.contains("directory"),
+            "{dir_err}"
+        );
+        let missing_err = got[2].as_ref().unwrap_err();
+        assert!(missing_err.contains("missing"), "{missing_err}");
+        assert_eq!(got[3].as_ref().unwrap(), &f.data[1]);
+        drop(e);
+        assert_eq!(fds_under(&f.dir()), 0, "{order:?}");
     }
 }

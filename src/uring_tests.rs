@@ -183,21 +183,19 @@ fn a_cancelled_read_comes_back_cancelled() {
     });
 }
 
-#[test]
-fn shutdown_with_reads_in_flight_returns_every_loan() {
-    if !available() {
-        return;
-    }
-    // Every tenth read is of a pipe, which never completes on its own; the file's reads may
-    // or may not have completed when the ring shuts down.
-    const READS: usize = 44;
-    let block_of = |id: usize| (!id.is_multiple_of(10)).then(|| id - id / 10 - 1);
-    let (file, data) = blocks_file(READS);
+/// Hands a ring of depth 2 `reads` reads without a reap in between, every `pipe_every`-th
+/// of an idle pipe (in flight until cancelled) and the others of a file's blocks (which may
+/// or may not have completed), then shuts it down: every read comes back once, the pipe's
+/// cancelled, the file's cancelled or with their block's bytes, and every loan returns.
+fn shut_down_with_reads(reads: usize, pipe_every: usize) {
+    let block_of =
+        move |id: usize| (!id.is_multiple_of(pipe_every)).then(|| id - id / pipe_every - 1);
+    let (file, data) = blocks_file(reads);
     within(20, "shutting down", move || {
         let (pipe, _writer) = idle_pipe();
-        let mut pool = Pool::with_capacity(READS * BLOCK).unwrap();
+        let mut pool = Pool::with_capacity(reads * BLOCK).unwrap();
         let mut ring = small_ring(&pool, false);
-        for id in 0..READS {
+        for id in 0..reads {
             let req = match block_of(id) {
                 Some(block) => read_block(&mut pool, id as u64, &file, block),
                 None => read_pipe(&mut pool, id as u64, &pipe),
@@ -208,7 +206,7 @@ fn shutdown_with_reads_in_flight_returns_every_loan() {
         let mut done = Vec::new();
         ring.shutdown(&mut done).unwrap();
         assert_eq!(ring.in_flight(), 0);
-        assert_eq!(done.len(), READS);
+        assert_eq!(done.len(), reads);
         let mut seen = HashSet::new();
         for d in &done {
             assert!(seen.insert(d.id), "read {} came back twice", d.id);
@@ -230,6 +228,22 @@ fn shutdown_with_reads_in_flight_returns_every_loan() {
         assert_eq!((pool.lent(), pool.used()), (0, 0));
         drop(ring);
     });
+}
+
+#[test]
+fn shutdown_with_reads_in_flight_returns_every_loan() {
+    if available() {
+        shut_down_with_reads(44, 10);
+    }
+}
+
+#[test]
+fn shutdown_after_the_completion_queue_overflowed_returns_every_loan() {
+    // A cancel for each of 100 reads in flight: where the kernel answers a submission with
+    // EBUSY, completions reaped while the cancels go in must come back too.
+    if available() {
+        shut_down_with_reads(200, 2);
+    }
 }
 
 /// Descriptors of this process open on files under `dir` (each test has its own
