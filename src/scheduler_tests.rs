@@ -65,7 +65,8 @@ struct Log {
     /// Paths opened with `Io::open` (on the scheduler's thread).
     sync_opens: Vec<PathBuf>,
     /// The most descriptors on files under `Scripted::watch` plus opens in flight, counted
-    /// at every open started or done.
+    /// whenever an open is started (`start_open`) or done on the scheduler's thread
+    /// (`Io::open`), the only times the count can grow.
     peak_descriptors: usize,
 }
 
