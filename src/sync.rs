@@ -176,7 +176,9 @@ pub(crate) fn open_flags(direct: bool) -> i32 {
 fn reopen_direct<'a>(file: &File, direct: bool) -> Option<(FdRef<'a>, bool, bool)> {
     // A descriptor not open for reading must fail as it would without direct I/O, not be
     // reopened for reading.
-    if !direct || !status_flags(file).is_ok_and(|f| f & libc::O_ACCMODE != libc::O_WRONLY) {
+    // Nor an O_PATH one, which cannot be read at all.
+    let readable = |f: i32| f & libc::O_ACCMODE != libc::O_WRONLY && f & libc::O_PATH == 0;
+    if !direct || !status_flags(file).is_ok_and(readable) {
         return None;
     }
     let path = format!("/proc/self/fd/{}", file.as_raw_fd());

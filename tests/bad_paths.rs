@@ -422,7 +422,6 @@ fn an_o_path_descriptor_fails_alone() {
 /// Direct I/O reopens a descriptor handed in through `/proc/self/fd`: an `O_PATH` descriptor
 /// must still not be read through, as without direct I/O (the write-only case's rule).
 #[test]
-#[ignore = "bug: with direct_io an O_PATH descriptor is reopened for reading and read"]
 fn an_o_path_descriptor_is_not_read_with_direct_io() {
     let (files, want) = good_files();
     for (backend, b) in builders() {
