@@ -209,8 +209,6 @@ fn consume_past_what_fill_buf_returned_clamps() {
 /// no `fill_buf` has returned anything of the new current file, so a `consume` then must
 /// skip none of it, on every backend alike.
 #[test]
-#[ignore = "bug: on io_uring, consume right after move_to_next_file/activate_file skips bytes \
-            no fill_buf returned (Sync skips none)"]
 fn consume_after_moving_on_without_fill_buf_skips_nothing() {
     let files = make_files(&[1000, 10_000]);
     let want = oracle_all(&files.paths);
