@@ -121,9 +121,11 @@ impl<'a> FileEntry<'a> {
         self.sized && self.next_read >= self.end
     }
 
-    /// Whether every byte of the file has been asked for and nothing is in flight.
+    /// Whether nothing of the file is in flight and nothing more will be asked for: every
+    /// byte was asked for, or it failed. Its descriptor may be closed then, not before (a
+    /// read in flight may still need it to be continued).
     pub(crate) fn reads_finished(&self) -> bool {
-        self.error.is_some() || (self.sized && self.next_read >= self.end && self.in_flight == 0)
+        self.in_flight == 0 && (self.error.is_some() || (self.sized && self.next_read >= self.end))
     }
 
     /// The identity `activate_file` matches on: the caller's descriptor plus the limit.

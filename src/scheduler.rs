@@ -13,7 +13,7 @@
 //!   completion is reaped, and is then freed unread.
 //! - A file's `in_flight` counts its live chunks that are in flight; orphans belong to no file.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io;
 use std::mem;
@@ -26,7 +26,7 @@ use crate::pool::{Loan, Pool, Region};
 use crate::queue::{FdRef, Queue, Source};
 use crate::stats::Stats;
 
-/// How many times a read is retried after `EINTR`, `EAGAIN` or `ECANCELED` before its file
+/// How many times a read is retried after `EINTR`, `EAGAIN`, `ECANCELED` or `EFAULT` before its file
 /// fails.
 const MAX_RETRIES: u32 = 16;
 
@@ -238,7 +238,11 @@ pub(crate) struct Engine<'a> {
     pool: Pool,
     queue: Queue<'a>,
     chunks: VecDeque<Chunk>,
-    orphans: HashSet<u64>,
+    /// Reads in flight no longer wanted, by chunk id: the id of their file where the reader
+    /// opened it (its descriptor stays open until they come back).
+    orphans: HashMap<u64, Option<u64>>,
+    /// Files the reader opened that only orphans hold open now (or still), by id: how many.
+    orphan_fds: HashMap<u64, usize>,
     next_chunk: u64,
     done: Vec<ReadDone<'a>>,
     limits: Limits,
@@ -273,7 +277,8 @@ impl<'a> Engine<'a> {
             pool,
             queue: Queue::default(),
             chunks: VecDeque::new(),
-            orphans: HashSet::new(),
+            orphans: HashMap::new(),
+            orphan_fds: HashMap::new(),
             next_chunk: 0,
             done: Vec::new(),
             limits,
@@ -570,9 +575,11 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Descriptors the reader holds or is opening.
+    /// Descriptors the reader holds or is opening. A file whose orphans are still in flight
+    /// counts until they come back, even while it is also counted as open (the cap is a
+    /// bound, and this keeps it one).
     fn descriptors(&self) -> usize {
-        self.queue.open_here + self.opens_in_flight
+        self.queue.open_here + self.opens_in_flight + self.orphan_fds.len()
     }
 
     /// Starts opening the path at `idx` through the backend, if it can; whether it did.
@@ -647,6 +654,8 @@ impl<'a> Engine<'a> {
             self.limits.max_open = self.descriptors().max(1);
             return;
         }
+        // What the process let the reader hold: the cap from now on.
+        let held = self.descriptors();
         for i in 1..self.queue.len() {
             let e = self.queue.get_mut(i).expect("in range");
             if e.opened_here && e.next_read == 0 && e.in_flight == 0 {
@@ -654,7 +663,7 @@ impl<'a> Engine<'a> {
             }
         }
         self.queue.open_cursor = 1;
-        self.limits.max_open = self.descriptors().max(1);
+        self.limits.max_open = held.max(1);
         let entry = self.queue.get_mut(0).expect("the current file");
         let opened = self.io.open(&entry.source, self.limits.direct);
         self.set_opened(0, opened);
@@ -740,7 +749,17 @@ impl<'a> Engine<'a> {
             self.offloaded -= 1;
         }
         let region = self.pool.reclaim(loan);
-        if self.orphans.remove(&id) {
+        if let Some(file) = self.orphans.remove(&id) {
+            if let Some(file) = file {
+                let left = self
+                    .orphan_fds
+                    .get_mut(&file)
+                    .expect("counted when orphaned");
+                *left -= 1;
+                if *left == 0 {
+                    self.orphan_fds.remove(&file);
+                }
+            }
             self.pool.free(region);
             self.stats.reads_discarded += 1;
             if result > 0 {
@@ -821,7 +840,13 @@ impl<'a> Engine<'a> {
     fn retry(&mut self, i: usize, result: i32, region: Region, read_fd: i32) -> Option<Region> {
         let chunk = &mut self.chunks[i];
         let file = chunk.file;
-        let passing = matches!(-result, libc::EINTR | libc::EAGAIN | libc::ECANCELED);
+        // EFAULT too: the pool is always mapped, so it comes from the kernel finishing a read
+        // for a thread that has exited since it submitted it (the reader moved threads);
+        // submitted again from this thread, the read goes through.
+        let passing = matches!(
+            -result,
+            libc::EINTR | libc::EAGAIN | libc::ECANCELED | libc::EFAULT
+        );
         if passing && chunk.retries < MAX_RETRIES {
             chunk.retries += 1;
             self.stats.retries += 1;
@@ -886,10 +911,15 @@ impl<'a> Engine<'a> {
         match c.region {
             Some(region) => self.pool.free(region),
             None => {
+                let mut holds_fd = false;
                 if let Some(e) = self.queue.by_id_mut(c.file) {
                     e.in_flight -= 1;
+                    holds_fd = e.opened_here;
                 }
-                self.orphans.insert(c.id);
+                if holds_fd {
+                    *self.orphan_fds.entry(c.file).or_default() += 1;
+                }
+                self.orphans.insert(c.id, holds_fd.then_some(c.file));
                 self.io.cancel(c.id);
             }
         }
@@ -980,7 +1010,7 @@ impl Drop for Engine<'_> {
         }
         // If the drain failed, some loans are still out: `Pool`'s drop then leaks its memory
         // instead of freeing it under the kernel.
-        debug_assert!(drained.is_err() || self.pool.lent() == 0);
+        debug_assert!(drained.is_err() || std::thread::panicking() || self.pool.lent() == 0);
     }
 }
 

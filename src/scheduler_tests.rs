@@ -749,8 +749,6 @@ fn reads_below_64k_are_never_offloaded() {
 }
 
 #[test]
-#[ignore = "reads below 64 KiB never ask `Io::cached` (`Engine::cached` keeps `warm` false), \
-            so cached files read only in small reads are read ahead past `warm_window`"]
 fn cached_files_read_in_small_reads_stay_within_the_window() {
     for order in ORDERS {
         read_warm(Some(true), 60 << 10, 128 << 10, order, None);
@@ -1009,8 +1007,6 @@ fn dropping_with_opens_in_flight_leaks_nothing() {
 }
 
 #[test]
-#[ignore = "reads left in flight by a file moved past keep its descriptor open, but \
-            `Queue::pop_front` stops counting it, so more than max_open are held"]
 fn moving_past_a_file_with_reads_in_flight_stays_within_the_cap() {
     let f = files(&[300_000, 10, 10]);
     let io = opening(&f, (false, true));

@@ -413,6 +413,8 @@ impl<'a> Io<'a> for Ring<'a> {
             unsafe { self.push(&entry) }?;
             self.cancels += 1;
         }
+        // Pushing may have submitted, and a busy kernel reaped into `ready` meanwhile.
+        out.append(&mut self.ready);
         while !self.ops.is_empty() || !self.opens.is_empty() {
             self.drain(out);
             if !self.ops.is_empty() || !self.opens.is_empty() {
