@@ -252,6 +252,8 @@ pub(crate) struct Engine<'a> {
     exposed: usize,
     /// Offloaded reads in flight.
     offloaded: usize,
+    /// Whether the consumer is copying a read itself instead of waiting (see `help`).
+    helping: bool,
     /// Whether the last range asked about was in the page cache.
     warm: bool,
     /// Reads below `OFFLOAD_MIN` scheduled so far.
@@ -285,6 +287,7 @@ impl<'a> Engine<'a> {
             stats: Stats::default(),
             exposed: 0,
             offloaded: 0,
+            helping: false,
             warm: false,
             small_reads: 0,
             small_last: false,
@@ -443,6 +446,9 @@ impl<'a> Engine<'a> {
             self.io.in_flight() > 0,
             "waiting with nothing in flight would hang"
         );
+        if self.help() {
+            return self.refill();
+        }
         let start = Instant::now();
         self.io
             .reap(true, &mut self.done)
@@ -451,6 +457,30 @@ impl<'a> Engine<'a> {
         self.stats.wait_time += start.elapsed();
         self.handle_done();
         self.schedule()
+    }
+
+    /// Rather than block while kernel workers copy, copies one more cached read itself
+    /// (submitted without `IOSQE_ASYNC`, it completes on this thread); whether it did.
+    /// Where the consumer is quicker than the workers this shares the copying out; where
+    /// it is slower, it never waits, so never helps.
+    fn help(&mut self) -> bool {
+        if self.offloaded == 0 {
+            return false;
+        }
+        let reads = self.stats.reads;
+        self.helping = true;
+        let issued = self.schedule_one().is_ok() && self.stats.reads > reads;
+        self.helping = false;
+        issued
+    }
+
+    /// `schedule`, for at most one read.
+    fn schedule_one(&mut self) -> io::Result<()> {
+        let depth = self.limits.depth;
+        self.limits.depth = depth.min(self.io.in_flight() + 1);
+        let r = self.schedule();
+        self.limits.depth = depth;
+        r
     }
 
     /// Issues reads, earliest file first, while depth and pool allow; then submits them.
@@ -502,9 +532,10 @@ impl<'a> Engine<'a> {
             }
             let offload = cached && read_len >= OFFLOAD_MIN;
             self.small_last = read_len < OFFLOAD_MIN;
-            if offload && self.offloaded >= self.limits.offload_depth {
+            if offload && self.offloaded >= self.limits.offload_depth && !self.helping {
                 break;
             }
+            let offload = offload && !self.helping;
             #[cfg_attr(not(test), allow(unused_mut))]
             let Some(mut region) = self.pool.alloc_below(read_len, limit) else {
                 break;

@@ -34,6 +34,8 @@ struct Call {
     attempt: u32,
     /// Whether the read was handed over to be offloaded.
     offload: bool,
+    /// Offloaded reads in flight when it was handed over.
+    offloaded_before: usize,
 }
 
 type Script = Box<dyn FnMut(&Call) -> Act + Send>;
@@ -150,6 +152,7 @@ impl<'a> Scripted<'a> {
             len: req.len(),
             attempt: *attempt,
             offload: req.offload(),
+            offloaded_before: 0,
         };
         *attempt += 1;
         let act = (self.script)(&call);
@@ -221,8 +224,13 @@ impl<'a> Io<'a> for Scripted<'a> {
             len: req.len(),
             attempt: self.attempts.get(&req.id()).copied().unwrap_or(0),
             offload: req.offload(),
+            offloaded_before: 0,
         };
         let mut log = self.log.lock().unwrap();
+        let call = Call {
+            offloaded_before: log.offloaded,
+            ..call
+        };
         log.reads.push(call);
         if call.offload {
             log.offloaded += 1;
@@ -699,9 +707,11 @@ fn cached_files_offload_large_reads_within_the_window() {
         for short in [None, Some(5000)] {
             let (log, stats) = read_warm(Some(true), 64 << 10, 192 << 10, order, short);
             let what = format!("order {order:?}, short {short:?}");
-            // Every first attempt of 64 KiB or more is offloaded.
+            // Every first attempt of 64 KiB or more is offloaded, but those the consumer
+            // copies itself rather than wait while both offload slots are taken.
             for c in log.reads.iter().filter(|c| c.attempt == 0) {
-                assert_eq!(c.offload, c.len >= OFFLOAD_MIN, "{what}: {c:?}");
+                let helped = c.len >= OFFLOAD_MIN && c.offloaded_before == 2;
+                assert_eq!(c.offload || helped, c.len >= OFFLOAD_MIN, "{what}: {c:?}");
             }
             assert!(stats.reads_offloaded >= 8, "{what}: {stats:?}");
             if order.1 {
