@@ -269,7 +269,7 @@ pub(crate) struct Engine<'a> {
     /// Tests fill every region with this byte before it is read into, to catch bytes
     /// exposed that no read wrote.
     #[cfg(test)]
-    poison: Option<u8>,
+    pub(crate) poison: Option<u8>,
 }
 
 impl<'a> Engine<'a> {
