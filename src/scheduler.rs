@@ -1047,4 +1047,4 @@ impl Drop for Engine<'_> {
 
 #[cfg(test)]
 #[path = "scheduler_tests.rs"]
-mod tests;
+pub(crate) mod tests;

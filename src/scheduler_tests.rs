@@ -81,7 +81,7 @@ impl Log {
 
 /// Descriptors of this process open on files under `dir`. Each test has its own directory,
 /// so tests running alongside do not count.
-fn fds_under(dir: &Path) -> usize {
+pub(crate) fn fds_under(dir: &Path) -> usize {
     std::fs::read_dir("/proc/self/fd")
         .unwrap()
         .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())

@@ -10,6 +10,7 @@ use std::thread;
 use std::time::Duration;
 
 use super::*;
+use crate::scheduler::tests::fds_under;
 use crate::scheduler::ReadReq;
 
 /// Reads of this size, each into its own region.
@@ -244,16 +245,6 @@ fn shutdown_after_the_completion_queue_overflowed_returns_every_loan() {
     if available() {
         shut_down_with_reads(200, 2);
     }
-}
-
-/// Descriptors of this process open on files under `dir` (each test has its own
-/// directory, so tests running alongside do not count).
-fn fds_under(dir: &Path) -> usize {
-    std::fs::read_dir("/proc/self/fd")
-        .unwrap()
-        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-        .filter(|target| target.starts_with(dir))
-        .count()
 }
 
 /// A directory of `n` small files, as `/proc/self/fd` names them.
