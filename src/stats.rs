@@ -20,7 +20,8 @@ pub struct Stats {
     /// Reads handed to kernel workers to copy from the page cache, so the copy overlaps the
     /// consumer's work.
     pub reads_offloaded: u64,
-    /// Reads submitted again after `EINTR`, `EAGAIN`, `ECANCELED` or `EFAULT` (see the README).
+    /// Reads submitted again after `EINTR`, `EAGAIN`, `ECANCELED`, or `EFAULT` (which the
+    /// kernel returns for a read whose submitting thread exited: the reader moved threads).
     pub retries: u64,
     /// Reads whose completion was no longer wanted (the file was moved past).
     pub reads_discarded: u64,
