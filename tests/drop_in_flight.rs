@@ -92,6 +92,11 @@ fn check_no_leak(rounds: usize, mut round: impl FnMut(&str, ReaderBuilder)) {
             fds,
             "{name}: descriptors before and after {rounds} drops"
         );
+        if under_address_sanitizer() {
+            // Its quarantine keeps freed memory: only descriptors can be counted here.
+            eprintln!("{name}: memory not counted under AddressSanitizer");
+            continue;
+        }
         let grown = resident_bytes().saturating_sub(resident);
         assert!(
             grown <= MAX_GROWTH,

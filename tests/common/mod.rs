@@ -348,6 +348,12 @@ pub fn mapped_bytes() -> u64 {
     statm(0)
 }
 
+/// Whether this process runs under AddressSanitizer, which reserves terabytes of address
+/// space for its shadow memory (and keeps freed memory in quarantine, so memory only grows).
+pub fn under_address_sanitizer() -> bool {
+    mapped_bytes() > 1 << 44
+}
+
 /// Field `i` of `/proc/self/statm`, in bytes.
 fn statm(i: usize) -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").expect("read /proc/self/statm");
