@@ -123,10 +123,10 @@ fn assert_bytes_of_some_version(got: &[u8], versions: &[Vec<u8>], what: &str) {
     }
 }
 
-/// Reads a small file, then `POS` bytes of a 1 MiB file queued each way, then calls `change`
-/// on it, then reads the rest of it and a file after it. Checks the changed file against the
-/// versions `change` reports, and the others exactly.
-fn check_in_flight(change: impl Fn(&Path, &[u8], At) -> Changed) {
+/// For every configuration and way of queuing: a new reader with a small file, the 1 MiB
+/// file queued that way, and a small file after it. Runs `f` with the reader, the files, their
+/// contents and a name for messages.
+fn each_queued(mut f: impl FnMut(&mut SequentialFileReader<'_>, &Files, &[Vec<u8>], Way, &str)) {
     for (name, b) in all_configs() {
         for way in WAYS {
             let what = format!("{name} {way:?}");
@@ -137,33 +137,41 @@ fn check_in_flight(change: impl Fn(&Path, &[u8], At) -> Changed) {
             r.add_path_to_prefetch(&files.paths[0]).unwrap();
             queue(&mut r, way, &files.paths[1], &borrowed);
             r.add_path_to_prefetch(&files.paths[2]).unwrap();
-
-            assert_bytes_eq(&rest_of_file(&mut r).unwrap(), &want[0], &what);
-            assert!(r.move_to_next_file().unwrap());
-            let mut got = vec![0; POS];
-            r.read_exact(&mut got).unwrap();
-            let read = r.stats().bytes_read as usize - want[0].len();
-            let at = At {
-                pos: POS,
-                read_ahead: read.clamp(POS, OLD_LEN),
-            };
-            let changed = change(&files.paths[1], &want[1], at);
-            assert_eq!(changed.versions[0], want[1]);
-
-            r.read_to_end(&mut got)
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
-            assert!(
-                got.len() >= changed.min_len,
-                "{what}: {} bytes, at least {} expected",
-                got.len(),
-                changed.min_len
-            );
-            assert_bytes_of_some_version(&got, &changed.versions, &what);
-            assert!(r.move_to_next_file().unwrap(), "{what}");
-            assert_bytes_eq(&rest_of_file(&mut r).unwrap(), &want[2], &what);
-            assert!(!r.move_to_next_file().unwrap(), "{what}");
+            f(&mut r, &files, &want, way, &what);
         }
     }
+}
+
+/// Reads a small file, then `POS` bytes of a 1 MiB file queued each way, then calls `change`
+/// on it, then reads the rest of it and a file after it. Checks the changed file against the
+/// versions `change` reports, and the others exactly.
+fn check_in_flight(change: impl Fn(&Path, &[u8], At) -> Changed) {
+    each_queued(|r, files, want, _, what| {
+        assert_bytes_eq(&rest_of_file(r).unwrap(), &want[0], what);
+        assert!(r.move_to_next_file().unwrap());
+        let mut got = vec![0; POS];
+        r.read_exact(&mut got).unwrap();
+        let read = r.stats().bytes_read as usize - want[0].len();
+        let at = At {
+            pos: POS,
+            read_ahead: read.clamp(POS, OLD_LEN),
+        };
+        let changed = change(&files.paths[1], &want[1], at);
+        assert_eq!(changed.versions[0], want[1]);
+
+        r.read_to_end(&mut got)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(
+            got.len() >= changed.min_len,
+            "{what}: {} bytes, at least {} expected",
+            got.len(),
+            changed.min_len
+        );
+        assert_bytes_of_some_version(&got, &changed.versions, what);
+        assert!(r.move_to_next_file().unwrap(), "{what}");
+        assert_bytes_eq(&rest_of_file(r).unwrap(), &want[2], what);
+        assert!(!r.move_to_next_file().unwrap(), "{what}");
+    });
 }
 
 fn set_len(path: &Path, len: usize) {
@@ -294,24 +302,14 @@ fn check_while_queued(
     change: impl Fn(&Path),
     check: impl Fn(Way, &std::io::Result<Vec<u8>>, &[u8], &Path, &str),
 ) {
-    for (name, b) in all_configs() {
-        for way in WAYS {
-            let what = format!("{name} {way:?}");
-            let files = make_files_with_big(&[30_000, OLD_LEN, 5000], 1);
-            let want = oracle_all(&files.paths);
-            let borrowed = File::open(&files.paths[1]).unwrap();
-            let mut r = b.clone().build().unwrap();
-            r.add_path_to_prefetch(&files.paths[0]).unwrap();
-            queue(&mut r, way, &files.paths[1], &borrowed);
-            r.add_path_to_prefetch(&files.paths[2]).unwrap();
-            change(&files.paths[1]);
-            let got = read_all_files(&mut r);
-            assert_eq!(got.len(), 3, "{what}");
-            assert_bytes_eq(got[0].as_ref().unwrap(), &want[0], &what);
-            check(way, &got[1], &want[1], &files.paths[1], &what);
-            assert_bytes_eq(got[2].as_ref().unwrap(), &want[2], &what);
-        }
-    }
+    each_queued(|r, files, want, way, what| {
+        change(&files.paths[1]);
+        let got = read_all_files(r);
+        assert_eq!(got.len(), 3, "{what}");
+        assert_bytes_eq(got[0].as_ref().unwrap(), &want[0], what);
+        check(way, &got[1], &want[1], &files.paths[1], what);
+        assert_bytes_eq(got[2].as_ref().unwrap(), &want[2], what);
+    });
 }
 
 #[test]
