@@ -254,13 +254,12 @@ pub(crate) struct Engine<'a> {
     offloaded: usize,
     /// Whether the consumer is copying a read itself instead of waiting (see `help`).
     helping: bool,
-    /// Whether the last range asked about was in the page cache.
-    warm: bool,
     /// Reads below `OFFLOAD_MIN` scheduled so far.
     small_reads: u64,
     /// Whether the last read scheduled was below `OFFLOAD_MIN`.
     small_last: bool,
-    /// The last answer of `io.cached`: (file id, offset, cached).
+    /// The last answer of `io.cached`: (file id, offset, cached). Reads that do not ask go
+    /// by it.
     hint: Option<(u64, u64, bool)>,
     /// Opens the backend has started and not yet returned.
     opens_in_flight: usize,
@@ -288,7 +287,6 @@ impl<'a> Engine<'a> {
             exposed: 0,
             offloaded: 0,
             helping: false,
-            warm: false,
             small_reads: 0,
             small_last: false,
             hint: None,
@@ -437,7 +435,7 @@ impl<'a> Engine<'a> {
     /// would cost a submission (and an open) per file; waiting until half the window is
     /// consumed sends them in batches.
     fn ahead_enough(&self) -> bool {
-        self.warm && self.small_last && self.pool.ready_bytes() >= self.limits.warm_window / 2
+        self.warm() && self.small_last && self.pool.ready_bytes() >= self.limits.warm_window / 2
     }
 
     /// Blocks until a read completes, then handles what came back and refills.
@@ -469,25 +467,23 @@ impl<'a> Engine<'a> {
         }
         let reads = self.stats.reads;
         self.helping = true;
-        let issued = self.schedule_one().is_ok() && self.stats.reads > reads;
+        let issued =
+            self.schedule_up_to(self.io.in_flight() + 1).is_ok() && self.stats.reads > reads;
         self.helping = false;
         issued
     }
 
-    /// `schedule`, for at most one read.
-    fn schedule_one(&mut self) -> io::Result<()> {
-        let depth = self.limits.depth;
-        self.limits.depth = depth.min(self.io.in_flight() + 1);
-        let r = self.schedule();
-        self.limits.depth = depth;
-        r
-    }
-
     /// Issues reads, earliest file first, while depth and pool allow; then submits them.
     fn schedule(&mut self) -> io::Result<()> {
+        self.schedule_up_to(self.limits.depth)
+    }
+
+    /// `schedule`, with at most `in_flight` reads and opens in flight (at most the depth).
+    fn schedule_up_to(&mut self, in_flight: usize) -> io::Result<()> {
+        let in_flight = in_flight.min(self.limits.depth);
         let mut issued = false;
         let mut started = false;
-        while self.io.in_flight() < self.limits.depth {
+        while self.io.in_flight() < in_flight {
             let Some(idx) = self.queue.next_with_work() else {
                 break;
             };
@@ -571,15 +567,14 @@ impl<'a> Engine<'a> {
             issued = true;
         }
         started |= self.open_ahead();
-        if started && !issued {
-            self.io.submit().map_err(ring_error("submit"))?;
-        }
         if issued {
             self.stats.peak_in_flight = self.stats.peak_in_flight.max(self.io.in_flight() as u64);
             self.stats.peak_pool_bytes = self
                 .stats
                 .peak_pool_bytes
                 .max(self.pool.live_bytes() as u64);
+        }
+        if issued || started {
             self.io.submit().map_err(ring_error("submit"))?;
         }
         Ok(())
@@ -592,7 +587,7 @@ impl<'a> Engine<'a> {
         if len < OFFLOAD_MIN {
             self.small_reads += 1;
             if self.small_reads % SMALL_READS_PER_HINT != 1 {
-                return self.warm;
+                return self.warm();
             }
         }
         match self.hint {
@@ -600,10 +595,14 @@ impl<'a> Engine<'a> {
             _ => {
                 let cached = self.io.cached(fd, offset, len as u64).unwrap_or(false);
                 self.hint = Some((file, offset, cached));
-                self.warm = cached;
                 cached
             }
         }
+    }
+
+    /// Whether the last range asked about was in the page cache.
+    fn warm(&self) -> bool {
+        self.hint.is_some_and(|(_, _, cached)| cached)
     }
 
     /// Descriptors the reader holds or is opening. A file whose orphans are still in flight

@@ -150,12 +150,11 @@ impl<'a> Ring<'a> {
     pub(crate) fn new(config: RingConfig, pool: &Pool) -> io::Result<Ring<'a>> {
         let depth = config.depth;
         let cq = depth * CQ_PER_DEPTH;
-        let ring = IoUring::builder()
+        let mut ring = IoUring::builder()
             .setup_cqsize(cq)
             .setup_coop_taskrun()
             .build(depth)
             .or_else(|_| IoUring::builder().setup_cqsize(cq).build(depth))?;
-        let mut ring = ring;
         let can_open = check_features(&mut ring)?;
         let (base, len) = pool.as_raw_parts();
         let fixed = config.register && len <= MAX_REGISTERED && {
