@@ -50,19 +50,24 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, missing_debug_implementations)]
 
-mod builder;
+// Modules from the bottom up: each uses only those above it in this list (see
+// ARCHITECTURE.md).
+mod backend;
+mod config;
+mod consts;
+mod engine;
 mod error;
+mod io;
 mod pool;
 mod queue;
 mod reader;
-mod scheduler;
+mod source;
 mod stats;
-mod sync;
-mod uring;
+mod sys;
 
-pub use builder::{
-    Backend, ReaderBuilder, DEFAULT_BUFFER_SIZE, DEFAULT_MAX_OPEN_FILES, DEFAULT_QUEUE_DEPTH,
-    DEFAULT_READ_SIZE,
+pub use config::ReaderBuilder;
+pub use consts::{
+    Backend, DEFAULT_BUFFER_SIZE, DEFAULT_MAX_OPEN_FILES, DEFAULT_QUEUE_DEPTH, DEFAULT_READ_SIZE,
 };
 pub use error::{Error, FileName};
 pub use reader::SequentialFileReader;
@@ -76,7 +81,7 @@ pub use stats::Stats;
 /// The reason io_uring is refused: `EPERM` under a seccomp filter or with
 /// `kernel.io_uring_disabled`, `ENOSYS` on kernels without it.
 pub fn io_uring_available() -> std::io::Result<()> {
-    uring::probe()
+    backend::uring::probe()
 }
 
 #[cfg(doctest)]

@@ -8,26 +8,42 @@
 //! - Every live region lies inside the allocation (`start % capacity + len <= capacity`).
 //! - `live` holds the live regions in the order they were taken (sorted by `start`); memory
 //!   is taken back only from the front, so the free space is always one run.
-//! - A region is reachable through exactly one token: a [`Region`] (the consumer's, readable
-//!   through [`Pool::bytes`]) or a [`Loan`] (the backend's, written by the kernel). While a
-//!   region is lent, nothing here reads, hands out or frees it.
+//! - A region is reachable through exactly one token, and every token names its pool (each
+//!   method checks it, and that the region is live, always, not only in debug builds):
+//!   - a [`Region`]: the consumer's, readable through [`Pool::bytes`];
+//!   - a [`Loan`]: lent to a backend that writes it itself (`pread`), through
+//!     [`Loan::as_mut_slice`];
+//!   - a [`KernelLoan`]: handed to the kernel, which writes it asynchronously. It gives no
+//!     access to the bytes at all, and turns back into a `Loan` only through the `unsafe`
+//!     [`KernelLoan::reaped`], once the kernel's completion for it has been reaped.
+//!
+//!   While a region is lent, nothing here reads, hands out or frees it.
 //! - The allocation is freed only when no loan is outstanding; a pool dropped with loans out
 //!   leaks its memory instead, since the kernel may still write into it.
 #![allow(unsafe_code)]
 
 use std::collections::VecDeque;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::builder::PAGE;
+use crate::consts::PAGE;
+use crate::sys;
+
+/// The identity of the next pool built: tokens carry it, so a token of one pool is never
+/// taken for a region of another.
+static NEXT_POOL: AtomicU64 = AtomicU64::new(0);
 
 /// A live region of the pool, held by the consumer side. Not `Clone`: one token per region.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Region {
+    pool: u64,
     start: u64,
     len: usize,
 }
 
-/// A region handed to a backend to be written, by the kernel or by `pread`.
+/// A region lent to a backend that writes it on this side of the kernel (`pread`, scripted
+/// tests). It is never in the kernel's hands: to hand a region to the kernel, turn the loan
+/// into a [`KernelLoan`] with [`into_kernel`](Self::into_kernel).
 ///
 /// Holds a raw pointer into the pool, so the pool must outlive it; [`Pool`]'s `Drop` leaks
 /// the memory rather than free it while a loan is out.
@@ -47,20 +63,52 @@ impl Loan {
         self.region.len
     }
 
-    /// The address of the region's first byte, for handing to the kernel.
-    pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
-        self.ptr.as_ptr()
-    }
-
-    /// The region's bytes, for a backend that writes them itself (`pread`, scripted tests).
-    ///
-    /// Must not be used while the region is handed to the kernel; the io_uring backend never
-    /// calls it.
+    /// The region's bytes, for a backend that writes them itself.
     pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: `ptr..ptr+len` lies inside the pool's allocation (pool invariant: live regions
         // lie inside it), the allocation outlives the loan (it is leaked, never freed, while
-        // loans are out), and the loan is the only token for these bytes, borrowed mutably here.
+        // loans are out), and the loan is the only token for these bytes, borrowed mutably
+        // here; a `Loan` is never in the kernel's hands (only a `KernelLoan` is).
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.region.len) }
+    }
+
+    /// Hands the region to the kernel: the address it may write `len()` bytes at, and the
+    /// token that stands for the region until the kernel's completion is reaped.
+    pub(crate) fn into_kernel(self) -> (KernelLoan, *mut u8) {
+        let ptr = self.ptr.as_ptr();
+        (
+            KernelLoan {
+                ptr: self.ptr,
+                region: self.region,
+            },
+            ptr,
+        )
+    }
+}
+
+/// A region the kernel may be writing. It gives no access to the bytes; dropping it leaks
+/// the region (the pool then never frees its memory), which is safe.
+#[derive(Debug)]
+pub(crate) struct KernelLoan {
+    ptr: NonNull<u8>,
+    region: Region,
+}
+
+// SAFETY: as for `Loan`; and a `KernelLoan` gives no access to its bytes.
+unsafe impl Send for KernelLoan {}
+
+impl KernelLoan {
+    /// The loan back from the kernel.
+    ///
+    /// # Safety
+    ///
+    /// The completion of the one kernel operation this region was handed to (with the
+    /// address from [`Loan::into_kernel`]) has been reaped: the kernel writes it no more.
+    pub(crate) unsafe fn reaped(self) -> Loan {
+        Loan {
+            ptr: self.ptr,
+            region: self.region,
+        }
     }
 }
 
@@ -69,10 +117,13 @@ struct Live {
     start: u64,
     len: usize,
     freed: bool,
+    lent: bool,
 }
 
 /// One page-aligned allocation handed out as FIFO regions. See the module docs.
 pub(crate) struct Pool {
+    /// Carried by every token of this pool.
+    id: u64,
     ptr: NonNull<u8>,
     capacity: usize,
     alloc_pos: u64,
@@ -101,29 +152,13 @@ impl std::fmt::Debug for Pool {
 }
 
 impl Pool {
-    /// Maps a pool of `capacity` bytes rounded up to a page. `None` if the mapping fails.
-    ///
-    /// An anonymous private mapping: page-aligned, and zero-filled by the kernel page by page
-    /// as it is first touched, so building a reader costs no memset of the whole pool and
-    /// every byte is initialised.
+    /// Maps a pool of `capacity` bytes rounded up to a page (see `sys::map_anonymous`).
+    /// `None` if the mapping fails.
     pub(crate) fn with_capacity(capacity: usize) -> Option<Pool> {
         let capacity = capacity.max(1).checked_next_multiple_of(PAGE)?;
-        // SAFETY: a fresh anonymous mapping; it aliases nothing, and the result is checked.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                capacity,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return None;
-        }
-        let ptr = NonNull::new(ptr.cast::<u8>())?;
+        let ptr = sys::map_anonymous(capacity)?;
         Some(Pool {
+            id: NEXT_POOL.fetch_add(1, Ordering::Relaxed),
             ptr,
             capacity,
             alloc_pos: 0,
@@ -197,15 +232,20 @@ impl Pool {
             start,
             len,
             freed: false,
+            lent: false,
         });
         debug_assert!(self.alloc_pos - self.free_pos <= cap);
-        Some(Region { start, len })
+        Some(Region {
+            pool: self.id,
+            start,
+            len,
+        })
     }
 
     /// Gives a region back. Its memory is reused once every region taken before it is back
     /// too.
     pub(crate) fn free(&mut self, region: Region) {
-        let i = self.index_of(&region);
+        let i = self.index_of(&region, false);
         self.live[i].freed = true;
         self.live_bytes -= region.len;
         while self.live.front().is_some_and(|l| l.freed) {
@@ -221,11 +261,12 @@ impl Pool {
             "range {range:?} outside a region of {} bytes",
             region.len
         );
+        self.index_of(region, false);
         let phys = self.phys(region);
         // SAFETY: `phys + region.len <= capacity` (checked by `phys`), so the range lies inside
-        // the allocation; the region is not lent (the caller holds its `Region` token, which
-        // `lend` consumes), so nothing writes these bytes while the shared borrow of `self`
-        // lives; the mapping is zero-filled, so every byte is initialised.
+        // the allocation; the region is a live one of this pool and not lent (checked by
+        // `index_of`), so nothing writes these bytes while the shared borrow of `self` lives;
+        // the mapping is zero-filled, so every byte is initialised.
         unsafe {
             std::slice::from_raw_parts(self.ptr.as_ptr().add(phys + range.start), range.len())
         }
@@ -234,6 +275,7 @@ impl Pool {
     /// The bytes of a region that is not lent, writable (to fill it with a sentinel in tests).
     #[cfg(test)]
     pub(crate) fn bytes_mut(&mut self, region: &mut Region) -> &mut [u8] {
+        self.index_of(region, false);
         let phys = self.phys(region);
         // SAFETY: as in `bytes`, and the exclusive borrow of `self` means no other slice of the
         // pool is alive.
@@ -243,20 +285,26 @@ impl Pool {
     /// Hands a region to a backend. Until [`reclaim`](Self::reclaim) gets it back, nothing
     /// here touches its bytes.
     pub(crate) fn lend(&mut self, region: Region) -> Loan {
+        let i = self.index_of(&region, false);
+        self.live[i].lent = true;
         let phys = self.phys(&region);
         self.lent += 1;
         self.lent_bytes += region.len;
-        // SAFETY: `phys < capacity`, so the pointer stays inside the allocation.
+        // SAFETY: `phys < capacity` (checked by `phys`), so the pointer stays inside the
+        // allocation.
         let ptr = unsafe { NonNull::new_unchecked(self.ptr.as_ptr().add(phys)) };
         Loan { ptr, region }
     }
 
     /// Takes back a region whose backend is done with it (its completion was reaped).
     pub(crate) fn reclaim(&mut self, loan: Loan) -> Region {
-        debug_assert_eq!(
+        let i = self.index_of(&loan.region, true);
+        assert_eq!(
             loan.ptr.as_ptr() as usize,
-            self.ptr.as_ptr() as usize + self.phys(&loan.region)
+            self.ptr.as_ptr() as usize + self.phys(&loan.region),
+            "a loan that does not point at its region"
         );
+        self.live[i].lent = false;
         self.lent -= 1;
         self.lent_bytes -= loan.region.len;
         loan.region
@@ -272,12 +320,24 @@ impl Pool {
         self.lent
     }
 
-    fn index_of(&self, region: &Region) -> usize {
+    /// The index in `live` of a token's region, checked to be a live region of this pool,
+    /// lent or not as `lent` says.
+    fn index_of(&self, region: &Region, lent: bool) -> usize {
+        assert_eq!(region.pool, self.id, "a token of another pool");
         let i = self
             .live
             .binary_search_by_key(&region.start, |l| l.start)
             .unwrap_or_else(|_| panic!("region at {} is not live in this pool", region.start));
-        assert!(!self.live[i].freed && self.live[i].len == region.len);
+        let live = &self.live[i];
+        assert!(
+            !live.freed && live.len == region.len,
+            "a region freed already"
+        );
+        assert_eq!(
+            live.lent, lent,
+            "a region lent: {}, expected {lent}",
+            live.lent
+        );
         i
     }
 
@@ -308,7 +368,7 @@ impl Drop for Pool {
         }
         // SAFETY: mapped in `with_capacity` with this length, unmapped once, and no loan is out
         // (`lent == 0`), so neither the kernel nor any token can reach it any more.
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.capacity) };
+        unsafe { sys::unmap(self.ptr, self.capacity) };
     }
 }
 
@@ -423,6 +483,64 @@ mod tests {
         // The loan's memory is still mapped: writing through it must not fault.
         let mut loan = loan;
         loan.as_mut_slice()[0] = 1;
+    }
+
+    #[test]
+    #[should_panic(expected = "a token of another pool")]
+    fn a_region_of_another_pool_is_refused() {
+        let mut a = Pool::with_capacity(PAGE).unwrap();
+        let mut b = Pool::with_capacity(PAGE).unwrap();
+        let r = a.alloc(1).unwrap();
+        // `b` has a live region at the same position, so only the identity tells them apart.
+        let _same_place = b.alloc(1).unwrap();
+        let _ = b.bytes(&r, 0..1);
+    }
+
+    #[test]
+    #[should_panic(expected = "a token of another pool")]
+    fn a_loan_of_another_pool_is_not_taken_back() {
+        let mut a = Pool::with_capacity(PAGE).unwrap();
+        let mut b = Pool::with_capacity(PAGE).unwrap();
+        let loan = {
+            let r = a.alloc(1).unwrap();
+            a.lend(r)
+        };
+        let _ = {
+            let r = b.alloc(1).unwrap();
+            b.lend(r)
+        };
+        b.reclaim(loan);
+    }
+
+    #[test]
+    fn a_kernel_loan_comes_back_with_what_was_written() {
+        let mut p = Pool::with_capacity(PAGE).unwrap();
+        let (kernel, ptr) = {
+            let r = p.alloc(3).unwrap();
+            p.lend(r)
+        }
+        .into_kernel();
+        // Stands in for the kernel writing through the address it was given.
+        // SAFETY: `ptr` points at a live region of at least 3 bytes no token can reach now.
+        unsafe { ptr.copy_from_nonoverlapping(b"xyz".as_ptr(), 3) };
+        // SAFETY: no kernel operation was ever handed this region.
+        let loan = unsafe { kernel.reaped() };
+        let r = p.reclaim(loan);
+        assert_eq!(p.bytes(&r, 0..3), b"xyz");
+        p.free(r);
+    }
+
+    #[test]
+    fn a_kernel_loan_dropped_leaks_the_pool_rather_than_free_it() {
+        let mut p = Pool::with_capacity(PAGE).unwrap();
+        let r = p.alloc(1).unwrap();
+        // The kernel loan is dropped at once, never reaped.
+        let _ = p.lend(r).into_kernel();
+        assert_eq!(
+            p.lent(),
+            1,
+            "the region stays lent, so the pool's drop leaks it"
+        );
     }
 
     #[test]

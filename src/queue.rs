@@ -8,43 +8,10 @@
 //! - `fd` is the descriptor reads go to; an entry with reads in flight keeps it (`in_flight`).
 
 use std::collections::VecDeque;
-use std::fs::File;
-use std::os::fd::{AsRawFd, RawFd};
-use std::path::Path;
-use std::sync::Arc;
+use std::os::fd::RawFd;
 
 use crate::error::{Error, FileName};
-
-/// Where a queued file comes from.
-#[derive(Debug)]
-pub(crate) enum Source<'a> {
-    /// The caller's file, alive for `'a`.
-    Borrowed(&'a File),
-    /// A file the reader owns.
-    Owned(Arc<File>),
-    /// A path, opened when the read-ahead reaches it.
-    Path(Box<Path>),
-}
-
-/// The descriptor a read names; it keeps an owned file open while the read is in flight.
-#[derive(Debug, Clone)]
-pub(crate) enum FdRef<'a> {
-    Borrowed(&'a File),
-    Shared(Arc<File>),
-}
-
-impl FdRef<'_> {
-    pub(crate) fn file(&self) -> &File {
-        match self {
-            FdRef::Borrowed(f) => f,
-            FdRef::Shared(f) => f,
-        }
-    }
-
-    pub(crate) fn raw(&self) -> RawFd {
-        self.file().as_raw_fd()
-    }
-}
+use crate::source::{FdRef, Source};
 
 /// One queued file.
 #[derive(Debug)]
@@ -103,7 +70,7 @@ impl<'a> FileEntry<'a> {
         self.end = self.sized_end;
     }
 
-    /// Whether the scheduler has more to do for this file: open it, or issue reads.
+    /// Whether the engine has more to do for this file: open it, or issue reads.
     pub(crate) fn wants_reads(&self) -> bool {
         self.error.is_none() && (!self.sized || self.next_read < self.end)
     }
@@ -130,21 +97,12 @@ impl<'a> FileEntry<'a> {
 
     /// The identity `activate_file` matches on: the caller's descriptor plus the limit.
     pub(crate) fn matches(&self, fd: RawFd, limit: u64) -> bool {
-        let raw = match &self.source {
-            Source::Borrowed(f) => f.as_raw_fd(),
-            Source::Owned(f) => f.as_raw_fd(),
-            Source::Path(_) => return false,
-        };
-        raw == fd && self.limit == limit
+        self.source.raw_fd() == Some(fd) && self.limit == limit
     }
 
     /// How errors name this file.
     pub(crate) fn name(&self) -> FileName {
-        match &self.source {
-            Source::Path(p) => FileName::Path(p.to_path_buf()),
-            Source::Borrowed(f) => FileName::of_fd(f.as_raw_fd()),
-            Source::Owned(f) => FileName::of_fd(f.as_raw_fd()),
-        }
+        self.source.name()
     }
 
     /// Forgets every read, to read the file again from byte 0.
@@ -162,7 +120,7 @@ impl<'a> FileEntry<'a> {
 pub(crate) struct Queue<'a> {
     files: VecDeque<FileEntry<'a>>,
     next_id: u64,
-    /// Index of the first file the scheduler may still have work for; every file before it
+    /// Index of the first file the engine may still have work for; every file before it
     /// has all its reads issued (or has failed).
     pub(crate) cursor: usize,
     /// Index of the first file the open-ahead has not looked at; every path before it is
@@ -264,6 +222,9 @@ impl<'a> Queue<'a> {
 
 #[cfg(test)]
 mod tests {
+    use std::os::fd::AsRawFd;
+    use std::path::Path;
+
     use super::*;
 
     fn path(p: &str) -> Source<'static> {

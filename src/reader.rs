@@ -1,18 +1,35 @@
-//! The public reader: `Read`, `BufRead`, queuing, activation, moving on.
+//! The public reader: `Read`, `BufRead`, queuing, activation, moving on; and `build()`,
+//! which picks the backend.
 
 use std::fs::File;
 use std::io::{self, BufRead, Read};
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::builder::{Backend, ReaderBuilder, OFFLOAD_DEPTH, WARM_WINDOW};
+use crate::backend::sync::SyncIo;
+use crate::backend::uring::{Ring, RingConfig};
+use crate::config::ReaderBuilder;
+use crate::consts::{Backend, OFFLOAD_DEPTH, WARM_WINDOW};
+use crate::engine::{Engine, Limits};
 use crate::error::Error;
+use crate::io::Io;
 use crate::pool::Pool;
-use crate::queue::Source;
-use crate::scheduler::{Engine, Io, Limits};
+use crate::source::Source;
 use crate::stats::Stats;
-use crate::sync::SyncIo;
-use crate::uring::{Ring, RingConfig};
+
+impl ReaderBuilder {
+    /// Checks the settings and builds the reader.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] for a setting that cannot work (it says which and why),
+    /// [`Error::IoUringUnavailable`] for [`Backend::IoUring`] where the kernel refuses it,
+    /// [`Error::OutOfMemory`] if the pool cannot be allocated.
+    pub fn build<'a>(self) -> Result<SequentialFileReader<'a>, Error> {
+        let config = self.validate()?;
+        SequentialFileReader::from_config(config)
+    }
+}
 
 /// Reads a FIFO of files front to back, reading ahead across file boundaries.
 ///
@@ -76,7 +93,7 @@ impl<'a> SequentialFileReader<'a> {
         ReaderBuilder::new()
     }
 
-    pub(crate) fn from_config(config: ReaderBuilder) -> Result<Self, Error> {
+    fn from_config(config: ReaderBuilder) -> Result<Self, Error> {
         let pool = Pool::with_capacity(config.buffer_size).ok_or(Error::OutOfMemory {
             bytes: config.buffer_size,
         })?;

@@ -1,10 +1,11 @@
 //! The io_uring backend: one ring, reads submitted in batches, completions reaped in batches,
-//! cancel and drain on drop. Also the few plain syscalls that need `unsafe` (`posix_fadvise`).
+//! cancel and drain on drop.
 //!
 //! Invariants:
-//! - Every read handed to the kernel stays in `ops` (its loan: the bytes the kernel writes;
-//!   its `FdRef`: the descriptor it names) until its completion is reaped. Nothing else can
-//!   reach those bytes meanwhile, since the loan is the only token for them.
+//! - Every read handed to the kernel stays in `ops` as a [`KernelRead`] (its region: the
+//!   bytes the kernel writes; its `FdRef`: the descriptor it names) until its completion is
+//!   reaped. Nothing can reach those bytes meanwhile: a `KernelRead` gives no access to them,
+//!   and only `drain` turns one back into a completion, for the completion it reaped.
 //! - Every open handed to the kernel keeps its path in `opens` until its completion is reaped.
 //! - At most `depth` reads, `depth` opens and `depth` cancels are in flight (plus one cancel
 //!   each on shutdown), and the completion queue holds `8 * depth`, so it cannot overflow
@@ -18,18 +19,17 @@ use std::ffi::CString;
 use std::fs::File;
 use std::io;
 use std::mem::{self, ManuallyDrop};
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::FromRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use io_uring::{opcode, register::Probe, squeue, types, IoUring};
 
-use crate::builder::{Backend, PAGE};
+use crate::consts::Backend;
+use crate::io::{Io, KernelRead, ReadDone, ReadReq};
 use crate::pool::Pool;
-use crate::queue::FdRef;
-use crate::scheduler::{Io, ReadDone, ReadReq};
-use crate::sync::open_flags;
+use crate::source::FdRef;
+use crate::sys::{open_flags, page_cache_holds};
 
 /// The `user_data` of cancel requests; read ids never reach it.
 const CANCEL: u64 = u64::MAX;
@@ -105,9 +105,9 @@ pub(crate) struct Ring<'a> {
     // closes. `ManuallyDrop` keeps the ring's own drop explicit there.
     ring: ManuallyDrop<IoUring>,
     /// Reads the kernel has, by id.
-    ops: HashMap<u64, ReadReq<'a>>,
+    ops: HashMap<u64, KernelRead<'a>>,
     /// Reads handed over but not given to the kernel because the ring failed.
-    unsent: Vec<ReadReq<'a>>,
+    unsent: Vec<KernelRead<'a>>,
     /// Completions reaped while submitting, not yet collected.
     ready: Vec<ReadDone<'a>>,
     /// Opens the kernel has, by `user_data`: the path it reads, and the flags.
@@ -255,11 +255,13 @@ impl<'a> Ring<'a> {
                 self.opened.push((cqe.user_data() & !OPEN, result));
                 continue;
             }
-            let req = self
+            let read = self
                 .ops
                 .remove(&cqe.user_data())
                 .expect("a completion for a read in flight");
-            out.push(req.done(cqe.result()));
+            // SAFETY: this is the completion of the read `read` stands for (its id is the
+            // entry's `user_data`, unique among reads in flight): the kernel is done with it.
+            out.push(read.done(cqe.result(), |loan| unsafe { loan.reaped() }));
         }
     }
 
@@ -292,13 +294,15 @@ impl<'a> Io<'a> for Ring<'a> {
         Backend::IoUring
     }
 
-    fn read(&mut self, mut req: ReadReq<'a>) {
-        let (fd, ptr, len, offset) = (
+    fn read(&mut self, req: ReadReq<'a>) {
+        let (id, fd, len, offset) = (
+            req.id(),
             types::Fd(req.fd().raw()),
-            req.buf_ptr(),
             req.len() as u32,
             req.offset(),
         );
+        let offload = req.offload();
+        let (read, ptr) = req.into_kernel();
         let entry = if self.fixed {
             opcode::ReadFixed::new(fd, ptr, len, 0)
                 .offset(offset)
@@ -306,23 +310,23 @@ impl<'a> Io<'a> for Ring<'a> {
         } else {
             opcode::Read::new(fd, ptr, len).offset(offset).build()
         }
-        .user_data(req.id());
-        let entry = if req.offload() {
+        .user_data(id);
+        let entry = if offload {
             entry.flags(squeue::Flags::ASYNC)
         } else {
             entry
         };
-        debug_assert!(req.id() != CANCEL && !self.ops.contains_key(&req.id()));
-        // SAFETY: `ptr..ptr+len` lies in the request's loan (`ReadReq::new` checks it), and the
-        // request, loan and `FdRef` with it, goes into `ops` right below, where it stays until
-        // `drain` reaps this id's completion. With `fixed`, the address lies in the registered
-        // pool (every loan is a region of it).
+        debug_assert!(id != CANCEL && !self.ops.contains_key(&id));
+        // SAFETY: `ptr..ptr+len` lies in the request's region (`ReadReq::new` checks it), and
+        // the read, region and `FdRef` with it, goes into `ops` right below, where it stays
+        // until `drain` reaps this id's completion. With `fixed`, the address lies in the
+        // registered pool (every loan is a region of it).
         match unsafe { self.push(&entry) } {
             Ok(()) => {
-                self.ops.insert(req.id(), req);
+                self.ops.insert(id, read);
             }
             // Not queued (the ring is broken): keep it to hand back on shutdown.
-            Err(_) => self.unsent.push(req),
+            Err(_) => self.unsent.push(read),
         }
     }
 
@@ -403,7 +407,9 @@ impl<'a> Io<'a> for Ring<'a> {
     }
 
     fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>) -> io::Result<()> {
-        out.extend(self.unsent.drain(..).map(|r| r.done(-libc::ECANCELED)));
+        // SAFETY: these reads never reached the kernel (`push` failed for each).
+        let unsent = self.unsent.drain(..);
+        out.extend(unsent.map(|r| r.done(-libc::ECANCELED, |loan| unsafe { loan.reaped() })));
         out.append(&mut self.ready);
         let ids: Vec<u64> = self.ops.keys().chain(self.opens.keys()).copied().collect();
         for id in ids {
@@ -441,88 +447,6 @@ impl Drop for Ring<'_> {
         // (drained, or leaked above).
         unsafe { ManuallyDrop::drop(&mut self.ring) };
     }
-}
-
-/// Tells the kernel a range of a file will be read soon (`POSIX_FADV_WILLNEED`), so its
-/// readahead starts now. A hint: failures are ignored.
-pub(crate) fn fadvise_willneed(file: &File, offset: u64, len: u64) {
-    let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
-        return;
-    };
-    // SAFETY: a plain syscall on a descriptor `file` keeps open; it touches no memory of ours.
-    unsafe { libc::posix_fadvise(file.as_raw_fd(), offset, len, libc::POSIX_FADV_WILLNEED) };
-}
-
-/// `cachestat(2)` (Linux 6.5): the same number on every architecture.
-const SYS_CACHESTAT: libc::c_long = 451;
-/// Set once `cachestat` turned out to be missing, so it is not asked again.
-static NO_CACHESTAT: AtomicBool = AtomicBool::new(false);
-
-/// Whether every page of `len` bytes of `file` at `offset` is in the page cache; `None`
-/// where the kernel cannot tell (before Linux 6.5, or not a file it caches).
-pub(crate) fn page_cache_holds(file: &File, offset: u64, len: u64) -> Option<bool> {
-    #[repr(C)]
-    struct Range {
-        off: u64,
-        len: u64,
-    }
-    #[repr(C)]
-    #[derive(Default)]
-    struct CacheStat {
-        nr_cache: u64,
-        nr_dirty: u64,
-        nr_writeback: u64,
-        nr_evicted: u64,
-        nr_recently_evicted: u64,
-    }
-    if len == 0 || NO_CACHESTAT.load(Ordering::Relaxed) {
-        return None;
-    }
-    let page = PAGE as u64;
-    let first = offset / page * page;
-    let range = Range {
-        off: first,
-        len: offset + len - first,
-    };
-    let mut stat = CacheStat::default();
-    // SAFETY: the kernel reads `range` and writes `stat`, both live and of the layout
-    // `cachestat(2)` defines, for the length of the call; the descriptor is open (`file`).
-    let ret = unsafe {
-        libc::syscall(
-            SYS_CACHESTAT,
-            file.as_raw_fd(),
-            &range as *const Range,
-            &mut stat as *mut CacheStat,
-            0u32,
-        )
-    };
-    if ret < 0 {
-        if io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
-            NO_CACHESTAT.store(true, Ordering::Relaxed);
-        }
-        return None;
-    }
-    Some(stat.nr_cache >= range.len.div_ceil(page))
-}
-
-/// The descriptor's status flags (`fcntl(F_GETFL)`): access mode, `O_NONBLOCK`, ...
-pub(crate) fn status_flags(file: &File) -> io::Result<i32> {
-    // SAFETY: a plain fcntl on a descriptor `file` keeps open; no memory is passed.
-    let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
-    if flags < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(flags)
-}
-
-/// Clears `O_NONBLOCK` on a descriptor the reader opened (see `sync::open_path`).
-pub(crate) fn clear_nonblock(file: &File) -> io::Result<()> {
-    let flags = status_flags(file)?;
-    // SAFETY: a plain fcntl on a descriptor `file` keeps open; no memory is passed.
-    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 #[cfg(test)]

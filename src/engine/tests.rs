@@ -1,4 +1,4 @@
-//! The scheduler against a scripted completion source: short reads, EOF mid-region, errors,
+//! The engine against a scripted completion source: short reads, EOF mid-region, errors,
 //! retries, reordering and reads dropped in flight, page-cache hints and offloaded reads,
 //! and opens done by the source, with no kernel ring involved.
 
@@ -9,8 +9,12 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use std::mem;
+
 use super::*;
-use crate::sync::open_flags;
+use crate::consts::{MAX_RETRIES, OFFLOAD_MIN};
+use crate::io::open_source;
+use crate::sys::open_flags;
 
 /// What the script says one read returns.
 #[derive(Clone, Copy, Debug)]
@@ -40,7 +44,7 @@ struct Call {
 
 type Script = Box<dyn FnMut(&Call) -> Act + Send>;
 
-/// An open the scheduler started through the source.
+/// An open the engine started through the source.
 #[derive(Clone, Debug)]
 struct OpenCall {
     file: u64,
@@ -64,10 +68,10 @@ struct Log {
     peak_offloaded: usize,
     /// Every open started through `start_open`, in order.
     opens: Vec<OpenCall>,
-    /// Paths opened with `Io::open` (on the scheduler's thread).
+    /// Paths opened with `Io::open` (on the engine's thread).
     sync_opens: Vec<PathBuf>,
     /// The most descriptors on files under `Scripted::watch` plus opens in flight, counted
-    /// whenever an open is started (`start_open`) or done on the scheduler's thread
+    /// whenever an open is started (`start_open`) or done on the engine's thread
     /// (`Io::open`), the only times the count can grow.
     peak_descriptors: usize,
 }
@@ -98,7 +102,7 @@ struct Scripted<'a> {
     script: Script,
     /// Complete reads newest first.
     reverse: bool,
-    /// Complete reads only when the scheduler waits (so reads pile up in flight).
+    /// Complete reads only when the engine waits (so reads pile up in flight).
     lazy: bool,
     /// What `cached` answers.
     cached: Option<bool>,
@@ -248,7 +252,7 @@ impl<'a> Io<'a> for Scripted<'a> {
     fn reap(&mut self, wait: bool, out: &mut Vec<ReadDone<'a>>) -> io::Result<()> {
         if self.lazy {
             // Only when waiting, and one at a time (the oldest, or the newest when reversed),
-            // so the scheduler sees the rest still in flight.
+            // so the engine sees the rest still in flight.
             if wait && !self.pending.is_empty() {
                 let i = if self.reverse {
                     self.pending.len() - 1
@@ -290,7 +294,7 @@ impl<'a> Io<'a> for Scripted<'a> {
         Ok(())
     }
     fn open(&mut self, source: &Source<'a>, direct: bool) -> Result<Opened<'a>, Error> {
-        let opened = crate::sync::open_source(source, direct);
+        let opened = open_source(source, direct);
         if let Source::Path(path) = source {
             self.log.lock().unwrap().sync_opens.push(path.to_path_buf());
         }
@@ -599,7 +603,7 @@ fn moving_on_leaves_reads_in_flight_as_orphans() {
         "read-ahead of the current file is in flight"
     );
     assert!(e.move_to_next_file().unwrap());
-    assert!(!e.orphans.is_empty());
+    assert!(e.chunks.orphans() > 0);
     let rest = read_all(&mut e);
     assert_exact(&rest, &f.data[1..]);
     drop(rest);
@@ -981,7 +985,7 @@ fn moving_past_a_file_being_opened_loses_nothing() {
         assert_exact(&read_all(&mut e), &f.data[2..]);
         assert_pool_empty(&e);
         // Late opens of the files moved past were closed as they came.
-        let pending = e.opens_in_flight;
+        let pending = e.opens.in_flight();
         assert_eq!(fds_under(&f.dir()), 0, "{order:?}, {pending} opens pending");
         drop(e);
         assert_eq!(fds_under(&f.dir()), 0);
@@ -1009,7 +1013,7 @@ fn dropping_with_opens_in_flight_leaks_nothing() {
                 assert!(e.move_to_next_file().unwrap());
                 assert_eq!(e.fill_buf().unwrap()[0], f.data[1][0]);
             }
-            assert!(e.opens_in_flight > 0, "{order:?} {read_first}");
+            assert!(e.opens.in_flight() > 0, "{order:?} {read_first}");
             drop(e);
             assert_eq!(fds_under(&f.dir()), 0, "{order:?} {read_first}");
         }

@@ -1,56 +1,14 @@
-//! Configuration of a reader.
+//! Configuration of a reader: the builder's settings and their validation. What builds a
+//! reader from them is `reader` (`ReaderBuilder::build`), which picks the backend.
 
+use crate::consts::{
+    Backend, DEFAULT_BUFFER_SIZE, DEFAULT_MAX_OPEN_FILES, DEFAULT_QUEUE_DEPTH, DEFAULT_READ_SIZE,
+    DIRECT_ALIGN, MAX_READ_SIZE, PAGE,
+};
 use crate::error::Error;
-use crate::reader::SequentialFileReader;
 
-/// Which I/O backend a reader uses.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Backend {
-    /// io_uring where the kernel allows it, else [`Backend::Sync`]. The default.
-    #[default]
-    Auto,
-    /// io_uring, or an error from [`ReaderBuilder::build`] saying why it is refused.
-    /// Needs Linux 5.6 or later with `kernel.io_uring_disabled = 0` and no seccomp filter
-    /// refusing `io_uring_setup` (as some container runtimes install).
-    IoUring,
-    /// Plain `pread(2)` on the calling thread, with `posix_fadvise(WILLNEED)` hints so the
-    /// kernel reads ahead across files. Works everywhere.
-    Sync,
-}
-
-/// The size of a page, and the alignment of every region of the pool.
-pub(crate) const PAGE: usize = 4096;
-/// The alignment `O_DIRECT` needs of offsets, lengths and buffer addresses.
-pub(crate) const DIRECT_ALIGN: usize = 4096;
-/// The largest single read: Linux caps one read at a little under 2 GiB.
-const MAX_READ_SIZE: usize = 1 << 30;
-
-/// Default pool size: room for 64 reads of the default size in flight or waiting.
-///
-/// Measured cold over 1 GiB of 4 KiB-4 MiB files (see the README's "Performance"): 16, 32
-/// and 64 MiB pools read within the disk's run-to-run noise of each other, buffered and
-/// direct; 32 MiB keeps 64 reads of 512 KiB in flight. Warm, only a 4 MiB window of it is
-/// used, so most of it is never touched.
-pub const DEFAULT_BUFFER_SIZE: usize = 32 << 20;
-/// Default largest single read. 256 KiB, 512 KiB and 1 MiB measured alike cold; 512 KiB
-/// is also what std's `BufReader` is compared with.
-pub const DEFAULT_READ_SIZE: usize = 512 << 10;
-
-/// Pool bytes the read-ahead holds while the files ahead are in the page cache, so that
-/// their bytes are still in the CPU's cache when the consumer gets them. Measured warm:
-/// 4 MiB against 2 and 8 MiB (the whole 32 MiB pool read warm at 0.58x of std's speed).
-pub(crate) const WARM_WINDOW: usize = 4 << 20;
-
-/// Reads copied by kernel workers at once, at most (see `Stats::reads_offloaded`).
-/// Measured warm: 1 left the consumer waiting, 2 and 3 did alike, 4 did worse.
-pub(crate) const OFFLOAD_DEPTH: usize = 2;
-/// Default number of reads in flight at once.
-pub const DEFAULT_QUEUE_DEPTH: u32 = 64;
-/// Default number of queued paths the reader keeps open at once.
-pub const DEFAULT_MAX_OPEN_FILES: usize = 64;
-
-/// Builds a [`SequentialFileReader`] with settings other than the defaults.
+/// Builds a [`SequentialFileReader`](crate::SequentialFileReader) with settings other than
+/// the defaults.
 ///
 /// Setters take and return the builder by value, so settings chain; [`build`](Self::build)
 /// checks them all at once.
@@ -173,18 +131,6 @@ impl ReaderBuilder {
     pub fn io_workers(mut self, workers: u32) -> Self {
         self.io_workers = Some(workers);
         self
-    }
-
-    /// Checks the settings and builds the reader.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidConfig`] for a setting that cannot work (it says which and why),
-    /// [`Error::IoUringUnavailable`] for [`Backend::IoUring`] where the kernel refuses it,
-    /// [`Error::OutOfMemory`] if the pool cannot be allocated.
-    pub fn build<'a>(self) -> Result<SequentialFileReader<'a>, Error> {
-        let config = self.validate()?;
-        SequentialFileReader::from_config(config)
     }
 
     /// The settings, checked, with read size aligned.

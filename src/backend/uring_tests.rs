@@ -9,9 +9,11 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
+use std::os::fd::AsRawFd;
+
 use super::*;
-use crate::scheduler::tests::fds_under;
-use crate::scheduler::ReadReq;
+use crate::engine::tests::fds_under;
+use crate::sys::status_flags;
 
 /// Reads of this size, each into its own region.
 const BLOCK: usize = 4096;
@@ -389,7 +391,7 @@ fn the_real_ring_never_exposes_a_byte_no_read_wrote() {
             io_workers: None,
         };
         let ring = Ring::new(config, &pool).unwrap();
-        let limits = crate::scheduler::Limits {
+        let limits = crate::engine::Limits {
             read_size: 12 << 10,
             direct,
             depth: 8,
@@ -397,10 +399,10 @@ fn the_real_ring_never_exposes_a_byte_no_read_wrote() {
             warm_window: 32 << 10,
             offload_depth: 2,
         };
-        let mut e = crate::scheduler::Engine::new(Box::new(ring), pool, limits);
+        let mut e = crate::engine::Engine::new(Box::new(ring), pool, limits);
         e.poison = Some(SENTINEL);
         for (p, _) in &files {
-            e.push(crate::queue::Source::Path(p.as_path().into()), u64::MAX)
+            e.push(crate::source::Source::Path(p.as_path().into()), u64::MAX)
                 .unwrap();
         }
         for (i, (p, data)) in files.iter().enumerate() {

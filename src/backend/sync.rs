@@ -1,0 +1,85 @@
+//! The fallback backend: the same reads as plain `pread(2)` on the consumer's thread, with
+//! `posix_fadvise(WILLNEED)` hints so the kernel reads ahead while the consumer works.
+
+use std::collections::VecDeque;
+use std::io;
+use std::os::unix::fs::FileExt;
+
+use crate::consts::Backend;
+use crate::io::{Io, ReadDone, ReadReq};
+use crate::sys::fadvise_willneed;
+
+/// Reads with `pread`, one at a time, when the consumer waits.
+#[derive(Debug, Default)]
+pub(crate) struct SyncIo<'a> {
+    /// Reads handed over, in order; each is done when the consumer waits for it.
+    pending: VecDeque<ReadReq<'a>>,
+    /// Reads done (or cancelled) and not yet collected.
+    finished: Vec<ReadDone<'a>>,
+}
+
+impl<'a> Io<'a> for SyncIo<'a> {
+    fn backend(&self) -> Backend {
+        Backend::Sync
+    }
+
+    fn read(&mut self, req: ReadReq<'a>) {
+        // Tell the kernel now, so its readahead runs while the consumer works on earlier bytes.
+        if !req.is_direct() {
+            fadvise_willneed(req.fd().file(), req.offset(), req.len() as u64);
+        }
+        self.pending.push_back(req);
+    }
+
+    fn cancel(&mut self, id: u64) {
+        if let Some(i) = self.pending.iter().position(|r| r.id() == id) {
+            let req = self.pending.remove(i).expect("found");
+            self.finished.push(req.done(-libc::ECANCELED));
+        }
+    }
+
+    fn submit(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn reap(&mut self, wait: bool, out: &mut Vec<ReadDone<'a>>) -> io::Result<()> {
+        if wait && self.finished.is_empty() {
+            if let Some(req) = self.pending.pop_front() {
+                self.finished.push(pread_all(req));
+            }
+        }
+        out.append(&mut self.finished);
+        Ok(())
+    }
+
+    fn in_flight(&self) -> usize {
+        self.pending.len() + self.finished.len()
+    }
+
+    fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>) -> io::Result<()> {
+        out.append(&mut self.finished);
+        out.extend(self.pending.drain(..).map(|r| r.done(-libc::ECANCELED)));
+        Ok(())
+    }
+}
+
+/// Reads the whole request (retrying `EINTR`, stopping at end of file): bytes read or
+/// `-errno`.
+pub(crate) fn pread_all(mut req: ReadReq<'_>) -> ReadDone<'_> {
+    let (fd, offset) = (req.fd().clone(), req.offset());
+    let buf = req.buf_mut();
+    let mut done = 0;
+    let result = loop {
+        if done == buf.len() {
+            break done as i32;
+        }
+        match fd.file().read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break done as i32,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) if done > 0 => break done as i32,
+            Err(e) => break -e.raw_os_error().unwrap_or(libc::EIO),
+        }
+    };
+    req.done(result)
+}

@@ -1,0 +1,160 @@
+//! Reads in flight or waiting for the consumer (chunks), and reads no longer wanted that are
+//! still in flight (orphans): their bookkeeping, and dropping them.
+
+use std::collections::{HashMap, VecDeque};
+
+use super::Engine;
+use crate::pool::Region;
+
+/// One read's region and what came back into it.
+#[derive(Debug)]
+pub(super) struct Chunk {
+    pub(super) id: u64,
+    pub(super) file: u64,
+    /// File offset of the region's first byte.
+    pub(super) offset: u64,
+    /// Bytes asked for.
+    pub(super) want: usize,
+    /// Bytes the completed reads wrote, from the region's start.
+    pub(super) filled: usize,
+    /// Where in the region the read in flight starts (after a short read).
+    pub(super) from: usize,
+    /// Bytes the consumer has taken.
+    pub(super) pos: usize,
+    /// `None` while lent to the backend.
+    pub(super) region: Option<Region>,
+    pub(super) retries: u32,
+}
+
+impl Chunk {
+    /// Bytes of this chunk the consumer may see: what was read, up to the file's end.
+    pub(super) fn valid(&self, file_end: u64) -> usize {
+        (self.filled as u64).min(file_end.saturating_sub(self.offset)) as usize
+    }
+}
+
+/// The live chunks, in id order, and the orphans.
+#[derive(Debug, Default)]
+pub(super) struct Chunks {
+    pub(super) live: VecDeque<Chunk>,
+    /// Reads in flight no longer wanted, by chunk id: the id of their file where the reader
+    /// opened it (its descriptor stays open until they come back).
+    orphans: HashMap<u64, Option<u64>>,
+    /// Files the reader opened that only orphans hold open now (or still), by id: how many.
+    orphan_fds: HashMap<u64, usize>,
+    next_id: u64,
+}
+
+impl Chunks {
+    /// Adds a chunk for a read about to be issued: `want` bytes of `file` at `offset`.
+    pub(super) fn push(&mut self, file: u64, offset: u64, want: usize) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.live.push_back(Chunk {
+            id,
+            file,
+            offset,
+            want,
+            filled: 0,
+            from: 0,
+            pos: 0,
+            region: None,
+            retries: 0,
+        });
+        id
+    }
+
+    /// The index of the live chunk with this id.
+    pub(super) fn index_of(&self, id: u64) -> Option<usize> {
+        self.live.binary_search_by_key(&id, |c| c.id).ok()
+    }
+
+    /// Records a chunk dropped in flight; `file` where its descriptor is the reader's.
+    fn orphan(&mut self, id: u64, file: Option<u64>) {
+        if let Some(file) = file {
+            *self.orphan_fds.entry(file).or_default() += 1;
+        }
+        self.orphans.insert(id, file);
+    }
+
+    /// Whether the completion `id` is an orphan's (which is then forgotten).
+    pub(super) fn take_orphan(&mut self, id: u64) -> bool {
+        let Some(file) = self.orphans.remove(&id) else {
+            return false;
+        };
+        if let Some(file) = file {
+            let left = self
+                .orphan_fds
+                .get_mut(&file)
+                .expect("counted when orphaned");
+            *left -= 1;
+            if *left == 0 {
+                self.orphan_fds.remove(&file);
+            }
+        }
+        true
+    }
+
+    /// Reads in flight no longer wanted.
+    #[cfg(test)]
+    pub(super) fn orphans(&self) -> usize {
+        self.orphans.len()
+    }
+
+    /// Files whose descriptors only orphans hold (or also hold).
+    pub(super) fn orphan_files(&self) -> usize {
+        self.orphan_fds.len()
+    }
+}
+
+impl Engine<'_> {
+    /// Frees a chunk's region, or orphans it if its read is in flight.
+    pub(super) fn drop_chunk(&mut self, c: Chunk) {
+        match c.region {
+            Some(region) => self.pool.free(region),
+            None => {
+                let mut holds_fd = false;
+                if let Some(e) = self.queue.by_id_mut(c.file) {
+                    e.in_flight -= 1;
+                    holds_fd = e.opened_here;
+                }
+                self.chunks.orphan(c.id, holds_fd.then_some(c.file));
+                self.io.cancel(c.id);
+            }
+        }
+    }
+
+    /// Pops the consumed front chunk.
+    pub(super) fn pop_chunk(&mut self) {
+        let c = self.chunks.live.pop_front().expect("a front chunk");
+        self.pool
+            .free(c.region.expect("a consumed chunk is not in flight"));
+    }
+
+    /// Drops the chunks of chunk `i`'s file that come after it (past the file's new end).
+    pub(super) fn drop_chunks_after(&mut self, i: usize) {
+        let file = self.chunks.live[i].file;
+        while self.chunks.live.get(i + 1).is_some_and(|c| c.file == file) {
+            let c = self.chunks.live.remove(i + 1).expect("checked");
+            self.drop_chunk(c);
+        }
+    }
+
+    /// Drops the current file and whatever was read or is in flight for it.
+    pub(super) fn drop_front_file(&mut self) {
+        let id = self.queue.front().map_or(u64::MAX, |f| f.id);
+        while self.chunks.live.front().is_some_and(|c| c.file == id) {
+            let c = self.chunks.live.pop_front().expect("checked");
+            self.drop_chunk(c);
+        }
+        self.queue.pop_front();
+    }
+
+    /// Forgets every read and reads every queued file again from its start.
+    pub(super) fn restart(&mut self) {
+        while let Some(c) = self.chunks.live.pop_front() {
+            self.drop_chunk(c);
+        }
+        self.queue.rewind_all();
+    }
+}

@@ -1,0 +1,188 @@
+//! Completions: bytes for the consumer, continuations of short reads, retries of passing
+//! errors, the end of a file found early, and a file's error.
+
+use std::io;
+use std::mem;
+
+use super::Engine;
+use crate::consts::{DIRECT_ALIGN, MAX_RETRIES};
+use crate::error::Error;
+use crate::io::{ReadDone, ReadReq};
+use crate::pool::Region;
+use crate::source::FdRef;
+
+impl<'a> Engine<'a> {
+    /// Handles every completion reaped, and every open the backend finished.
+    pub(super) fn handle_done(&mut self) {
+        let mut done = mem::take(&mut self.done);
+        for d in done.drain(..) {
+            self.complete(d);
+        }
+        self.done = done;
+        self.handle_opened();
+    }
+
+    /// Takes one completion: bytes for the consumer, a continuation, a retry or an error.
+    fn complete(&mut self, done: ReadDone<'a>) {
+        let ReadDone {
+            id,
+            result,
+            offload,
+            loan,
+            _fd: read_fd,
+        } = done;
+        if offload {
+            self.policy.offloaded -= 1;
+        }
+        let region = self.pool.reclaim(loan);
+        if self.chunks.take_orphan(id) {
+            self.pool.free(region);
+            self.stats.reads_discarded += 1;
+            if result > 0 {
+                self.stats.bytes_read += result as u64;
+            }
+            return;
+        }
+        let i = self
+            .chunks
+            .index_of(id)
+            .expect("a completion is either an orphan's or a live chunk's");
+        debug_assert!(
+            self.chunks.live[i].region.is_none(),
+            "completion for a chunk not in flight"
+        );
+        let file = self.chunks.live[i].file;
+        if result > 0 {
+            self.complete_bytes(i, result as usize, region);
+        } else {
+            self.complete_end(i, result, region, read_fd.raw());
+        }
+        self.release_if_finished(file);
+    }
+
+    /// `n` bytes came back for chunk `i`: continue a short read, or hand the bytes over (and
+    /// end the file there if it came back short at its end).
+    fn complete_bytes(&mut self, i: usize, n: usize, region: Region) {
+        self.stats.bytes_read += n as u64;
+        let chunk = &mut self.chunks.live[i];
+        let entry = self
+            .queue
+            .by_id_mut(chunk.file)
+            .expect("a live chunk's file is queued");
+        chunk.filled = chunk.from + n;
+        debug_assert!(chunk.filled <= chunk.want);
+        let to_end = entry.end.saturating_sub(chunk.offset);
+        let short = chunk.filled < chunk.want && (chunk.filled as u64) < to_end;
+        // O_DIRECT reads come back short only at the end of the file, and a read
+        // continued from an unaligned offset would be refused: the file ends there.
+        let at_end = entry.direct && !chunk.filled.is_multiple_of(DIRECT_ALIGN);
+        if short && !at_end {
+            // A short read before the end: read the rest into the same region.
+            self.stats.short_reads += 1;
+            chunk.from = chunk.filled;
+            let fd = entry.fd.clone().expect("open while reads are in flight");
+            self.resubmit(i, region, fd);
+            return;
+        }
+        chunk.region = Some(region);
+        entry.in_flight -= 1;
+        if short {
+            entry.end = entry.end.min(chunk.offset + chunk.filled as u64);
+            self.drop_chunks_after(i);
+        }
+    }
+
+    /// End of file (`result == 0`) or an error for chunk `i`: retried where the error is
+    /// passing; else the file ends where the read began, failing if it was an error.
+    fn complete_end(&mut self, i: usize, result: i32, region: Region, read_fd: i32) {
+        let region = if result < 0 {
+            match self.retry(i, result, region, read_fd) {
+                Some(region) => region,
+                None => return,
+            }
+        } else {
+            region
+        };
+        let chunk = &mut self.chunks.live[i];
+        let entry = self
+            .queue
+            .by_id_mut(chunk.file)
+            .expect("a live chunk's file");
+        chunk.filled = chunk.from;
+        chunk.region = Some(region);
+        let at = chunk.offset + chunk.from as u64;
+        entry.end = entry.end.min(at);
+        entry.in_flight -= 1;
+        if result < 0 {
+            entry.error = Some(Box::new(Error::Read {
+                path: entry.name(),
+                offset: at,
+                source: io::Error::from_raw_os_error(-result),
+            }));
+            self.stats.files_failed += 1;
+        }
+        self.drop_chunks_after(i);
+    }
+
+    /// Retries a failed read where the error is passing (`None`: resubmitted); gives the
+    /// region back where the file must fail.
+    fn retry(&mut self, i: usize, result: i32, region: Region, read_fd: i32) -> Option<Region> {
+        let chunk = &mut self.chunks.live[i];
+        let file = chunk.file;
+        // EFAULT too: the pool is always mapped, so it comes from the kernel finishing a read
+        // for a thread that has exited since it submitted it (the reader moved threads);
+        // submitted again from this thread, the read goes through.
+        let passing = matches!(
+            -result,
+            libc::EINTR | libc::EAGAIN | libc::ECANCELED | libc::EFAULT
+        );
+        if passing && chunk.retries < MAX_RETRIES {
+            chunk.retries += 1;
+            self.stats.retries += 1;
+            let fd = self
+                .queue
+                .by_id_mut(file)
+                .and_then(|e| e.fd.clone())
+                .expect("open while reads are in flight");
+            self.resubmit(i, region, fd);
+            return None;
+        }
+        let entry = self
+            .queue
+            .by_id_mut(file)
+            .expect("a live chunk's file is queued");
+        let current = entry.fd.clone().expect("open while reads are in flight");
+        if -result == libc::EINVAL && current.raw() != read_fd {
+            // Issued on a descriptor the file has since replaced (O_DIRECT was refused).
+            self.resubmit(i, region, current);
+            return None;
+        }
+        if -result == libc::EINVAL && entry.direct {
+            // The filesystem refused O_DIRECT for this read: go on buffered.
+            if let Ok(opened) = self.io.reopen_buffered(&entry.source) {
+                entry.direct = false;
+                entry.fd = Some(opened.fd.clone());
+                self.resubmit(i, region, opened.fd);
+                return None;
+            }
+        }
+        Some(region)
+    }
+
+    /// Reads the rest of chunk `i` (from its `from`) again.
+    fn resubmit(&mut self, i: usize, region: Region, fd: FdRef<'a>) {
+        let chunk = &self.chunks.live[i];
+        let direct = self.queue.by_id_mut(chunk.file).is_some_and(|e| e.direct);
+        let loan = self.pool.lend(region);
+        let req = ReadReq::new(
+            chunk.id,
+            (fd, direct),
+            chunk.offset + chunk.from as u64,
+            loan,
+            chunk.from,
+            chunk.want - chunk.from,
+        );
+        self.io.read(req);
+        self.stats.reads += 1;
+    }
+}

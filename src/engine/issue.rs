@@ -1,0 +1,258 @@
+//! Which read goes next and when: refilling as room opens, waiting, the read-ahead window
+//! of cached files, and reads offloaded to kernel workers.
+
+use std::io;
+use std::time::Instant;
+
+use super::{ring_error, Engine};
+use crate::consts::{DIRECT_ALIGN, OFFLOAD_MIN, SMALL_READS_PER_HINT};
+use crate::io::ReadReq;
+use crate::pool::Region;
+use crate::source::FdRef;
+
+/// The issue policy's state: what it learned of the page cache, and the offloaded reads.
+#[derive(Debug, Default)]
+pub(super) struct Policy {
+    /// Offloaded reads in flight.
+    pub(super) offloaded: usize,
+    /// Whether the consumer is copying a read itself instead of waiting (see `help`).
+    helping: bool,
+    /// Reads below `OFFLOAD_MIN` scheduled so far.
+    small_reads: u64,
+    /// Whether the last read scheduled was below `OFFLOAD_MIN`.
+    small_last: bool,
+    /// The last answer of `io.cached`: (file id, offset, cached). Reads that do not ask go
+    /// by it.
+    hint: Option<(u64, u64, bool)>,
+}
+
+impl Policy {
+    /// Whether the last range asked about was in the page cache.
+    fn warm(&self) -> bool {
+        self.hint.is_some_and(|(_, _, cached)| cached)
+    }
+}
+
+/// What one step of scheduling did for the earliest file with work.
+enum Step {
+    /// A read was issued.
+    Issued,
+    /// The file was opened here: look at it again.
+    Opened,
+    /// The backend started opening it: reads wait for that.
+    StartedOpen,
+    /// Nothing more can go now (depth, pool, window, cap, an open in flight).
+    Blocked,
+}
+
+impl<'a> Engine<'a> {
+    /// Reaps what has completed and issues more reads: called whenever room may have opened.
+    pub(super) fn refill(&mut self) -> io::Result<()> {
+        if self.io.in_flight() > 0 {
+            self.io
+                .reap(false, &mut self.done)
+                .map_err(ring_error("reap"))?;
+            self.handle_done();
+        }
+        if self.ahead_enough() {
+            return Ok(());
+        }
+        self.schedule()
+    }
+
+    /// Whether so much is read ahead of the consumer that more can wait: while small reads
+    /// of cached files complete at once, issuing them one by one as the consumer moves on
+    /// would cost a submission (and an open) per file; waiting until half the window is
+    /// consumed sends them in batches.
+    fn ahead_enough(&self) -> bool {
+        self.policy.warm()
+            && self.policy.small_last
+            && self.pool.ready_bytes() >= self.limits.warm_window / 2
+    }
+
+    /// Blocks until a read completes, then handles what came back and refills.
+    pub(super) fn wait(&mut self) -> io::Result<()> {
+        debug_assert!(
+            self.io.in_flight() > 0,
+            "waiting with nothing in flight would hang"
+        );
+        if self.help() {
+            return self.refill();
+        }
+        let start = Instant::now();
+        self.io
+            .reap(true, &mut self.done)
+            .map_err(ring_error("wait"))?;
+        self.stats.waits += 1;
+        self.stats.wait_time += start.elapsed();
+        self.handle_done();
+        self.schedule()
+    }
+
+    /// Rather than block while kernel workers copy, copies one more cached read itself
+    /// (submitted without `IOSQE_ASYNC`, it completes on this thread); whether it did.
+    /// Where the consumer is quicker than the workers this shares the copying out; where
+    /// it is slower, it never waits, so never helps.
+    fn help(&mut self) -> bool {
+        if self.policy.offloaded == 0 {
+            return false;
+        }
+        let reads = self.stats.reads;
+        self.policy.helping = true;
+        let issued =
+            self.schedule_up_to(self.io.in_flight() + 1).is_ok() && self.stats.reads > reads;
+        self.policy.helping = false;
+        issued
+    }
+
+    /// Issues reads, earliest file first, while depth and pool allow; then submits them.
+    pub(super) fn schedule(&mut self) -> io::Result<()> {
+        self.schedule_up_to(self.limits.depth)
+    }
+
+    /// `schedule`, with at most `in_flight` reads and opens in flight (at most the depth).
+    fn schedule_up_to(&mut self, in_flight: usize) -> io::Result<()> {
+        let in_flight = in_flight.min(self.limits.depth);
+        let mut issued = false;
+        let mut started = false;
+        while self.io.in_flight() < in_flight {
+            let Some(idx) = self.queue.next_with_work() else {
+                break;
+            };
+            match self.step(idx) {
+                Step::Issued => issued = true,
+                Step::Opened => {}
+                Step::StartedOpen => {
+                    started = true;
+                    break;
+                }
+                Step::Blocked => break,
+            }
+        }
+        started |= self.open_ahead();
+        if issued {
+            let in_flight = self.io.in_flight() as u64;
+            let pool_bytes = self.pool.live_bytes() as u64;
+            self.stats.peak_in_flight = self.stats.peak_in_flight.max(in_flight);
+            self.stats.peak_pool_bytes = self.stats.peak_pool_bytes.max(pool_bytes);
+        }
+        if issued || started {
+            self.io.submit().map_err(ring_error("submit"))?;
+        }
+        Ok(())
+    }
+
+    /// Opens the file at `idx` (the earliest with work) or issues its next read.
+    fn step(&mut self, idx: usize) -> Step {
+        let entry = self.queue.get_mut(idx).expect("index from the queue");
+        if entry.fd.is_some() {
+            return self.issue_read(idx);
+        }
+        // Reads go in queue order: the next ones wait for this file's open.
+        if entry.opening || (idx > 0 && self.descriptors() >= self.limits.max_open) {
+            return Step::Blocked;
+        }
+        if self.start_open(idx) {
+            return Step::StartedOpen;
+        }
+        if self.open_entry(idx) {
+            Step::Opened
+        } else {
+            Step::Blocked
+        }
+    }
+
+    /// Issues the next read of the open file at `idx`, if the pool, the window of cached
+    /// reads and the offload depth allow.
+    fn issue_read(&mut self, idx: usize) -> Step {
+        let entry = self.queue.get_mut(idx).expect("index from the queue");
+        let len = (entry.end - entry.next_read).min(self.limits.read_size as u64) as usize;
+        let read_len = if entry.direct {
+            len.next_multiple_of(DIRECT_ALIGN)
+        } else {
+            len
+        };
+        let (file, offset, direct) = (entry.id, entry.next_read, entry.direct);
+        let fd = entry.fd.clone().expect("checked open");
+        // While the files ahead are in the page cache, the read-ahead stays within a small
+        // window (its bytes are still in the CPU's cache when consumed) and large reads
+        // are copied by kernel workers; otherwise it may fill the pool, for depth.
+        let cached = !direct && self.cached(file, &fd, offset, len);
+        let limit = if cached {
+            self.limits.warm_window
+        } else {
+            self.pool.capacity()
+        };
+        let held = self.pool.live_bytes();
+        if held > 0 && held + read_len > limit {
+            return Step::Blocked;
+        }
+        let offload = cached && read_len >= OFFLOAD_MIN;
+        self.policy.small_last = read_len < OFFLOAD_MIN;
+        let helping = self.policy.helping;
+        if offload && self.policy.offloaded >= self.limits.offload_depth && !helping {
+            return Step::Blocked;
+        }
+        let Some(region) = self.pool.alloc_below(read_len, limit) else {
+            return Step::Blocked;
+        };
+        self.send_read(
+            idx,
+            (fd, direct),
+            region,
+            (len, read_len),
+            offload && !helping,
+        );
+        Step::Issued
+    }
+
+    /// Hands the backend the next read of the file at `idx`: `len` bytes of it, asked as
+    /// `read_len` (rounded up for O_DIRECT), into `region`.
+    fn send_read(
+        &mut self,
+        idx: usize,
+        (fd, direct): (FdRef<'a>, bool),
+        #[cfg_attr(not(test), allow(unused_mut))] mut region: Region,
+        (len, read_len): (usize, usize),
+        offload: bool,
+    ) {
+        #[cfg(test)]
+        if let Some(byte) = self.poison {
+            self.pool.bytes_mut(&mut region).fill(byte);
+        }
+        let entry = self.queue.get_mut(idx).expect("index from the queue");
+        let (file, offset) = (entry.id, entry.next_read);
+        entry.next_read += len as u64;
+        entry.in_flight += 1;
+        let id = self.chunks.push(file, offset, read_len);
+        let loan = self.pool.lend(region);
+        let req = ReadReq::new(id, (fd, direct), offset, loan, 0, read_len);
+        self.io.read(req.with_offload(offload));
+        self.stats.reads += 1;
+        if offload {
+            self.policy.offloaded += 1;
+            self.stats.reads_offloaded += 1;
+        }
+    }
+
+    /// Whether a read of `len` bytes of `file` at `offset` will find them in the page cache.
+    /// Small reads are not worth the question each time: they go by the last answer, asked
+    /// again every `SMALL_READS_PER_HINT` of them.
+    fn cached(&mut self, file: u64, fd: &FdRef<'a>, offset: u64, len: usize) -> bool {
+        let policy = &mut self.policy;
+        if len < OFFLOAD_MIN {
+            policy.small_reads += 1;
+            if policy.small_reads % SMALL_READS_PER_HINT != 1 {
+                return policy.warm();
+            }
+        }
+        match policy.hint {
+            Some((f, o, cached)) if (f, o) == (file, offset) => cached,
+            _ => {
+                let cached = self.io.cached(fd, offset, len as u64).unwrap_or(false);
+                self.policy.hint = Some((file, offset, cached));
+                cached
+            }
+        }
+    }
+}

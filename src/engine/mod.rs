@@ -1,0 +1,156 @@
+//! The engine: turns queued files into reads and completions into bytes for the consumer.
+//!
+//! It knows nothing of the kernel: reads go through the [`Io`] trait, which the io_uring
+//! backend, the `pread` backend and the tests' scripted completion source implement.
+//! Its work is split by job, each file with the state it owns:
+//!
+//! | file | job | state |
+//! |---|---|---|
+//! | `stream` | the consumer's side: queue, `fill_buf`, `consume`, move on, activate | `exposed` |
+//! | `issue` | which read goes next, when to wait, what to offload | [`issue::Policy`] |
+//! | `complete` | completions: bytes, continuations, retries, errors | - |
+//! | `opens` | descriptors: opening ahead, the cap, running out | [`opens::Opens`] |
+//! | `chunks` | reads in flight or waiting, and orphans | [`chunks::Chunks`] |
+//!
+//! Invariants:
+//! - Reads are issued in queue order: all of a file's reads before any of the next file's.
+//!   So the live chunks (in id order) are also in (file, offset) order, and the current
+//!   file's chunks are at their front.
+//! - A chunk's bytes are readable only once its read completed (`region` is `Some`); while in
+//!   flight the region is lent to the backend and the chunk holds nothing to read.
+//! - A chunk dropped while in flight becomes an orphan: its region stays lent until its
+//!   completion is reaped, and is then freed unread.
+//! - A file's `in_flight` counts its live chunks that are in flight; orphans belong to no file.
+
+mod chunks;
+mod complete;
+mod issue;
+mod opens;
+mod stream;
+
+#[cfg(test)]
+use std::fs::File;
+use std::io;
+#[cfg(test)]
+use std::path::Path;
+
+use crate::consts::Backend;
+use crate::error::Error;
+use crate::io::{Io, ReadDone};
+#[cfg(test)]
+use crate::io::{Opened, ReadReq};
+use crate::pool::Pool;
+use crate::queue::Queue;
+#[cfg(test)]
+use crate::source::{FdRef, Source};
+use crate::stats::Stats;
+
+use chunks::Chunks;
+use issue::Policy;
+use opens::Opens;
+
+/// Settings the engine works by.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    pub(crate) read_size: usize,
+    pub(crate) direct: bool,
+    pub(crate) depth: usize,
+    pub(crate) max_open: usize,
+    /// Pool bytes the read-ahead may hold while the files ahead are in the page cache.
+    pub(crate) warm_window: usize,
+    /// Offloaded reads in flight at most.
+    pub(crate) offload_depth: usize,
+}
+
+/// The queue, the pool and a backend, worked together.
+pub(crate) struct Engine<'a> {
+    // Drop order: `Drop for Engine` first takes every loan back from `io` (cancelling and
+    // waiting); then `io` is dropped (closing the ring) before `pool` (freeing the memory).
+    io: Box<dyn Io<'a> + 'a>,
+    pool: Pool,
+    queue: Queue<'a>,
+    chunks: Chunks,
+    limits: Limits,
+    policy: Policy,
+    opens: Opens,
+    /// Completions reaped and not yet handled (kept to reuse its allocation).
+    done: Vec<ReadDone<'a>>,
+    stats: Stats,
+    /// Bytes the last `fill_buf` returned that are not consumed yet: what `consume` may
+    /// take. Anything that changes the current file sets it to 0.
+    exposed: usize,
+    /// Tests fill every region with this byte before it is read into, to catch bytes
+    /// exposed that no read wrote.
+    #[cfg(test)]
+    pub(crate) poison: Option<u8>,
+}
+
+impl<'a> Engine<'a> {
+    pub(crate) fn new(io: Box<dyn Io<'a> + 'a>, pool: Pool, limits: Limits) -> Self {
+        Engine {
+            io,
+            pool,
+            queue: Queue::default(),
+            chunks: Chunks::default(),
+            limits,
+            policy: Policy::default(),
+            opens: Opens::default(),
+            done: Vec::new(),
+            stats: Stats::default(),
+            exposed: 0,
+            #[cfg(test)]
+            poison: None,
+        }
+    }
+
+    pub(crate) fn backend(&self) -> Backend {
+        self.io.backend()
+    }
+
+    pub(crate) fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    #[cfg(test)]
+    pub(crate) fn pool(&self) -> &Pool {
+        &self.pool
+    }
+}
+
+/// Wraps a failure of the backend itself (not of one file's read) so it names the operation.
+fn ring_error(op: &'static str) -> impl FnOnce(io::Error) -> io::Error {
+    move |source| Error::Ring { op, source }.into()
+}
+
+impl std::fmt::Debug for Engine<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SequentialFileReader")
+            .field("backend", &self.backend())
+            .field("files_queued", &self.queue.len())
+            .field("file_offset", &self.file_offset())
+            .field("reads_in_flight", &self.io.in_flight())
+            .field(
+                "pool",
+                &format_args!("{}/{} bytes", self.pool.live_bytes(), self.pool.capacity()),
+            )
+            .field("registered_buffers", &self.io.registered())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Engine<'_> {
+    fn drop(&mut self) {
+        let mut done = Vec::new();
+        let drained = self.io.shutdown(&mut done);
+        for d in done {
+            let region = self.pool.reclaim(d.loan);
+            self.pool.free(region);
+        }
+        // If the drain failed, some loans are still out: `Pool`'s drop then leaks its memory
+        // instead of freeing it under the kernel.
+        debug_assert!(drained.is_err() || std::thread::panicking() || self.pool.lent() == 0);
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,203 @@
+//! Descriptors: opening queued paths ahead of the reads (through the backend where it can),
+//! the cap on descriptors held, running out of them, and closing what is done.
+
+use std::fs::File;
+use std::io;
+use std::mem;
+
+use super::Engine;
+use crate::error::Error;
+use crate::io::{finish_open, Opened};
+use crate::source::Source;
+
+/// Opens under way. (The cap on descriptors is `Limits::max_open`, lowered where the
+/// process runs out of them.)
+#[derive(Debug, Default)]
+pub(super) struct Opens {
+    /// Opens the backend has started and not yet returned.
+    in_flight: usize,
+    /// Opens returned by the backend, being handled (kept to reuse its allocation).
+    opened: Vec<(u64, Result<File, i32>)>,
+}
+
+impl Opens {
+    /// Opens the backend has started and not yet returned.
+    #[cfg(test)]
+    pub(super) fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+}
+
+impl<'a> Engine<'a> {
+    /// Descriptors the reader holds or is opening. A file whose orphans are still in flight
+    /// counts until they come back, even while it is also counted as open (the cap is a
+    /// bound, and this keeps it one).
+    pub(super) fn descriptors(&self) -> usize {
+        self.queue.open_here + self.opens.in_flight + self.chunks.orphan_files()
+    }
+
+    /// Takes the opens the backend finished.
+    pub(super) fn handle_opened(&mut self) {
+        let mut opened = mem::take(&mut self.opens.opened);
+        self.io.take_opened(&mut opened);
+        for (id, result) in opened.drain(..) {
+            self.opens.in_flight -= 1;
+            // A file moved past while it was being opened is closed here (dropped).
+            if let Some(idx) = self.queue.index_of(id) {
+                self.finish_open(idx, result);
+            }
+        }
+        self.opens.opened = opened;
+    }
+
+    /// Starts opening the path at `idx` through the backend, if it can; whether it did.
+    pub(super) fn start_open(&mut self, idx: usize) -> bool {
+        let direct = self.limits.direct;
+        let entry = self.queue.get_mut(idx).expect("index from the queue");
+        let Source::Path(path) = &entry.source else {
+            return false;
+        };
+        if !self.io.start_open(entry.id, path, direct) {
+            return false;
+        }
+        entry.opening = true;
+        self.opens.in_flight += 1;
+        true
+    }
+
+    /// Starts opening the paths queued after the read-ahead, so that their opening overlaps,
+    /// while the cap on descriptors allows; whether it started any.
+    pub(super) fn open_ahead(&mut self) -> bool {
+        let mut i = self.queue.open_cursor.max(self.queue.cursor);
+        let mut started = false;
+        while self.descriptors() < self.limits.max_open {
+            let Some(entry) = self.queue.get_mut(i) else {
+                break;
+            };
+            if entry.wants_open() {
+                if !self.start_open(i) {
+                    break;
+                }
+                started = true;
+            }
+            i += 1;
+        }
+        self.queue.open_cursor = i;
+        started
+    }
+
+    /// Takes the result of an open the backend did for the file at `idx`.
+    fn finish_open(&mut self, idx: usize, result: Result<File, i32>) {
+        let direct = self.limits.direct;
+        let entry = self.queue.get_mut(idx).expect("index from the queue");
+        let Source::Path(path) = &entry.source else {
+            unreachable!("only paths are opened by the backend")
+        };
+        debug_assert!(entry.opening);
+        entry.opening = false;
+        let opened = match result {
+            Ok(file) => finish_open(file, direct, path),
+            Err(libc::EMFILE | libc::ENFILE) => {
+                self.out_of_descriptors(idx);
+                return;
+            }
+            // Refused O_NOATIME (not the owner) or O_DIRECT (the filesystem): opened here,
+            // which goes on without them.
+            Err(libc::EPERM | libc::EINVAL) => self.io.open(&entry.source, direct),
+            Err(errno) => Err(Error::Open {
+                path: entry.name(),
+                source: io::Error::from_raw_os_error(errno),
+            }),
+        };
+        self.set_opened(idx, opened);
+    }
+
+    /// The process ran out of descriptors opening the file at `idx`: the reader keeps fewer
+    /// open from now on, and opens the file again later. The current file is opened again
+    /// at once, after closing files opened ahead that nothing was read from yet; it fails
+    /// only if the process has no descriptor left for it.
+    fn out_of_descriptors(&mut self, idx: usize) {
+        self.queue.open_cursor = self.queue.open_cursor.min(idx);
+        if idx > 0 {
+            self.limits.max_open = self.descriptors().max(1);
+            return;
+        }
+        // What the process let the reader hold: the cap from now on.
+        let held = self.descriptors();
+        for i in 1..self.queue.len() {
+            let e = self.queue.get_mut(i).expect("in range");
+            if e.opened_here && e.next_read == 0 && e.in_flight == 0 {
+                self.queue.release_fd(i);
+            }
+        }
+        self.queue.open_cursor = 1;
+        self.limits.max_open = held.max(1);
+        let entry = self.queue.get_mut(0).expect("the current file");
+        let opened = self.io.open(&entry.source, self.limits.direct);
+        self.set_opened(0, opened);
+    }
+
+    /// Opens and sizes the file at `idx` here, or records why it cannot be read.
+    ///
+    /// Returns `false` where the process is out of descriptors (`EMFILE`/`ENFILE`) while the
+    /// reader holds some: the file stays queued, and the reader keeps fewer open from then on.
+    pub(super) fn open_entry(&mut self, idx: usize) -> bool {
+        let held = self.descriptors();
+        let entry = self.queue.get_mut(idx).expect("index from the queue");
+        let opened = self.io.open(&entry.source, self.limits.direct);
+        match opened {
+            Err(e) if idx > 0 && held > 0 && is_out_of_descriptors(&e) => {
+                self.limits.max_open = held;
+                false
+            }
+            opened => {
+                self.set_opened(idx, opened);
+                true
+            }
+        }
+    }
+
+    /// Records the outcome of opening the file at `idx`.
+    fn set_opened(&mut self, idx: usize, opened: Result<Opened<'a>, Error>) {
+        let entry = self.queue.get_mut(idx).expect("index from the queue");
+        match opened {
+            Ok(opened) => {
+                entry.fd = Some(opened.fd);
+                entry.direct = opened.direct;
+                entry.opened_here = opened.opened_here;
+                entry.set_size(opened.size);
+                let finished = entry.reads_finished();
+                if opened.opened_here {
+                    self.queue.open_here += 1;
+                    self.stats.files_opened += 1;
+                }
+                if finished {
+                    self.queue.release_fd(idx);
+                }
+            }
+            Err(e) => {
+                entry.error = Some(Box::new(e));
+                self.stats.files_failed += 1;
+            }
+        }
+    }
+
+    /// Closes the descriptor of file `file` if the reader opened it and is done with it.
+    pub(super) fn release_if_finished(&mut self, file: u64) {
+        let Some(idx) = self.queue.index_of(file) else {
+            return;
+        };
+        if self
+            .queue
+            .get_mut(idx)
+            .is_some_and(|e| e.opened_here && e.reads_finished())
+        {
+            self.queue.release_fd(idx);
+        }
+    }
+}
+
+fn is_out_of_descriptors(e: &Error) -> bool {
+    matches!(e, Error::Open { source, .. }
+        if matches!(source.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)))
+}

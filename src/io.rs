@@ -1,0 +1,258 @@
+//! The backend interface: what the engine asks of a backend ([`Io`]), the reads it hands
+//! over ([`ReadReq`]), what comes back ([`ReadDone`]), and files set up for reading
+//! ([`Opened`], [`open_source`]).
+//!
+//! A read's bytes are reachable only while no kernel can write them: a [`ReadReq`] holds a
+//! [`Loan`], which a backend writing on its own thread fills through
+//! [`ReadReq::buf_mut`]; a backend handing the read to the kernel first turns it into a
+//! [`KernelRead`], which gives no access to the bytes, and back into a [`ReadDone`] only
+//! through [`KernelLoan::reaped`], which is `unsafe` (see `pool`).
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::consts::Backend;
+use crate::error::{Error, FileName};
+use crate::pool::{KernelLoan, Loan};
+use crate::source::{FdRef, Source};
+use crate::sys;
+
+/// One read for a backend: `len` bytes of `fd` at `offset`, into `loan` from `buf_off`.
+#[derive(Debug)]
+pub(crate) struct ReadReq<'a> {
+    id: u64,
+    fd: FdRef<'a>,
+    /// Whether `fd` has `O_DIRECT` (page-cache hints are pointless then).
+    direct: bool,
+    /// Whether the backend should copy on a kernel worker rather than inline (the bytes are
+    /// in the page cache, so the copy can overlap the consumer's work).
+    offload: bool,
+    offset: u64,
+    loan: Loan,
+    buf_off: usize,
+    len: usize,
+}
+
+impl<'a> ReadReq<'a> {
+    /// # Panics
+    /// If `buf_off + len` does not fit in the loan (the io_uring backend relies on it).
+    pub(crate) fn new(
+        id: u64,
+        (fd, direct): (FdRef<'a>, bool),
+        offset: u64,
+        loan: Loan,
+        buf_off: usize,
+        len: usize,
+    ) -> Self {
+        assert!(
+            buf_off <= loan.len() && len <= loan.len() - buf_off,
+            "read outside its region"
+        );
+        assert!(len <= u32::MAX as usize);
+        ReadReq {
+            id,
+            fd,
+            direct,
+            offload: false,
+            offset,
+            loan,
+            buf_off,
+            len,
+        }
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+    pub(crate) fn fd(&self) -> &FdRef<'a> {
+        &self.fd
+    }
+    pub(crate) fn is_direct(&self) -> bool {
+        self.direct
+    }
+    pub(crate) fn offload(&self) -> bool {
+        self.offload
+    }
+    pub(crate) fn with_offload(mut self, offload: bool) -> Self {
+        self.offload = offload;
+        self
+    }
+    pub(crate) fn offset(&self) -> u64 {
+        self.offset
+    }
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The bytes the read writes, for a backend that writes them itself.
+    pub(crate) fn buf_mut(&mut self) -> &mut [u8] {
+        let (off, len) = (self.buf_off, self.len);
+        &mut self.loan.as_mut_slice()[off..off + len]
+    }
+
+    /// Hands the read to the kernel: the address to write `len()` bytes at, and what stands
+    /// for the read until its completion is reaped.
+    pub(crate) fn into_kernel(self) -> (KernelRead<'a>, *mut u8) {
+        let (loan, ptr) = self.loan.into_kernel();
+        let read = KernelRead {
+            id: self.id,
+            offload: self.offload,
+            loan,
+            fd: self.fd,
+        };
+        (read, ptr.wrapping_add(self.buf_off))
+    }
+
+    /// The completion of this read: bytes read, or `-errno`.
+    pub(crate) fn done(self, result: i32) -> ReadDone<'a> {
+        ReadDone {
+            id: self.id,
+            result,
+            offload: self.offload,
+            loan: self.loan,
+            _fd: self.fd,
+        }
+    }
+}
+
+/// A read in the kernel's hands: its region (which it gives no access to) and the
+/// descriptor it names, both kept until its completion is reaped.
+#[derive(Debug)]
+pub(crate) struct KernelRead<'a> {
+    id: u64,
+    offload: bool,
+    loan: KernelLoan,
+    fd: FdRef<'a>,
+}
+
+impl<'a> KernelRead<'a> {
+    /// The completion of this read: `reap` turns the region back into a loan (see
+    /// [`KernelLoan::reaped`] for when that is sound).
+    pub(crate) fn done(self, result: i32, reap: impl FnOnce(KernelLoan) -> Loan) -> ReadDone<'a> {
+        ReadDone {
+            id: self.id,
+            result,
+            offload: self.offload,
+            loan: reap(self.loan),
+            _fd: self.fd,
+        }
+    }
+}
+
+/// A completed read: its loan comes back with the result (bytes read, or `-errno`).
+#[derive(Debug)]
+pub(crate) struct ReadDone<'a> {
+    pub(crate) id: u64,
+    pub(crate) result: i32,
+    /// Whether the read was offloaded (see [`ReadReq::offload`]).
+    pub(crate) offload: bool,
+    pub(crate) loan: Loan,
+    /// Keeps the descriptor open until the completion is handled.
+    pub(crate) _fd: FdRef<'a>,
+}
+
+/// A file set up for reading.
+pub(crate) struct Opened<'a> {
+    pub(crate) fd: FdRef<'a>,
+    pub(crate) direct: bool,
+    pub(crate) opened_here: bool,
+    pub(crate) size: u64,
+}
+
+/// What the engine needs of a backend.
+pub(crate) trait Io<'a>: Send {
+    /// `IoUring` or `Sync`.
+    fn backend(&self) -> Backend;
+    /// Queues a read. The backend owns the loan until it returns it in a [`ReadDone`].
+    fn read(&mut self, req: ReadReq<'a>);
+    /// Asks for a queued or in-flight read to be cancelled; its completion still comes back.
+    fn cancel(&mut self, id: u64);
+    /// Starts what is queued, without waiting.
+    fn submit(&mut self) -> io::Result<()>;
+    /// Collects completions; with `wait`, blocks until at least one read has completed.
+    fn reap(&mut self, wait: bool, out: &mut Vec<ReadDone<'a>>) -> io::Result<()>;
+    /// Reads handed over and not yet returned.
+    fn in_flight(&self) -> usize;
+    /// Cancels everything and waits until every read has come back.
+    fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>) -> io::Result<()>;
+    /// Opens (if it is a path) and sizes a queued file.
+    fn open(&mut self, source: &Source<'a>, direct: bool) -> Result<Opened<'a>, Error> {
+        open_source(source, direct)
+    }
+    /// Starts opening a queued path (with `sys::open_flags`) without blocking; `false`
+    /// where the backend cannot, and the path is opened with [`open`](Self::open) instead.
+    /// The result comes back through [`take_opened`](Self::take_opened), after a `reap`.
+    fn start_open(&mut self, _file: u64, _path: &Path, _direct: bool) -> bool {
+        false
+    }
+    /// Opens started by `start_open` that completed: (file id, the file or `errno`).
+    fn take_opened(&mut self, _out: &mut Vec<(u64, Result<File, i32>)>) {}
+    /// Whether the pool is registered with the kernel (reads are `READ_FIXED`).
+    fn registered(&self) -> bool {
+        false
+    }
+    /// Whether `len` bytes of `fd` at `offset` are all in the page cache; `None` where the
+    /// backend cannot tell.
+    fn cached(&mut self, _fd: &FdRef<'a>, _offset: u64, _len: u64) -> Option<bool> {
+        None
+    }
+    /// Switches a file that refused `O_DIRECT` reads to buffered ones.
+    fn reopen_buffered(&mut self, source: &Source<'a>) -> Result<Opened<'a>, Error> {
+        open_source(source, false)
+    }
+}
+
+/// Opens (for a path, or to get `O_DIRECT`) and sizes a queued file.
+pub(crate) fn open_source<'a>(source: &Source<'a>, direct: bool) -> Result<Opened<'a>, Error> {
+    let (fd, direct) = match source {
+        Source::Path(path) => {
+            let (file, direct) = sys::open_path(path, direct).map_err(|source| Error::Open {
+                path: FileName::Path(path.to_path_buf()),
+                source,
+            })?;
+            return finish_open(file, direct, path);
+        }
+        Source::Borrowed(f) => match direct.then(|| sys::reopen_direct(f)).flatten() {
+            Some(f) => (FdRef::Shared(Arc::new(f)), true),
+            None => (FdRef::Borrowed(f), false),
+        },
+        Source::Owned(f) => match direct.then(|| sys::reopen_direct(f)).flatten() {
+            Some(f) => (FdRef::Shared(Arc::new(f)), true),
+            None => (FdRef::Shared(f.clone()), false),
+        },
+    };
+    // A descriptor reopened for O_DIRECT was opened here, with O_NONBLOCK.
+    let opened_here = direct;
+    let size = sys::file_size(fd.file()).and_then(|size| {
+        if opened_here {
+            sys::clear_nonblock(fd.file()).map_err(sys::SizeError::Io)?;
+        }
+        Ok(size)
+    });
+    let size = size.map_err(|e| e.naming(FileName::of_fd(fd.raw())))?;
+    Ok(Opened {
+        fd,
+        direct,
+        opened_here,
+        size,
+    })
+}
+
+/// Sizes a file just opened from `path` (here or by the ring, with `sys::open_flags`), and
+/// clears the `O_NONBLOCK` it was opened with.
+pub(crate) fn finish_open<'a>(file: File, direct: bool, path: &Path) -> Result<Opened<'a>, Error> {
+    let name = || FileName::Path(path.to_path_buf());
+    let size = sys::file_size(&file).map_err(|e| e.naming(name()))?;
+    sys::clear_nonblock(&file).map_err(|source| Error::Open {
+        path: name(),
+        source,
+    })?;
+    Ok(Opened {
+        fd: FdRef::Shared(Arc::new(file)),
+        direct,
+        opened_here: true,
+        size,
+    })
+}

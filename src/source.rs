@@ -1,0 +1,60 @@
+//! Where a queued file comes from, and the descriptor a read names. Depends only on
+//! `error`, for how a file is named.
+
+use std::fs::File;
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::FileName;
+
+/// Where a queued file comes from.
+#[derive(Debug)]
+pub(crate) enum Source<'a> {
+    /// The caller's file, alive for `'a`.
+    Borrowed(&'a File),
+    /// A file the reader owns.
+    Owned(Arc<File>),
+    /// A path, opened when the read-ahead reaches it.
+    Path(Box<Path>),
+}
+
+impl Source<'_> {
+    /// The caller's descriptor, for a file handed in (`None` for a path).
+    pub(crate) fn raw_fd(&self) -> Option<RawFd> {
+        match self {
+            Source::Borrowed(f) => Some(f.as_raw_fd()),
+            Source::Owned(f) => Some(f.as_raw_fd()),
+            Source::Path(_) => None,
+        }
+    }
+
+    /// How errors name this file: its path, or the path its descriptor is open on.
+    pub(crate) fn name(&self) -> FileName {
+        match self {
+            Source::Path(p) => FileName::Path(p.to_path_buf()),
+            Source::Borrowed(f) => FileName::of_fd(f.as_raw_fd()),
+            Source::Owned(f) => FileName::of_fd(f.as_raw_fd()),
+        }
+    }
+}
+
+/// The descriptor a read names; it keeps an owned file open while the read is in flight.
+#[derive(Debug, Clone)]
+pub(crate) enum FdRef<'a> {
+    Borrowed(&'a File),
+    Shared(Arc<File>),
+}
+
+impl FdRef<'_> {
+    pub(crate) fn file(&self) -> &File {
+        match self {
+            FdRef::Borrowed(f) => f,
+            FdRef::Shared(f) => f,
+        }
+    }
+
+    pub(crate) fn raw(&self) -> RawFd {
+        self.file().as_raw_fd()
+    }
+}
