@@ -202,6 +202,42 @@ pub(crate) trait Io<'a>: Send {
     fn reopen_buffered(&mut self, source: &Source<'a>) -> Result<Opened<'a>, Error> {
         open_source(source, false)
     }
+    /// The same backend (ring, registrations), free to name descriptors of another lifetime.
+    ///
+    /// # Panics
+    ///
+    /// If anything is in flight: call [`shutdown`](Self::shutdown) first.
+    fn rebind<'b>(self: Box<Self>) -> Box<dyn Io<'b> + 'b>;
+}
+
+/// The backend left in an engine whose own backend moved to a rebound engine: nothing is in
+/// flight, and nothing can be issued.
+#[derive(Debug)]
+pub(crate) struct Detached;
+
+impl<'a> Io<'a> for Detached {
+    fn backend(&self) -> Backend {
+        Backend::Sync
+    }
+    fn read(&mut self, _req: ReadReq<'a>) {
+        unreachable!("a detached engine issues no reads")
+    }
+    fn cancel(&mut self, _id: u64) {}
+    fn submit(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+    fn reap(&mut self, _wait: bool, _out: &mut Vec<ReadDone<'a>>) -> io::Result<()> {
+        Ok(())
+    }
+    fn in_flight(&self) -> usize {
+        0
+    }
+    fn shutdown(&mut self, _out: &mut Vec<ReadDone<'a>>) -> io::Result<()> {
+        Ok(())
+    }
+    fn rebind<'b>(self: Box<Self>) -> Box<dyn Io<'b> + 'b> {
+        self
+    }
 }
 
 /// Opens (for a path, or to get `O_DIRECT`) and sizes a queued file.

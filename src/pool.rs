@@ -41,6 +41,13 @@ pub(crate) struct Region {
     len: usize,
 }
 
+impl Region {
+    /// The region's length in bytes (a multiple of the page size).
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
 /// A region lent to a backend that writes it on this side of the kernel (`pread`, scripted
 /// tests). It is never in the kernel's hands: to hand a region to the kernel, turn the loan
 /// into a [`KernelLoan`] with [`into_kernel`](Self::into_kernel).
@@ -170,6 +177,22 @@ impl Pool {
         })
     }
 
+    /// A pool of no bytes that maps nothing: what an engine keeps once its pool has moved to
+    /// a rebound engine.
+    pub(crate) fn empty() -> Pool {
+        Pool {
+            id: NEXT_POOL.fetch_add(1, Ordering::Relaxed),
+            ptr: NonNull::dangling(),
+            capacity: 0,
+            alloc_pos: 0,
+            free_pos: 0,
+            live: VecDeque::new(),
+            live_bytes: 0,
+            lent: 0,
+            lent_bytes: 0,
+        }
+    }
+
     /// The pool's size in bytes.
     pub(crate) fn capacity(&self) -> usize {
         self.capacity
@@ -272,6 +295,43 @@ impl Pool {
         }
     }
 
+    /// Whether region `b` starts where region `a` ends, in the allocation as well (not across
+    /// its wrap), so that a run of bytes may span both.
+    pub(crate) fn adjacent(&self, a: &Region, b: &Region) -> bool {
+        let end = a.start + a.len as u64;
+        a.pool == b.pool && b.start == end && !end.is_multiple_of(self.capacity as u64)
+    }
+
+    /// `len` bytes from `start` bytes into `first`, running on into the regions taken after
+    /// it; every region the run touches must be live, not lent and adjacent to the one before
+    /// (checked, always).
+    pub(crate) fn span(&self, first: &Region, start: usize, len: usize) -> &[u8] {
+        let i = self.index_of(first, false);
+        assert!(start <= first.len, "a run starting past its region");
+        let phys = self.phys(first) + start;
+        let mut covered = first.len;
+        let mut prev = &self.live[i];
+        for l in self.live.range(i + 1..) {
+            if covered >= start + len {
+                break;
+            }
+            let end = prev.start + prev.len as u64;
+            assert!(
+                l.start == end && !end.is_multiple_of(self.capacity as u64) && !l.freed && !l.lent,
+                "a run of bytes across regions that are not adjacent and readable"
+            );
+            covered += l.len;
+            prev = l;
+        }
+        assert!(start + len <= covered, "a run past the regions taken");
+        // SAFETY: the run starts inside `first` (a live region of this pool, checked by
+        // `index_of`) and every byte of it lies in `first` or in the live, unlent regions
+        // right after it, checked adjacent in the allocation (none wraps), so it lies inside
+        // the allocation and nothing writes it while the shared borrow of `self` lives; the
+        // mapping is zero-filled, so every byte is initialised.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(phys), len) }
+    }
+
     /// The bytes of a region that is not lent, writable (to fill it with a sentinel in tests).
     #[cfg(test)]
     pub(crate) fn bytes_mut(&mut self, region: &mut Region) -> &mut [u8] {
@@ -365,6 +425,9 @@ impl Drop for Pool {
             // A backend still holds regions (its completions were never reaped), so the kernel
             // may still write here: leak the memory rather than free it under the kernel.
             return;
+        }
+        if self.capacity == 0 {
+            return; // `Pool::empty`: nothing mapped.
         }
         // SAFETY: mapped in `with_capacity` with this length, unmapped once, and no loan is out
         // (`lent == 0`), so neither the kernel nor any token can reach it any more.

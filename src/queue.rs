@@ -207,16 +207,11 @@ impl<'a> Queue<'a> {
         }
     }
 
-    /// Rewinds every file, to read all again from the first queued byte.
-    /// Descriptors the reader opened are closed (reopened as the read-ahead reaches them
-    /// again), so the current file can always be opened within the cap.
-    pub(crate) fn rewind_all(&mut self) {
-        for i in 0..self.files.len() {
-            self.files[i].rewind();
-            self.release_fd(i);
-        }
-        self.cursor = 0;
-        self.open_cursor = 0;
+    /// Rewinds the file at `index`, to read it again from its first byte; its descriptor is
+    /// kept. Files after it keep what was issued for them.
+    pub(crate) fn rewind(&mut self, index: usize) {
+        self.files[index].rewind();
+        self.cursor = self.cursor.min(index);
     }
 }
 

@@ -126,7 +126,8 @@ impl<'a> SequentialFileReader<'a> {
     }
 
     /// Queues a file the caller keeps open, to read up to `read_limit` bytes of it from its
-    /// start (`u64::MAX`: all of it). It becomes current if the queue was empty.
+    /// start (`u64::MAX`: all of it). It becomes current if the queue was empty; its reads
+    /// start at once where the pipeline has room.
     ///
     /// The reader reads at explicit offsets and never moves the file's position.
     ///
@@ -164,7 +165,8 @@ impl<'a> SequentialFileReader<'a> {
     ///
     /// - Queued files ahead of it are dropped.
     /// - If it is at the front and untouched, what was read ahead for it is used.
-    /// - If it was partly read, it is read again from byte 0.
+    /// - If it was partly read (or failed), it is read again from byte 0; the files queued
+    ///   behind it keep what was read ahead for them.
     /// - If it is not queued, the queue is emptied and it is queued alone.
     ///
     /// A queued file is identified by its descriptor plus its limit.
@@ -190,6 +192,183 @@ impl<'a> SequentialFileReader<'a> {
     /// The offset in the current file of the next byte `read` returns (0 with no file).
     pub fn file_offset(&self) -> u64 {
         self.engine.file_offset()
+    }
+
+    /// At least `n` contiguous bytes of the current file, or every byte left in it when fewer
+    /// remain (so `len() < n` means the file ends first; `&[]` at its end).
+    ///
+    /// For parsers of records: ask for a header, read the record's length from it, then ask
+    /// for the whole record and [`consume`](BufRead::consume) it. The bytes are returned in
+    /// place, without copying, when they lie in adjacent regions of the pool (consecutive
+    /// reads of one file do, but at the pool's end); otherwise they are copied once into a
+    /// buffer the reader keeps (counted in [`Stats::bytes_spilled`]). It waits only for the
+    /// reads it needs, and never crosses into the next file. `consume` accepts up to the
+    /// length returned.
+    ///
+    /// # Errors
+    ///
+    /// [`io::ErrorKind::InvalidInput`] if `n` is more than the pool holds
+    /// ([`ReaderBuilder::buffer_size`]): the reader goes on, and a smaller `n` works. The
+    /// current file's error, as [`fill_buf`](BufRead::fill_buf) returns it.
+    ///
+    /// # Examples
+    ///
+    /// Records of an 8-byte little-endian length and that many bytes:
+    ///
+    /// ```
+    /// use std::io::BufRead;
+    /// use readahead::SequentialFileReader;
+    ///
+    /// # fn main() -> std::io::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("records");
+    /// # let mut data = Vec::new();
+    /// # for body in [&b"one"[..], b"three", b""] {
+    /// #     data.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    /// #     data.extend_from_slice(body);
+    /// # }
+    /// # std::fs::write(&path, data)?;
+    /// let mut reader = SequentialFileReader::new()?;
+    /// reader.add_path_to_prefetch(&path)?;
+    /// let mut bodies = Vec::new();
+    /// loop {
+    ///     let header = reader.fill_buf_at_least(8)?;
+    ///     if header.len() < 8 {
+    ///         break; // the end of the file (or a torn header)
+    ///     }
+    ///     let len = u64::from_le_bytes(header[..8].try_into().unwrap()) as usize;
+    ///     let record = reader.fill_buf_at_least(8 + len)?;
+    ///     bodies.push(record[8..8 + len].to_vec());
+    ///     reader.consume(8 + len);
+    /// }
+    /// assert_eq!(bodies, [&b"one"[..], b"three", b""]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn fill_buf_at_least(&mut self, n: usize) -> io::Result<&[u8]> {
+        self.engine.fill_buf_at_least(n)
+    }
+
+    /// Skips `n` bytes of the current file from the next byte [`fill_buf`](BufRead::fill_buf)
+    /// would return; returns how many were skipped (fewer only at the file's end or limit).
+    ///
+    /// What is skipped is not read: regions wholly inside the range are freed unread, reads
+    /// in flight for it are cancelled or their bytes dropped, and reads not yet issued for it
+    /// never are (the file's next read starts past it, aligned down for `O_DIRECT`).
+    /// [`file_offset`](Self::file_offset) moves on by the count returned.
+    ///
+    /// # Errors
+    ///
+    /// The current file's error (it cannot be opened, say), naming it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::Read;
+    /// use readahead::SequentialFileReader;
+    ///
+    /// # fn main() -> std::io::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("f");
+    /// # std::fs::write(&path, b"header:payload")?;
+    /// let mut reader = SequentialFileReader::new()?;
+    /// reader.add_path_to_prefetch(&path)?;
+    /// assert_eq!(reader.skip(7)?, 7);
+    /// let mut rest = String::new();
+    /// reader.read_to_string(&mut rest)?;
+    /// assert_eq!(rest, "payload");
+    /// assert_eq!(reader.skip(100)?, 0, "at the end");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn skip(&mut self, n: u64) -> io::Result<u64> {
+        self.engine.skip(n)
+    }
+
+    /// The current file's path, when it was queued by path
+    /// ([`add_path_to_prefetch`](Self::add_path_to_prefetch)); `None` for a file queued as a
+    /// `File`, or with no current file. For saying which file failed:
+    ///
+    /// ```
+    /// use std::io::Read;
+    /// use readahead::SequentialFileReader;
+    ///
+    /// # fn main() -> std::io::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let good = dir.path().join("good");
+    /// # std::fs::write(&good, b"bytes")?;
+    /// let mut reader = SequentialFileReader::new()?;
+    /// reader.add_path_to_prefetch(dir.path().join("missing"))?;
+    /// reader.add_path_to_prefetch(&good)?;
+    /// let mut failed = Vec::new();
+    /// loop {
+    ///     if reader.read_to_end(&mut Vec::new()).is_err() {
+    ///         failed.push(reader.current_path().unwrap().to_path_buf());
+    ///     }
+    ///     if !reader.move_to_next_file()? {
+    ///         break;
+    ///     }
+    /// }
+    /// assert_eq!(failed, [dir.path().join("missing")]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn current_path(&self) -> Option<&Path> {
+        self.engine.current_path()
+    }
+
+    /// The current file's position among all files queued since the reader was built or
+    /// rebound (0 for the first), or `None` when no file is current. A file that
+    /// [`activate_file`](Self::activate_file) queues anew gets the next position.
+    pub fn current_index(&self) -> Option<u64> {
+        self.engine.current_index()
+    }
+
+    /// Drops every queued file (cancelling their reads and waiting for them) and returns the
+    /// same reader, free to borrow files of a new lifetime: the ring, the pool and its
+    /// registration are kept, not set up again. A half-read file is dropped; the reader
+    /// behaves as new, but for [`stats`](Self::stats), which carry on.
+    ///
+    /// # Errors
+    ///
+    /// The ring's error if waiting for the reads in flight failed; the reader is then
+    /// dropped (its memory is leaked rather than freed under the kernel).
+    ///
+    /// # Examples
+    ///
+    /// Batches of borrowed files, one reader:
+    ///
+    /// ```
+    /// use std::fs::File;
+    /// use std::io::Read;
+    /// use readahead::SequentialFileReader;
+    ///
+    /// # fn main() -> std::io::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let paths: Vec<_> = (0..4).map(|i| dir.path().join(i.to_string())).collect();
+    /// # for p in &paths { std::fs::write(p, b"abc")?; }
+    /// let mut reader = SequentialFileReader::new()?;
+    /// for batch in paths.chunks(2) {
+    ///     let files = batch.iter().map(File::open).collect::<Result<Vec<_>, _>>()?;
+    ///     let mut r = reader.rebind()?;
+    ///     for f in &files {
+    ///         r.add_file_to_prefetch(f, u64::MAX)?;
+    ///     }
+    ///     loop {
+    ///         assert_eq!(r.read_to_end(&mut Vec::new())?, 3);
+    ///         if !r.move_to_next_file()? {
+    ///             break;
+    ///         }
+    ///     }
+    ///     reader = r.rebind()?; // ends the borrow of `files`
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn rebind<'b>(self) -> io::Result<SequentialFileReader<'b>> {
+        Ok(SequentialFileReader {
+            engine: self.engine.rebind()?,
+        })
     }
 
     /// The backend in use: [`Backend::IoUring`] or [`Backend::Sync`], never `Auto`.
@@ -256,8 +435,8 @@ impl BufRead for SequentialFileReader<'_> {
         self.engine.fill_buf()
     }
 
-    /// Marks bytes as read. Clamps `amt` to what the last `fill_buf` returned, as std's
-    /// `BufReader` does.
+    /// Marks bytes as read. Clamps `amt` to what the last `fill_buf` (or
+    /// `fill_buf_at_least`) returned, as std's `BufReader` does.
     fn consume(&mut self, amt: usize) {
         self.engine.consume(amt)
     }

@@ -13,6 +13,11 @@ pub struct Stats {
     pub bytes_read: u64,
     /// Bytes handed to the consumer through `fill_buf`/`read`.
     pub bytes_consumed: u64,
+    /// Bytes `fill_buf_at_least` copied to return them in one piece, where they straddled
+    /// the end of the pool (or regions that are not adjacent).
+    pub bytes_spilled: u64,
+    /// Bytes passed over with `skip`.
+    pub bytes_skipped: u64,
     /// Reads submitted, continuations and retries included.
     pub reads: u64,
     /// Reads that returned fewer bytes than asked before the file's end.

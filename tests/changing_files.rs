@@ -17,7 +17,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use common::*;
-use readahead::{ReaderBuilder, SequentialFileReader};
+use readahead::{ReaderBuilder, SequentialFileReader, DEFAULT_MAX_OPEN_FILES};
 
 /// The changing file's size before the change: many reads of the small pool.
 const OLD_LEN: usize = 1 << 20;
@@ -125,9 +125,13 @@ fn assert_bytes_of_some_version(got: &[u8], versions: &[Vec<u8>], what: &str) {
 
 /// For every configuration and way of queuing: a new reader with a small file, the 1 MiB
 /// file queued that way, and a small file after it. Runs `f` with the reader, the files, their
-/// contents and a name for messages.
-fn each_queued(mut f: impl FnMut(&mut SequentialFileReader<'_>, &Files, &[Vec<u8>], Way, &str)) {
+/// contents and a name for messages. The reader keeps at most `max_open` paths open.
+fn each_queued(
+    max_open: usize,
+    mut f: impl FnMut(&mut SequentialFileReader<'_>, &Files, &[Vec<u8>], Way, &str),
+) {
     for (name, b) in all_configs() {
+        let b = b.max_open_files(max_open);
         for way in WAYS {
             let what = format!("{name} {way:?}");
             let files = make_files_with_big(&[30_000, OLD_LEN, 5000], 1);
@@ -146,7 +150,7 @@ fn each_queued(mut f: impl FnMut(&mut SequentialFileReader<'_>, &Files, &[Vec<u8
 /// on it, then reads the rest of it and a file after it. Checks the changed file against the
 /// versions `change` reports, and the others exactly.
 fn check_in_flight(change: impl Fn(&Path, &[u8], At) -> Changed) {
-    each_queued(|r, files, want, _, what| {
+    each_queued(DEFAULT_MAX_OPEN_FILES, |r, files, want, _, what| {
         assert_bytes_eq(&rest_of_file(r).unwrap(), &want[0], what);
         assert!(r.move_to_next_file().unwrap());
         let mut got = vec![0; POS];
@@ -302,7 +306,10 @@ fn check_while_queued(
     change: impl Fn(&Path),
     check: impl Fn(Way, &std::io::Result<Vec<u8>>, &[u8], &Path, &str),
 ) {
-    each_queued(|r, files, want, way, what| {
+    // Reads and opens start as soon as a file is queued, where the pipeline has room: with
+    // one descriptor, held by the first file until its read is back, the read-ahead cannot
+    // reach the second before `change`.
+    each_queued(1, |r, files, want, way, what| {
         change(&files.paths[1]);
         let got = read_all_files(r);
         assert_eq!(got.len(), 3, "{what}");

@@ -61,6 +61,15 @@ impl<'a> Io<'a> for SyncIo<'a> {
         out.extend(self.pending.drain(..).map(|r| r.done(-libc::ECANCELED)));
         Ok(())
     }
+
+    fn rebind<'b>(self: Box<Self>) -> Box<dyn Io<'b> + 'b> {
+        assert_eq!(
+            self.in_flight(),
+            0,
+            "rebinding a backend with reads in flight"
+        );
+        Box::new(SyncIo::default())
+    }
 }
 
 /// Reads the whole request (retrying `EINTR`, stopping at end of file): bytes read or

@@ -430,6 +430,37 @@ impl<'a> Io<'a> for Ring<'a> {
         self.opened.clear();
         Ok(())
     }
+
+    fn rebind<'b>(self: Box<Self>) -> Box<dyn Io<'b> + 'b> {
+        assert_eq!(self.in_flight(), 0, "rebinding a ring with reads in flight");
+        // Never dropped: its `Drop` would close the ring, which moves on below.
+        let mut old = ManuallyDrop::new(*self);
+        // Empty (nothing in flight); dropped for their allocations, as they name `'a`.
+        drop((
+            mem::take(&mut old.ops),
+            mem::take(&mut old.unsent),
+            mem::take(&mut old.ready),
+        ));
+        // SAFETY: the ring is taken out of `old` once, here, and `old` is never dropped (it is
+        // `ManuallyDrop`), so the ring is closed only by the rebound `Ring`; nothing is in
+        // flight on it (asserted above).
+        let ring = unsafe { ManuallyDrop::take(&mut old.ring) };
+        let rebound: Ring<'b> = Ring {
+            ring: ManuallyDrop::new(ring),
+            ops: HashMap::with_capacity(old.depth),
+            unsent: Vec::new(),
+            ready: Vec::new(),
+            opens: mem::take(&mut old.opens),
+            opened: mem::take(&mut old.opened),
+            can_open: old.can_open,
+            no_noatime: old.no_noatime,
+            cancels: old.cancels,
+            depth: old.depth,
+            fixed: old.fixed,
+            broken: old.broken.take(),
+        };
+        Box::new(rebound)
+    }
 }
 
 impl Drop for Ring<'_> {

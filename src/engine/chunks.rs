@@ -46,27 +46,42 @@ pub(super) struct Chunks {
 }
 
 impl Chunks {
-    /// Adds a chunk for a read about to be issued: `want` bytes of `file` at `offset`.
-    pub(super) fn push(&mut self, file: u64, offset: u64, want: usize) -> u64 {
+    /// Adds a chunk for a read about to be issued: `want` bytes of `file` at `offset`, of
+    /// which the consumer starts at `pos` (past bytes it skipped).
+    ///
+    /// Chunks stay in (file, offset) order: a file restarted by `activate_file` while files
+    /// behind it have chunks gets its new ones before theirs (their ids are then out of
+    /// order, which `index_of` allows for).
+    pub(super) fn push(&mut self, file: u64, offset: u64, want: usize, pos: usize) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
-        self.live.push_back(Chunk {
+        let chunk = Chunk {
             id,
             file,
             offset,
             want,
             filled: 0,
             from: 0,
-            pos: 0,
+            pos,
             region: None,
             retries: 0,
-        });
+        };
+        if self.live.back().is_some_and(|c| c.file > file) {
+            let at = self.live.partition_point(|c| c.file <= file);
+            self.live.insert(at, chunk);
+        } else {
+            self.live.push_back(chunk);
+        }
         id
     }
 
-    /// The index of the live chunk with this id.
+    /// The index of the live chunk with this id. Ids are in order but where a restarted file
+    /// was put before later ones: a binary search finds all others, a scan those.
     pub(super) fn index_of(&self, id: u64) -> Option<usize> {
-        self.live.binary_search_by_key(&id, |c| c.id).ok()
+        match self.live.binary_search_by_key(&id, |c| c.id) {
+            Ok(i) => Some(i),
+            Err(_) => self.live.iter().position(|c| c.id == id),
+        }
     }
 
     /// Records a chunk dropped in flight; `file` where its descriptor is the reader's.
@@ -150,11 +165,34 @@ impl Engine<'_> {
         self.queue.pop_front();
     }
 
-    /// Forgets every read and reads every queued file again from its start.
-    pub(super) fn restart(&mut self) {
-        while let Some(c) = self.chunks.live.pop_front() {
+    /// Forgets what was read of the current file, to read it again from its start. Files
+    /// behind it keep their read-ahead.
+    pub(super) fn restart_front(&mut self) {
+        let id = self.queue.front().map_or(u64::MAX, |f| f.id);
+        while self.chunks.live.front().is_some_and(|c| c.file == id) {
+            let c = self.chunks.live.pop_front().expect("checked");
             self.drop_chunk(c);
         }
-        self.queue.rewind_all();
+        self.queue.rewind(0);
+    }
+
+    /// Drops what was read ahead for the files behind the current one, which are read
+    /// again later: the current file, restarted, needs the room. Whether there was any.
+    pub(super) fn drop_read_ahead(&mut self) -> bool {
+        let front = self.queue.front().map_or(u64::MAX, |f| f.id);
+        let Some(first) = self.chunks.live.iter().position(|c| c.file != front) else {
+            return false;
+        };
+        let behind: Vec<Chunk> = self.chunks.live.drain(first..).collect();
+        let files: std::collections::BTreeSet<u64> = behind.iter().map(|c| c.file).collect();
+        for c in behind {
+            self.drop_chunk(c);
+        }
+        for file in files {
+            if let Some(idx) = self.queue.index_of(file) {
+                self.queue.rewind(idx);
+            }
+        }
+        true
     }
 }

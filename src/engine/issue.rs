@@ -17,6 +17,9 @@ pub(super) struct Policy {
     pub(super) offloaded: usize,
     /// Whether the consumer is copying a read itself instead of waiting (see `help`).
     helping: bool,
+    /// Whether the consumer needs more of the current file at once than the window of
+    /// cached reads holds (`fill_buf_at_least`): its reads may then use the whole pool.
+    pub(super) stretch: bool,
     /// Reads below `OFFLOAD_MIN` scheduled so far.
     small_reads: u64,
     /// Whether the last read scheduled was below `OFFLOAD_MIN`.
@@ -54,6 +57,11 @@ impl<'a> Engine<'a> {
                 .map_err(ring_error("reap"))?;
             self.handle_done();
         }
+        self.schedule_unless_ahead()
+    }
+
+    /// Issues what the pipeline has room for, unless enough is read ahead already.
+    pub(super) fn schedule_unless_ahead(&mut self) -> io::Result<()> {
         if self.ahead_enough() {
             return Ok(());
         }
@@ -178,7 +186,7 @@ impl<'a> Engine<'a> {
         // window (its bytes are still in the CPU's cache when consumed) and large reads
         // are copied by kernel workers; otherwise it may fill the pool, for depth.
         let cached = !direct && self.cached(file, &fd, offset, len);
-        let limit = if cached {
+        let limit = if cached && !(idx == 0 && self.policy.stretch) {
             self.limits.warm_window
         } else {
             self.pool.capacity()
@@ -222,9 +230,11 @@ impl<'a> Engine<'a> {
         }
         let entry = self.queue.get_mut(idx).expect("index from the queue");
         let (file, offset) = (entry.id, entry.next_read);
+        // Past the start of the region only where `skip` jumped into an aligned O_DIRECT read.
+        let pos = entry.consumed.saturating_sub(offset) as usize;
         entry.next_read += len as u64;
         entry.in_flight += 1;
-        let id = self.chunks.push(file, offset, read_len);
+        let id = self.chunks.push(file, offset, read_len, pos);
         let loan = self.pool.lend(region);
         let req = ReadReq::new(id, (fd, direct), offset, loan, 0, read_len);
         self.io.read(req.with_offload(offload));

@@ -7,6 +7,7 @@
 //! | file | job | state |
 //! |---|---|---|
 //! | `stream` | the consumer's side: queue, `fill_buf`, `consume`, move on, activate | `exposed` |
+//! | `records` | `fill_buf_at_least` (in place, or copied) and `skip` | [`records::Spill`] |
 //! | `issue` | which read goes next, when to wait, what to offload | [`issue::Policy`] |
 //! | `complete` | completions: bytes, continuations, retries, errors | - |
 //! | `opens` | descriptors: opening ahead, the cap, running out | [`opens::Opens`] |
@@ -26,17 +27,19 @@ mod chunks;
 mod complete;
 mod issue;
 mod opens;
+mod records;
 mod stream;
 
 #[cfg(test)]
 use std::fs::File;
 use std::io;
+use std::mem;
 #[cfg(test)]
 use std::path::Path;
 
 use crate::consts::Backend;
 use crate::error::Error;
-use crate::io::{Io, ReadDone};
+use crate::io::{Detached, Io, ReadDone};
 #[cfg(test)]
 use crate::io::{Opened, ReadReq};
 use crate::pool::Pool;
@@ -48,6 +51,7 @@ use crate::stats::Stats;
 use chunks::Chunks;
 use issue::Policy;
 use opens::Opens;
+use records::Spill;
 
 /// Settings the engine works by.
 #[derive(Clone, Copy, Debug)]
@@ -79,6 +83,8 @@ pub(crate) struct Engine<'a> {
     /// Bytes the last `fill_buf` returned that are not consumed yet: what `consume` may
     /// take. Anything that changes the current file sets it to 0.
     exposed: usize,
+    /// Bytes of the current file copied out of the pool, read before the pool's.
+    spill: Spill,
     /// Tests fill every region with this byte before it is read into, to catch bytes
     /// exposed that no read wrote.
     #[cfg(test)]
@@ -98,9 +104,46 @@ impl<'a> Engine<'a> {
             done: Vec::new(),
             stats: Stats::default(),
             exposed: 0,
+            spill: Spill::default(),
             #[cfg(test)]
             poison: None,
         }
+    }
+
+    /// Drops every queued file, waits for every read in flight, and returns the same
+    /// backend and pool, free to read files of another lifetime. Counters carry on.
+    pub(crate) fn rebind<'b>(mut self) -> io::Result<Engine<'b>> {
+        self.exposed = 0;
+        self.spill.clear();
+        while !self.queue.is_empty() {
+            self.drop_front_file();
+        }
+        let mut done = Vec::new();
+        let drained = self.io.shutdown(&mut done);
+        for d in done {
+            let region = self.pool.reclaim(d.loan);
+            self.pool.free(region);
+        }
+        drained.map_err(ring_error("drain"))?;
+        let io = mem::replace(&mut self.io, Box::new(Detached)).rebind();
+        Ok(Engine {
+            io,
+            pool: mem::replace(&mut self.pool, Pool::empty()),
+            queue: Queue::default(),
+            chunks: Chunks::default(),
+            limits: Limits {
+                max_open: self.opens.configured_cap(self.limits.max_open),
+                ..self.limits
+            },
+            policy: Policy::default(),
+            opens: Opens::default(),
+            done: Vec::new(),
+            stats: self.stats,
+            exposed: 0,
+            spill: mem::take(&mut self.spill),
+            #[cfg(test)]
+            poison: self.poison,
+        })
     }
 
     pub(crate) fn backend(&self) -> Backend {

@@ -18,9 +18,16 @@ pub(super) struct Opens {
     in_flight: usize,
     /// Opens returned by the backend, being handled (kept to reuse its allocation).
     opened: Vec<(u64, Result<File, i32>)>,
+    /// `max_open_files` as configured, once the cap was lowered.
+    configured: Option<usize>,
 }
 
 impl Opens {
+    /// The cap as configured, where `current` is the cap now.
+    pub(super) fn configured_cap(&self, current: usize) -> usize {
+        self.configured.unwrap_or(current)
+    }
+
     /// Opens the backend has started and not yet returned.
     #[cfg(test)]
     pub(super) fn in_flight(&self) -> usize {
@@ -119,7 +126,7 @@ impl<'a> Engine<'a> {
     fn out_of_descriptors(&mut self, idx: usize) {
         self.queue.open_cursor = self.queue.open_cursor.min(idx);
         if idx > 0 {
-            self.limits.max_open = self.descriptors().max(1);
+            self.lower_cap(self.descriptors());
             return;
         }
         // What the process let the reader hold: the cap from now on.
@@ -131,7 +138,7 @@ impl<'a> Engine<'a> {
             }
         }
         self.queue.open_cursor = 1;
-        self.limits.max_open = held.max(1);
+        self.lower_cap(held);
         let entry = self.queue.get_mut(0).expect("the current file");
         let opened = self.io.open(&entry.source, self.limits.direct);
         self.set_opened(0, opened);
@@ -147,7 +154,7 @@ impl<'a> Engine<'a> {
         let opened = self.io.open(&entry.source, self.limits.direct);
         match opened {
             Err(e) if idx > 0 && held > 0 && is_out_of_descriptors(&e) => {
-                self.limits.max_open = held;
+                self.lower_cap(held);
                 false
             }
             opened => {
@@ -155,6 +162,13 @@ impl<'a> Engine<'a> {
                 true
             }
         }
+    }
+
+    /// Keeps at most `held` descriptors (at least 1) from now on: what the process let the
+    /// reader hold when it ran out.
+    fn lower_cap(&mut self, held: usize) {
+        self.opens.configured.get_or_insert(self.limits.max_open);
+        self.limits.max_open = held.max(1);
     }
 
     /// Records the outcome of opening the file at `idx`.

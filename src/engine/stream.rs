@@ -4,6 +4,7 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
+use std::path::Path;
 
 use super::Engine;
 use crate::source::Source;
@@ -19,21 +20,46 @@ enum Front {
 }
 
 impl<'a> Engine<'a> {
+    /// The offset in the current file of the next byte the consumer gets: past what it was
+    /// handed from the pool, less what waits for it in the spill.
     pub(crate) fn file_offset(&self) -> u64 {
-        self.queue.front().map_or(0, |f| f.consumed)
+        self.queue
+            .front()
+            .map_or(0, |f| f.consumed - self.spill.pending() as u64)
     }
 
-    /// Queues a file; it becomes current if the queue was empty.
+    /// The current file's path, when it was queued by path.
+    pub(crate) fn current_path(&self) -> Option<&Path> {
+        match &self.queue.front()?.source {
+            Source::Path(path) => Some(path),
+            _ => None,
+        }
+    }
+
+    /// The current file's position among the files queued since the engine was made.
+    pub(crate) fn current_index(&self) -> Option<u64> {
+        self.queue.front().map(|f| f.id)
+    }
+
+    /// Queues a file; it becomes current if the queue was empty. Its opening and reading
+    /// start at once where the pipeline has room.
     pub(crate) fn push(&mut self, source: Source<'a>, limit: u64) -> io::Result<()> {
         self.queue.push(source, limit);
-        if self.queue.len() == 1 {
-            self.refill()?;
-        }
-        Ok(())
+        self.schedule_unless_ahead()
     }
 
-    /// The current file's next bytes, `&[]` at its end.
+    /// The current file's next bytes, `&[]` at its end: what waits in the spill, else the
+    /// front chunk's bytes.
     pub(crate) fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        if self.spill.pending() > 0 {
+            self.exposed = self.spill.pending();
+            return Ok(self.spill.bytes());
+        }
+        self.fill_chunk()
+    }
+
+    /// The front chunk's unread bytes, `&[]` at the current file's end.
+    pub(super) fn fill_chunk(&mut self) -> io::Result<&[u8]> {
         self.exposed = 0;
         loop {
             match self.poll_front()? {
@@ -86,6 +112,9 @@ impl<'a> Engine<'a> {
         let failed = self.queue.front().is_some_and(|f| f.error.is_some());
         if !issued && !failed {
             if self.io.in_flight() == 0 {
+                if self.drop_read_ahead() {
+                    return Ok(Front::Again);
+                }
                 return Err(io::Error::other(
                     "readahead: no read could be issued for the current file (this is a bug)",
                 ));
@@ -95,25 +124,44 @@ impl<'a> Engine<'a> {
         Ok(Front::Again)
     }
 
-    /// Marks `amt` bytes of the last `fill_buf` as read; clamps to what it returned.
+    /// Marks `amt` bytes of the last `fill_buf` (or `fill_buf_at_least`) as read; clamps to
+    /// what it returned.
     pub(crate) fn consume(&mut self, amt: usize) {
-        let (Some(front), Some(c)) = (self.queue.front_mut(), self.chunks.live.front_mut()) else {
-            return;
-        };
-        if c.file != front.id || c.region.is_none() {
+        let amt = amt.min(self.exposed);
+        if amt == 0 {
             return;
         }
-        let amt = amt.min(self.exposed);
-        debug_assert!(c.pos + amt <= c.valid(front.end));
         self.exposed -= amt;
-        c.pos += amt;
-        front.consumed += amt as u64;
         self.stats.bytes_consumed += amt as u64;
+        if self.spill.pending() > 0 {
+            self.spill.consume(amt);
+        } else {
+            self.advance(amt);
+        }
+    }
+
+    /// Moves the consumer `amt` bytes on through the current file's readable chunks (as many
+    /// as they hold, from the front: the bytes just exposed).
+    pub(super) fn advance(&mut self, amt: usize) {
+        let front = self.queue.front_mut().expect("bytes were exposed");
+        front.consumed += amt as u64;
+        let mut left = amt;
+        for c in self.chunks.live.iter_mut() {
+            debug_assert!(c.file == front.id && c.region.is_some());
+            let take = left.min(c.valid(front.end).saturating_sub(c.pos));
+            c.pos += take;
+            left -= take;
+            if left == 0 {
+                break;
+            }
+        }
+        debug_assert_eq!(left, 0, "advanced past the bytes exposed");
     }
 
     /// Drops the rest of the current file; whether another file is now current.
     pub(crate) fn move_to_next_file(&mut self) -> io::Result<bool> {
         self.exposed = 0;
+        self.spill.clear();
         if self.queue.is_empty() {
             return Ok(false);
         }
@@ -125,6 +173,7 @@ impl<'a> Engine<'a> {
     /// Makes the caller's `(file, limit)` current; see `SequentialFileReader::activate_file`.
     pub(crate) fn activate(&mut self, file: &'a File, limit: u64) -> io::Result<()> {
         self.exposed = 0;
+        self.spill.clear();
         match self.queue.position(file.as_raw_fd(), limit) {
             Some(i) => {
                 for _ in 0..i {
@@ -132,7 +181,7 @@ impl<'a> Engine<'a> {
                 }
                 let front = self.queue.front().expect("found at i");
                 if front.consumed > 0 || front.error.is_some() {
-                    self.restart();
+                    self.restart_front();
                 }
             }
             None => {

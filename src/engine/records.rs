@@ -1,0 +1,258 @@
+//! What parsers of records need: `fill_buf_at_least` (a record in one piece, without copying
+//! where its bytes lie in adjacent regions) and `skip` (ranges passed over are not read).
+
+use std::io;
+use std::mem;
+
+use super::Engine;
+use crate::consts::DIRECT_ALIGN;
+
+/// Bytes of the current file copied out of the pool because they straddle the pool's end or
+/// regions that are not adjacent. While any wait, the consumer reads them first.
+///
+/// Invariant: `pos <= buf.len()`; the bytes `buf[pos..]` come right before the current
+/// file's `consumed` offset.
+#[derive(Debug, Default)]
+pub(super) struct Spill {
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+impl Spill {
+    /// Bytes waiting for the consumer.
+    pub(super) fn pending(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    pub(super) fn bytes(&self) -> &[u8] {
+        &self.buf[self.pos..]
+    }
+
+    pub(super) fn consume(&mut self, amt: usize) {
+        debug_assert!(amt <= self.pending());
+        self.pos += amt;
+        if self.pos == self.buf.len() {
+            self.clear();
+        }
+    }
+
+    /// Passes over up to `n` waiting bytes; how many.
+    fn skip(&mut self, n: u64) -> u64 {
+        let n = n.min(self.pending() as u64);
+        self.consume(n as usize);
+        n
+    }
+
+    /// Forgets what waits (the current file changed); keeps the allocation.
+    pub(super) fn clear(&mut self) {
+        self.buf.clear();
+        self.pos = 0;
+    }
+
+    /// Drops what was consumed, so that more can be appended after what waits.
+    fn compact(&mut self) {
+        self.buf.drain(..self.pos);
+        self.pos = 0;
+    }
+}
+
+/// How a run of `n` bytes from the consumer's position can be had.
+enum Gather {
+    /// In place: this many bytes lie contiguous in the pool (all the file has left, where
+    /// that is fewer than `n`).
+    InPlace(usize),
+    /// Only by copying: they straddle the pool's end, or the pool cannot hold them at once.
+    Spill,
+}
+
+impl Engine<'_> {
+    /// At least `n` contiguous bytes of the current file, or all it has left; see
+    /// `SequentialFileReader::fill_buf_at_least`.
+    pub(crate) fn fill_buf_at_least(&mut self, n: usize) -> io::Result<&[u8]> {
+        if n > self.pool.capacity() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "fill_buf_at_least({n}): more than the pool holds ({} bytes); raise buffer_size",
+                    self.pool.capacity()
+                ),
+            ));
+        }
+        if self.spill.pending() == 0 {
+            match self.gather(n)? {
+                Gather::InPlace(len) => return Ok(self.expose_run(len)),
+                Gather::Spill => {}
+            }
+        }
+        self.fill_spill(n)?;
+        self.exposed = self.spill.pending();
+        Ok(self.spill.bytes())
+    }
+
+    /// Waits and issues reads until `n` bytes (or the file's rest) lie contiguous in the pool
+    /// from the consumer's position, or until that turns out impossible.
+    fn gather(&mut self, n: usize) -> io::Result<Gather> {
+        loop {
+            if self.fill_chunk()?.is_empty() {
+                return Ok(Gather::InPlace(0));
+            }
+            let (run, chunks) = self.run_len(n);
+            let front = self.queue.front().expect("bytes were exposed");
+            let left = front.end.saturating_sub(front.consumed);
+            if run >= n || run as u64 >= left {
+                return Ok(Gather::InPlace(run));
+            }
+            let (id, next) = (front.id, self.chunks.live.get(chunks));
+            match next {
+                Some(c) if c.file == id && c.region.is_none() => self.wait()?,
+                Some(c) if c.file == id => return Ok(Gather::Spill),
+                _ => {
+                    if !self.issue_for_run(id, chunks)? {
+                        return Ok(Gather::Spill);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Issues the current file's next reads, past the window of cached reads if need be;
+    /// whether one now follows the `chunks` chunks of the run.
+    fn issue_for_run(&mut self, id: u64, chunks: usize) -> io::Result<bool> {
+        self.policy.stretch = true;
+        let scheduled = self.schedule();
+        self.policy.stretch = false;
+        scheduled?;
+        Ok(self.chunks.live.get(chunks).is_some_and(|c| c.file == id))
+    }
+
+    /// How many bytes lie contiguous in the pool from the consumer's position, counting no
+    /// further than `n` once reached, and over how many chunks.
+    fn run_len(&self, n: usize) -> (usize, usize) {
+        let end = self.queue.front().expect("a current file").end;
+        let mut chunks = self.chunks.live.iter();
+        let first = chunks.next().expect("a readable front chunk");
+        let (mut run, mut count, mut prev) = (first.valid(end) - first.pos, 1, first);
+        for c in chunks {
+            let (Some(a), Some(b)) = (&prev.region, &c.region) else {
+                break;
+            };
+            let full = prev.valid(end);
+            let joins = c.file == prev.file
+                && full == a.len()
+                && c.offset == prev.offset + full as u64
+                && self.pool.adjacent(a, b);
+            if run >= n || !joins {
+                break;
+            }
+            run += c.valid(end);
+            count += 1;
+            prev = c;
+        }
+        (run, count)
+    }
+
+    /// Exposes `len` contiguous bytes from the consumer's position (see `run_len`).
+    fn expose_run(&mut self, len: usize) -> &[u8] {
+        self.exposed = len;
+        match self.chunks.live.front() {
+            Some(c) if len > 0 => {
+                let region = c.region.as_ref().expect("a readable front chunk");
+                self.pool.span(region, c.pos, len)
+            }
+            _ => &[],
+        }
+    }
+
+    /// Copies the current file's next bytes into the spill until `n` wait there (or the file
+    /// ends), freeing their regions as it goes, so that any `n` up to the pool's size fits.
+    fn fill_spill(&mut self, n: usize) -> io::Result<()> {
+        // Out of `self` while the pool's bytes are borrowed to be copied into it.
+        let mut spill = mem::take(&mut self.spill);
+        spill.compact();
+        let copied = self.copy_into(&mut spill, n);
+        self.spill = spill;
+        copied
+    }
+
+    fn copy_into(&mut self, spill: &mut Spill, n: usize) -> io::Result<()> {
+        while spill.pending() < n {
+            let bytes = self.fill_chunk()?;
+            if bytes.is_empty() {
+                break;
+            }
+            let take = bytes.len().min(n - spill.pending());
+            spill.buf.extend_from_slice(&bytes[..take]);
+            self.exposed = 0;
+            self.advance(take);
+            self.stats.bytes_spilled += take as u64;
+        }
+        Ok(())
+    }
+
+    /// Passes over `n` bytes of the current file; see `SequentialFileReader::skip`.
+    pub(crate) fn skip(&mut self, n: u64) -> io::Result<u64> {
+        self.exposed = 0;
+        let spilled = self.spill.skip(n);
+        if spilled == n || !self.ensure_sized()? {
+            self.stats.bytes_skipped += spilled;
+            return Ok(spilled);
+        }
+        let skipped = spilled + self.skip_in_file(n - spilled);
+        self.stats.bytes_skipped += skipped;
+        self.refill()?;
+        Ok(skipped)
+    }
+
+    /// Moves the consumer `n` bytes on in the current file (fewer at its end): chunks wholly
+    /// passed over are freed unread (or their reads dropped), reads not issued yet never are.
+    fn skip_in_file(&mut self, n: u64) -> u64 {
+        let front = self.queue.front_mut().expect("sized, so current");
+        let (id, from) = (front.id, front.consumed);
+        let to = from.saturating_add(n).min(front.end.max(from));
+        front.consumed = to;
+        while let Some(c) = self.chunks.live.front_mut() {
+            if c.file != id {
+                break;
+            }
+            if c.offset + c.want as u64 > to {
+                c.pos = c.pos.max((to - c.offset) as usize);
+                break;
+            }
+            let c = self.chunks.live.pop_front().expect("checked");
+            self.drop_chunk(c);
+        }
+        let front = self.queue.front_mut().expect("still current");
+        if front.next_read < to {
+            // O_DIRECT reads start aligned; the consumer starts inside the first one.
+            let align = if front.direct { DIRECT_ALIGN as u64 } else { 1 };
+            front.next_read = to / align * align;
+        }
+        to - from
+    }
+
+    /// Opens the current file if it is not yet, so that its size is known; `false` with no
+    /// current file, its error if it cannot be opened.
+    fn ensure_sized(&mut self) -> io::Result<bool> {
+        loop {
+            let Some(front) = self.queue.front() else {
+                return Ok(false);
+            };
+            if let Some(e) = &front.error {
+                return Err(e.duplicate().into());
+            }
+            if front.sized {
+                return Ok(true);
+            }
+            self.schedule()?;
+            let front = self.queue.front().expect("still current");
+            if !front.sized && front.error.is_none() {
+                if self.io.in_flight() == 0 {
+                    return Err(io::Error::other(
+                        "readahead: the current file could not be opened (this is a bug)",
+                    ));
+                }
+                self.wait()?;
+            }
+        }
+    }
+}
