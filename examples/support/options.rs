@@ -34,6 +34,10 @@ options:
                        mixed-1g   the same, 1 GiB
                        tiny       20,000 files of 4 KiB
                        tiny-100k  100,000 files of 4 KiB
+                       accounts   1.5 GiB of account storage files (10,766): 97% of
+                                  15-115 KB, 3% log-uniform 136 B-32 MiB; each a run of
+                                  records (136-byte header, data, padding to 8)
+                       accounts-small  64 MiB of them (881 files, tail up to 4 MiB)
   -h, --help         this text
 
 the scenarios of BENCHMARKS.md (cold ones as root):
