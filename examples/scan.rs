@@ -103,93 +103,25 @@ mod options;
 mod prng;
 #[path = "support/progress.rs"]
 mod progress;
+#[path = "support/records.rs"]
+mod records;
+#[path = "support/rounds.rs"]
+mod rounds;
 #[path = "support/system.rs"]
 mod system;
+#[path = "support/threads.rs"]
+mod threads;
 
-use std::fs::File;
-use std::io::{self, BufReader, Write};
+use std::io::{self, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
-use readahead::{Backend, SequentialFileReader};
-
 use compare::{Role, Run};
-use consume::{consume_file, json_line, summary, Clock, FileDigest, Outcome, Tally};
+use consume::{json_line, summary};
 use files::{collect_files, FileList};
 use options::{
     child_args, parse_args, Command, Options, Runner, UsageError, DEFAULT_ROUNDS, USAGE,
 };
-
-/// Scans the files with a `SequentialFileReader`.
-fn run_ours(opts: &Options, backend: Backend, files: &FileList) -> Result<Outcome, String> {
-    let bar = progress::bytes(progress::shown(opts.json), files.total_bytes, "readahead");
-    let clock = Clock::start();
-    let mut reader = SequentialFileReader::builder()
-        .buffer_size(opts.buffer_size)
-        .read_size(opts.read_size)
-        .direct_io(opts.direct)
-        .backend(backend)
-        .build()
-        .map_err(|e| format!("cannot build the reader: {e}"))?;
-    let ring_error = |e: io::Error| format!("the reader failed: {e}");
-    for path in &files.paths {
-        reader.add_path_to_prefetch(path).map_err(ring_error)?;
-    }
-    let mut tally = Tally::new();
-    for (i, path) in files.paths.iter().enumerate() {
-        let mut digest = FileDigest::new(opts.hash);
-        let (bytes, result) = consume_file(&mut reader, &mut digest, bar.as_ref());
-        tally.record(bytes, result, digest, path);
-        let more = reader.move_to_next_file().map_err(ring_error)?;
-        if more != (i + 1 < files.paths.len()) {
-            return Err(format!(
-                "the reader's queue ended at file {i} ({}); expected {} files",
-                path.display(),
-                files.paths.len()
-            ));
-        }
-    }
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
-    let name = match reader.backend() {
-        Backend::IoUring => "uring",
-        _ => "sync",
-    };
-    let stats = reader.stats();
-    // Timed up to here: dropping the reader (freeing its pool) is part of the scan's cost.
-    drop(reader);
-    Ok(Outcome::new(name, tally, &clock, Some(stats)))
-}
-
-/// Scans the files with `BufReader::with_capacity(read_size, File)`, one after another.
-fn run_std(opts: &Options, files: &FileList) -> Outcome {
-    let bar = progress::bytes(progress::shown(opts.json), files.total_bytes, "std");
-    let clock = Clock::start();
-    let mut tally = Tally::new();
-    for path in &files.paths {
-        let mut digest = FileDigest::new(opts.hash);
-        let (bytes, result) = match File::open(path) {
-            Ok(file) => {
-                let mut reader = BufReader::with_capacity(opts.read_size, file);
-                consume_file(&mut reader, &mut digest, bar.as_ref())
-            }
-            Err(e) => (0, Err(e)),
-        };
-        tally.record(bytes, result, digest, path);
-    }
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
-    Outcome::new("std", tally, &clock, None)
-}
-
-fn run(opts: &Options, runner: Runner, files: &FileList) -> Result<Outcome, String> {
-    match runner {
-        Runner::Ours(backend) => run_ours(opts, backend, files),
-        Runner::Std => Ok(run_std(opts, files)),
-    }
-}
 
 /// Writes to stdout; a closed stdout (`scan | head`) is not worth a panic.
 fn emit(text: &str) {
@@ -197,86 +129,32 @@ fn emit(text: &str) {
     let _ = writeln!(stdout, "{text}").and_then(|()| stdout.flush());
 }
 
-/// The ratio of readahead's throughput to std's, and whether the checksums agree.
-fn comparison(ours: &Outcome, std: &Outcome) -> (String, bool) {
-    let ratio = ours.gib_per_s() / std.gib_per_s();
-    let agree = ours.checksum == std.checksum && ours.bytes == std.bytes;
-    let verdict = if agree {
-        "checksums agree".to_owned()
-    } else {
-        format!("CHECKSUMS DIFFER: {} vs {}", ours.checksum, std.checksum)
-    };
-    (
-        format!("ratio readahead / std: {ratio:.2}x\n{verdict}"),
-        agree,
-    )
-}
-
-/// One line on how the files are read.
-fn settings(opts: &Options) -> String {
-    format!(
-        "read size {} KiB, pool {} KiB, consumer {}{}{}",
-        opts.read_size >> 10,
-        opts.buffer_size >> 10,
-        if opts.hash { "blake3" } else { "checksum" },
-        match (opts.direct, opts.fio) {
-            (false, _) => "",
-            (true, false) => ", O_DIRECT (readahead only)",
-            (true, true) => ", O_DIRECT (readahead and fio)",
-        },
-        if opts.drop_caches {
-            ", caches dropped before each run"
-        } else {
-            ""
-        }
-    )
-}
-
 /// How many files, and how many MiB.
 fn files_line(files: u64, bytes: u64) -> String {
     format!("{files} files, {:.1} MiB", bytes as f64 / (1 << 20) as f64)
 }
 
-/// Runs every scan the options ask for, prints the results; the exit status.
-fn scan(opts: &Options, files: &FileList) -> ExitCode {
+/// One run of one backend in this process (`--backend`, or `--json` alone), its summary or
+/// its JSON line printed; the exit status.
+fn scan(opts: &Options, files: &FileList) -> Result<ExitCode, String> {
     if !opts.json {
         let count = files.paths.len() as u64;
         emit(&format!(
             "{}; {}",
             files_line(count, files.total_bytes),
-            settings(opts)
+            opts.settings()
         ));
     }
-    let mut outcomes = Vec::new();
-    for runner in opts.runners() {
-        if opts.drop_caches {
-            if let Err(msg) = system::drop_caches() {
-                eprintln!("error: {msg}");
-                return ExitCode::FAILURE;
-            }
-        }
-        match run(opts, runner, files) {
-            Ok(out) if opts.json => emit(&json_line(&out)),
-            Ok(out) => {
-                emit(&summary(&out));
-                outcomes.push(out);
-            }
-            Err(msg) => {
-                eprintln!("error: {msg}");
-                return ExitCode::FAILURE;
-            }
-        }
+    if opts.drop_caches {
+        system::drop_caches()?;
     }
-    let [ours, std] = outcomes.as_slice() else {
-        return ExitCode::SUCCESS;
-    };
-    let (text, agree) = comparison(ours, std);
-    emit(&text);
-    if agree {
-        ExitCode::SUCCESS
+    let out = threads::run(opts, opts.backend.unwrap_or(opts.ours()), files)?;
+    emit(&if opts.json {
+        json_line(&out)
     } else {
-        ExitCode::FAILURE
-    }
+        summary(&out)
+    });
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `--compare`: the runs, alternately, each in a process of its own; the table; the exit
@@ -288,7 +166,7 @@ fn compare(opts: &Options, fio: Option<&Path>) -> Result<ExitCode, String> {
     if !opts.json {
         emit(&format!(
             "{}; {rounds} round{}",
-            settings(opts),
+            opts.settings(),
             if rounds == 1 { "" } else { "s" }
         ));
         if let Some(fio) = fio {
@@ -382,12 +260,22 @@ fn main() -> ExitCode {
             }
         }
     }
-    if opts.compare {
-        return compare(&opts, fio.as_deref()).unwrap_or_else(|msg| {
-            eprintln!("error: {msg}");
-            ExitCode::FAILURE
-        });
-    }
-    let files = collect_files(&opts.paths);
-    scan(&opts, &files)
+    let result = if opts.compare {
+        compare(&opts, fio.as_deref())
+    } else if opts.cold_and_warm() {
+        cold_and_warm(&opts)
+    } else {
+        scan(&opts, &collect_files(&opts.paths))
+    };
+    result.unwrap_or_else(|msg| {
+        eprintln!("error: {msg}");
+        ExitCode::FAILURE
+    })
+}
+
+/// The default run: cold and warm rounds of ours and std (see `support/rounds.rs`).
+fn cold_and_warm(opts: &Options) -> Result<ExitCode, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    rounds::run(opts, &exe, &collect_files(&opts.paths))?;
+    Ok(ExitCode::SUCCESS)
 }

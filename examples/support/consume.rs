@@ -9,20 +9,49 @@ use indicatif::ProgressBar;
 use readahead::Stats;
 
 use crate::checksum::Checksum;
+use crate::records::RecordSum;
 use crate::system;
 
-/// The consumer of one file: every byte goes through it.
-pub enum FileDigest {
+/// What every byte of a scan goes through (`--hash`, `--records`, or neither).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Consumer {
+    /// The cheap checksum of each file.
+    Checksum,
+    /// blake3 of each file.
+    Blake3,
+    /// Every record parsed, its data hashed with blake3.
+    Records,
+}
+
+impl Consumer {
+    pub fn name(self) -> &'static str {
+        match self {
+            Consumer::Checksum => "checksum",
+            Consumer::Blake3 => "blake3",
+            Consumer::Records => "records (blake3 of each)",
+        }
+    }
+}
+
+/// What one file came to.
+#[derive(Debug)]
+pub enum FileResult {
+    Sum(u64),
+    Hash(blake3::Hash),
+    Records(RecordSum),
+}
+
+/// The consumer of one file's bytes as they come.
+enum FileDigest {
     Sum(Checksum),
     Hash(Box<blake3::Hasher>),
 }
 
 impl FileDigest {
-    pub fn new(hash: bool) -> Self {
-        if hash {
-            FileDigest::Hash(Box::default())
-        } else {
-            FileDigest::Sum(Checksum::default())
+    fn new(consumer: Consumer) -> Self {
+        match consumer {
+            Consumer::Blake3 => FileDigest::Hash(Box::default()),
+            _ => FileDigest::Sum(Checksum::default()),
         }
     }
 
@@ -35,26 +64,27 @@ impl FileDigest {
         }
     }
 
-    /// Appends this file's digest to the digest of the whole scan.
-    fn finish_into(self, all: &mut blake3::Hasher) {
+    fn finish(self) -> FileResult {
         match self {
-            FileDigest::Sum(sum) => all.update(&sum.finish().to_le_bytes()),
-            FileDigest::Hash(hasher) => all.update(hasher.finalize().as_bytes()),
-        };
+            FileDigest::Sum(sum) => FileResult::Sum(sum.finish()),
+            FileDigest::Hash(hasher) => FileResult::Hash(hasher.finalize()),
+        }
     }
 }
 
-/// Feeds the rest of the current file to `digest` straight from the reader's buffer;
-/// returns the bytes consumed, and the error that stopped it early if any.
+/// Feeds the rest of the current file to the checksum or blake3 of `consumer`, straight from
+/// the reader's buffer; returns the bytes consumed, and the file's digest or the error that
+/// stopped it early.
 pub fn consume_file(
+    consumer: Consumer,
     reader: &mut impl BufRead,
-    digest: &mut FileDigest,
     bar: Option<&ProgressBar>,
-) -> (u64, io::Result<()>) {
+) -> (u64, io::Result<FileResult>) {
+    let mut digest = FileDigest::new(consumer);
     let mut bytes = 0;
     loop {
         let chunk = match reader.fill_buf() {
-            Ok([]) => return (bytes, Ok(())),
+            Ok([]) => return (bytes, Ok(digest.finish())),
             Ok(chunk) => chunk,
             Err(e) => return (bytes, Err(e)),
         };
@@ -68,35 +98,75 @@ pub fn consume_file(
     }
 }
 
-/// Totals of one scan.
+/// Totals of one scan, or of one thread's part of it.
+#[derive(Debug)]
 pub struct Tally {
+    consumer: Consumer,
     files: u64,
     failed: u64,
     bytes: u64,
-    digest: blake3::Hasher,
+    /// Each file's digest with its index in the scan, hashed in that order at the end.
+    digests: Vec<(usize, FileResult)>,
+    records: RecordSum,
 }
 
 impl Tally {
-    pub fn new() -> Self {
+    pub fn new(consumer: Consumer) -> Self {
         Tally {
+            consumer,
             files: 0,
             failed: 0,
             bytes: 0,
-            digest: blake3::Hasher::new(),
+            digests: Vec::new(),
+            records: RecordSum::default(),
         }
     }
 
-    /// Counts one file; a failed one is reported and left out of the checksum.
-    pub fn record(&mut self, bytes: u64, result: io::Result<()>, digest: FileDigest, path: &Path) {
+    /// Counts file `index`; a failed one is reported and left out of the checksum.
+    pub fn record(
+        &mut self,
+        index: usize,
+        bytes: u64,
+        result: io::Result<FileResult>,
+        path: &Path,
+    ) {
         self.files += 1;
         self.bytes += bytes;
         match result {
-            Ok(()) => digest.finish_into(&mut self.digest),
+            Ok(FileResult::Records(records)) => self.records.merge(records),
+            Ok(digest) => self.digests.push((index, digest)),
             Err(e) => {
                 self.failed += 1;
                 warn_failed(&e, path);
             }
         }
+    }
+
+    /// Adds another thread's part.
+    pub fn merge(&mut self, other: Tally) {
+        self.files += other.files;
+        self.failed += other.failed;
+        self.bytes += other.bytes;
+        self.digests.extend(other.digests);
+        self.records.merge(other.records);
+    }
+
+    /// The checksum of the scan: the record sum in hex, or blake3 of the files' digests in
+    /// file order (whichever thread read them).
+    fn checksum(mut self) -> String {
+        if self.consumer == Consumer::Records {
+            return format!("{:032x}", self.records.sum);
+        }
+        self.digests.sort_unstable_by_key(|(index, _)| *index);
+        let mut all = blake3::Hasher::new();
+        for (_, digest) in &self.digests {
+            match digest {
+                FileResult::Sum(sum) => all.update(&sum.to_le_bytes()),
+                FileResult::Hash(hash) => all.update(hash.as_bytes()),
+                FileResult::Records(_) => unreachable!("records are summed, not listed"),
+            };
+        }
+        all.finalize().to_hex().to_string()
     }
 }
 
@@ -143,12 +213,16 @@ pub struct Outcome {
     /// The process's peak so far, this run's and any before it in the same process.
     pub peak_rss_kib: u64,
     pub checksum: String,
+    /// Records hashed, with `--records`.
+    pub records: Option<u64>,
+    /// The reader's counters, summed over its threads (the peaks: the largest).
     pub stats: Option<Stats>,
 }
 
 impl Outcome {
     pub fn new(backend: &'static str, tally: Tally, clock: &Clock, stats: Option<Stats>) -> Self {
         let (seconds, cpu_seconds) = clock.stop();
+        let records = (tally.consumer == Consumer::Records).then_some(tally.records.records);
         Outcome {
             backend,
             files: tally.files,
@@ -157,7 +231,8 @@ impl Outcome {
             seconds,
             cpu_seconds,
             peak_rss_kib: system::peak_rss_kib(),
-            checksum: tally.digest.finalize().to_hex().to_string(),
+            checksum: tally.checksum(),
+            records,
             stats,
         }
     }
@@ -181,6 +256,9 @@ pub fn json_line(out: &Outcome) -> String {
         out.peak_rss_kib,
         out.checksum
     );
+    if let Some(records) = out.records {
+        line += &format!(",\"records\":{records}");
+    }
     if let Some(s) = &out.stats {
         line += &format!(
             ",\"reads\":{},\"waits\":{},\"wait_seconds\":{:.6},\"peak_in_flight\":{},\"files_opened\":{}",
@@ -210,6 +288,9 @@ pub fn summary(out: &Outcome) -> String {
         "\n  peak RSS     {:.1} MiB (of the process so far)",
         out.peak_rss_kib as f64 / 1024.0
     );
+    if let Some(records) = out.records {
+        text += &format!("\n  records      {records}");
+    }
     text += &format!("\n  checksum     {}", out.checksum);
     if let Some(s) = &out.stats {
         text += &format!(

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use readahead::{Backend, DEFAULT_BUFFER_SIZE, DEFAULT_READ_SIZE};
 
+use crate::consume::Consumer;
 use crate::data_sets::{self, DataSet};
 
 pub const USAGE: &str = "\
@@ -13,21 +14,34 @@ usage: scan [OPTIONS] [PATH ...]
 
 Reads every file under the PATHs (files, or directories walked recursively) front to back,
 with readahead and with std's BufReader, and compares throughput. With no PATH, scans a
-built-in data set (--data-set), generated once in $TMPDIR/readahead-scan-NAME.
+built-in data set (--data-set), generated once in $TMPDIR/readahead-scan-NAME and fsynced.
+
+By default (no --compare, --backend or --json) runs rounds of ours and std, each run a
+child process: per round, cold ours, cold std, warm ours, warm std. Cold: every file's
+pages dropped first, with fsync and posix_fadvise(POSIX_FADV_DONTNEED) per file (no root
+needed; it drops only that file's clean pages, its inode and directory stay cached), or
+with --drop-caches the whole page cache. Prints the cold and the warm ratio ours / std
+(medians of the rounds, and their range) first, then the runs.
 
 options:
-  --backend B        auto | uring | sync | std (default: auto, then std, and the ratio;
-                     with --compare, readahead's backend)
+  --backend B        auto | uring | sync | std: one run of that backend, in this process
+                     (with --compare: readahead's backend, default auto)
   --direct           O_DIRECT reads (readahead, and fio)
   --hash             blake3 of every file instead of a cheap checksum
-  --buffer-size N    readahead's pool size (default 32M); suffixes K, M, G
-  --read-size N      largest single read, also std's buffer size (default 512K)
+  --records          parse every record (136-byte header, bytes 8..16 the data length,
+                     data, padding to 8) and blake3 each record's data; a file that does
+                     not parse fails alone; the checksum is a sum of the record hashes
+  --threads N        N readers, one per thread, file i on thread i mod N (default 1)
+  --buffer-size N    readahead's pool size, per reader (default 32M); suffixes K, M, G
+  --read-size N      largest single read, also std's buffer size (default 512K;
+                     32K is a validator's startup scan today)
   --json             one line of JSON on stdout (readahead only unless --backend;
                      with --compare, the whole comparison)
   --compare          readahead and std alternately, each run a child process; a table
                      of runs, medians, and the ratios of the medians
-  --rounds N         rounds of --compare (default 3)
-  --drop-caches      before every run: sync, then 3 > /proc/sys/vm/drop_caches (root)
+  --rounds N         rounds of --compare or of the default run (default 3)
+  --drop-caches      before every run (every cold run by default): sync, then
+                     3 > /proc/sys/vm/drop_caches (root)
   --fio              with --compare: fio over the same files each round (fio on PATH)
   --data-set NAME    a built-in data set instead of PATHs:
                        mixed      256 MiB of 4 KiB-4 MiB files, log-uniform (default)
@@ -47,6 +61,9 @@ the scenarios of BENCHMARKS.md (cold ones as root):
   cold, O_DIRECT      scan --data-set mixed-1g --compare --drop-caches --direct --fio
   cold, tiny files    scan --data-set tiny --compare --drop-caches
   memory              scan --data-set tiny-100k --compare
+  records, 2 threads  scan --data-set accounts --compare --records --threads 2
+                      (--read-size 32K for the validator's std readers; --drop-caches
+                      --direct for cold O_DIRECT)
 (scan is `cargo run --release --example scan --`)";
 
 /// Rounds of `--compare` unless `--rounds` says otherwise.
@@ -60,17 +77,20 @@ pub enum Runner {
 }
 
 /// The command line, parsed.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Options {
     pub paths: Vec<PathBuf>,
     pub backend: Option<Runner>,
     pub direct: bool,
     pub hash: bool,
+    pub records: bool,
+    /// Readers, one per thread.
+    pub threads: usize,
     pub buffer_size: usize,
     pub read_size: usize,
     pub json: bool,
     pub compare: bool,
-    /// Rounds of `--compare`, when given.
+    /// Rounds of `--compare` or of the default run, when given.
     pub rounds: Option<usize>,
     pub drop_caches: bool,
     pub fio: bool,
@@ -84,6 +104,8 @@ impl Default for Options {
             backend: None,
             direct: false,
             hash: false,
+            records: false,
+            threads: 1,
             buffer_size: DEFAULT_BUFFER_SIZE,
             read_size: DEFAULT_READ_SIZE,
             json: false,
@@ -97,18 +119,45 @@ impl Default for Options {
 }
 
 impl Options {
-    /// The runs to make, in order.
-    pub fn runners(&self) -> Vec<Runner> {
-        match self.backend {
-            Some(runner) => vec![runner],
-            None if self.json => vec![Runner::Ours(Backend::Auto)],
-            None => vec![Runner::Ours(Backend::Auto), Runner::Std],
+    /// Whether this is the default run: cold and warm rounds of ours and std.
+    pub fn cold_and_warm(&self) -> bool {
+        !self.compare && self.backend.is_none() && !self.json
+    }
+
+    /// What every byte goes through.
+    pub fn consumer(&self) -> Consumer {
+        match (self.records, self.hash) {
+            (true, _) => Consumer::Records,
+            (false, true) => Consumer::Blake3,
+            (false, false) => Consumer::Checksum,
         }
     }
 
-    /// The reader's runner for `--compare`.
+    /// The reader's runner for `--compare`, the default run, and a lone `--json`.
     pub fn ours(&self) -> Runner {
         self.backend.unwrap_or(Runner::Ours(Backend::Auto))
+    }
+
+    /// One line on how the files are read.
+    pub fn settings(&self) -> String {
+        let mut text = format!(
+            "read size {} KiB, pool {} KiB, consumer {}",
+            self.read_size >> 10,
+            self.buffer_size >> 10,
+            self.consumer().name(),
+        );
+        if self.threads > 1 {
+            text += &format!(", {} threads", self.threads);
+        }
+        text += match (self.direct, self.fio) {
+            (false, _) => "",
+            (true, false) => ", O_DIRECT (readahead only)",
+            (true, true) => ", O_DIRECT (readahead and fio)",
+        };
+        if self.drop_caches && !self.cold_and_warm() {
+            text += ", caches dropped before each run";
+        }
+        text
     }
 
     /// The options that only make sense together, checked.
@@ -117,8 +166,11 @@ impl Options {
         if self.fio && !self.compare {
             return error("--fio needs --compare");
         }
-        if self.rounds.is_some() && !self.compare {
-            return error("--rounds needs --compare");
+        if self.rounds.is_some() && !self.compare && !self.cold_and_warm() {
+            return error("--rounds needs --compare or the default run (no --backend, --json)");
+        }
+        if self.records && self.hash {
+            return error("--records hashes every record; --hash is for whole files: give one");
         }
         if self.compare && self.backend == Some(Runner::Std) {
             return error("--compare runs std itself: give --backend auto, uring or sync");
@@ -171,7 +223,7 @@ fn parse_option(
 ) -> Result<(), UsageError> {
     let takes_value = matches!(
         name,
-        "--backend" | "--buffer-size" | "--read-size" | "--rounds" | "--data-set"
+        "--backend" | "--buffer-size" | "--read-size" | "--rounds" | "--threads" | "--data-set"
     );
     if !takes_value && inline.is_some() {
         return Err(UsageError(format!("option '{name}' takes no value")));
@@ -183,9 +235,11 @@ fn parse_option(
         "--read-size" => opts.read_size = parse_size(name, &value()?)?,
         "--direct" => opts.direct = true,
         "--hash" => opts.hash = true,
+        "--records" => opts.records = true,
+        "--threads" => opts.threads = parse_count(name, &value()?)?,
         "--json" => opts.json = true,
         "--compare" => opts.compare = true,
-        "--rounds" => opts.rounds = Some(parse_rounds(&value()?)?),
+        "--rounds" => opts.rounds = Some(parse_count(name, &value()?)?),
         "--drop-caches" => opts.drop_caches = true,
         "--fio" => opts.fio = true,
         "--data-set" => {
@@ -227,11 +281,11 @@ fn parse_backend(value: &str) -> Result<Runner, UsageError> {
     }
 }
 
-fn parse_rounds(value: &str) -> Result<usize, UsageError> {
+fn parse_count(name: &str, value: &str) -> Result<usize, UsageError> {
     match value.parse() {
         Ok(n) if n > 0 => Ok(n),
         _ => Err(UsageError(format!(
-            "option '--rounds': '{value}' is not a count of 1 or more"
+            "option '{name}': '{value}' is not a count of 1 or more"
         ))),
     }
 }
@@ -274,10 +328,13 @@ pub fn child_args(opts: &Options, runner: Runner) -> Vec<OsString> {
         opts.buffer_size.to_string().into(),
         "--read-size".into(),
         opts.read_size.to_string().into(),
+        "--threads".into(),
+        opts.threads.to_string().into(),
     ];
     let flags = [
         (opts.direct, "--direct"),
         (opts.hash, "--hash"),
+        (opts.records, "--records"),
         (opts.drop_caches, "--drop-caches"),
     ];
     args.extend(flags.iter().filter(|f| f.0).map(|f| f.1.into()));
@@ -302,7 +359,13 @@ mod tests {
     fn options_that_need_each_other_are_checked() {
         for (args, want) in [
             (&["--fio"][..], "--fio needs --compare"),
-            (&["--rounds", "2"], "--rounds needs --compare"),
+            (
+                &["--backend", "std", "--rounds", "2"],
+                "--rounds needs --compare",
+            ),
+            (&["--json", "--rounds", "2"], "or the default run"),
+            (&["--records", "--hash"], "give one"),
+            (&["--threads", "0"], "'--threads': '0' is not a count"),
             (
                 &["--compare", "--backend", "std"],
                 "--compare runs std itself",
@@ -318,6 +381,10 @@ mod tests {
         assert!(opts.compare && opts.fio);
         assert_eq!(opts.rounds, Some(5));
         assert_eq!(opts.data_set.map(|set| set.name), Some("tiny"));
+        let opts = parse(&["--rounds", "4", "--records", "--threads=2"]).unwrap();
+        assert!(opts.cold_and_warm() && opts.records);
+        assert_eq!((opts.rounds, opts.threads), (Some(4), 2));
+        assert_eq!(opts.consumer(), Consumer::Records);
     }
 
     #[test]
@@ -353,5 +420,12 @@ mod tests {
         );
         let std = child_args(&parent, Runner::Std);
         assert!(std.windows(2).any(|w| w[0] == "--backend" && w[1] == "std"));
+        let records = parse(&["--records", "--threads", "3"]).unwrap();
+        let child = match parse_args(child_args(&records, Runner::Std).into_iter()) {
+            Ok(Command::Run(opts)) => opts,
+            _ => panic!("the child's arguments parse"),
+        };
+        assert!(child.records && !child.hash);
+        assert_eq!(child.threads, 3);
     }
 }

@@ -21,6 +21,16 @@ pub fn bytes(show: bool, total: u64, label: &str) -> Option<ProgressBar> {
     )
 }
 
+/// A bar counting `total` steps (runs, rounds), labelled `label`, with a message, if `show`.
+pub fn steps(show: bool, total: u64, label: &str) -> Option<ProgressBar> {
+    bar(
+        show,
+        total,
+        label,
+        "{prefix:>9} [{bar:40}] {pos}/{len} {msg}",
+    )
+}
+
 fn bar(show: bool, total: u64, label: &str, template: &str) -> Option<ProgressBar> {
     if !show {
         return None;

@@ -102,6 +102,22 @@ fn fsync_tree(path: &Path) -> io::Result<()> {
     File::open(path)?.sync_all()
 }
 
+/// Drops the pages of `path` from the page cache, without root: `fsync` first (a dirty page
+/// cannot be dropped), then `posix_fadvise(POSIX_FADV_DONTNEED)` over the whole file. That
+/// drops only this file's clean, unmapped pages; its inode and directory entry stay cached,
+/// and so does every other file.
+pub fn evict(path: &Path) -> io::Result<()> {
+    let file = File::open(path)?;
+    file.sync_data()?;
+    // SAFETY: posix_fadvise takes a descriptor, which `file` keeps open for the whole call,
+    // and touches none of this process's memory.
+    let ret = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if ret != 0 {
+        return Err(io::Error::from_raw_os_error(ret));
+    }
+    Ok(())
+}
+
 /// The first executable file called `name` in the directories of `$PATH`.
 pub fn find_on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
