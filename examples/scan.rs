@@ -7,8 +7,23 @@
 //! Each PATH is a file or a directory (walked recursively, its files in sorted path order).
 //! With no PATH, a built-in data set is scanned (`--data-set`, `mixed` by default).
 //!
-//! Every byte goes through a consumer: a cheap word-wise checksum, or blake3 with `--hash`.
-//! The per-file digests are combined in order into one checksum, the same for every backend.
+//! Every byte goes through a consumer: a cheap word-wise checksum, blake3 with `--hash`, or,
+//! with `--records`, a parser of account storage records that hashes each record's data with
+//! blake3. The per-file digests are combined in file order into one checksum (the record
+//! hashes into a sum that no order changes), the same for every backend and thread count.
+//!
+//! # The default run: cold and warm, both ratios
+//!
+//! With no `--compare`, `--backend` or `--json`, rounds of ours and std alternate (`--rounds`,
+//! 3 by default), each run a process of its own: cold ours, cold std, warm ours, warm std.
+//! Before each cold run every file's pages are dropped: without root, by `fsync` and then
+//! `posix_fadvise(POSIX_FADV_DONTNEED)` on each file, which drops only that file's clean pages
+//! (its inode and directory entry stay cached, and so does every other file); with
+//! `--drop-caches` (root), the whole page cache. The warm runs follow the cold std run, which
+//! leaves every file cached. It prints first the cold and the warm ratio ours ÷ std (medians,
+//! and the range of the rounds' own ratios), naming the baseline
+//! (`BufReader::with_capacity(read_size, File)` per file), then each kind's table of runs as
+//! `--compare` prints it. A progress bar counts the runs. See `support/rounds.rs`.
 //!
 //! # The scenarios of BENCHMARKS.md
 //!
@@ -27,18 +42,37 @@
 //! cargo run --release --example scan -- --data-set tiny --compare --drop-caches
 //! # memory with 100,000 queued files (goal: peak RSS <= pool + 16 MiB)
 //! cargo run --release --example scan -- --data-set tiny-100k --compare
+//! # a validator's startup scan, records on 2 threads, warm (goal: >= 1.0x std 1 MiB readers)
+//! cargo run --release --example scan -- --data-set accounts --compare --records --threads 2 --read-size 1M
+//! # the same, cold, O_DIRECT (goal: >= 2.0x std 32 KiB readers, today's validator path)
+//! cargo run --release --example scan -- --data-set accounts --compare --records --threads 2 --drop-caches --direct --read-size 32K
 //! ```
+//!
+//! (`--read-size` is std's buffer size and the reader's largest read alike.)
 //!
 //! # Options
 //!
-//! - `--backend auto|uring|sync|std`: the backend to run. `std` is the baseline,
-//!   `BufReader::with_capacity(read_size, File::open(path)?)` per file. Without it (and
-//!   without `--compare`), the reader (`auto`) runs, then std, and the ratio of their
-//!   throughputs is printed. With `--compare`, the reader's backend (default `auto`).
+//! - `--backend auto|uring|sync|std`: one run of that backend, in this process. `std` is the
+//!   baseline, `BufReader::with_capacity(read_size, File::open(path)?)` per file. With
+//!   `--compare`, the reader's backend (default `auto`).
 //! - `--direct`: `O_DIRECT` reads (the reader, and fio; std reads through the page cache).
 //! - `--hash`: blake3 of every file instead of the cheap checksum.
+//! - `--records`: every file parsed as a run of records (a 136-byte header whose bytes 8..16
+//!   are the data length, `u64` LE; the data; zero padding to a multiple of 8), each record's
+//!   data hashed with blake3, the first 16 bytes of each hash added up (wrapping, as a `u128`)
+//!   into the checksum. The loop is written once over a `RecordSource` (at least `n`
+//!   contiguous bytes of the current file, then `consume`); std's `BufReader` copies a record
+//!   that straddles its buffer into a spill `Vec`, as a validator does today, and so, for now,
+//!   does the reader (see `support/records.rs`). A file that does not parse (a length running
+//!   past its end, a cut header) is reported, naming it, and counted as failed; the scan goes
+//!   on. Excludes `--hash`.
+//! - `--threads N`: N threads, file `i` on thread `i mod N`: for ours one reader a thread,
+//!   its files queued by path; for std one `BufReader` a file, per thread. The figures are
+//!   the totals (bytes of all threads over the wall time of the whole run; the process's CPU).
+//!   Each reader has a pool of its own (`--buffer-size`).
 //! - `--buffer-size N`, `--read-size N`: bytes, or with a suffix K, M or G (`512K`, `64M`).
-//!   The pool's size, and the largest single read (also std's buffer size).
+//!   The pool's size, and the largest single read (also std's buffer size: `--read-size 32K`
+//!   is the validator's path today).
 //! - `--json`: one line of JSON on stdout, nothing else there (the reader only, unless
 //!   `--backend` says otherwise; with `--compare`, the whole comparison).
 //! - `--compare`: runs the reader and std alternately, `--rounds N` times (default 3):
@@ -47,9 +81,9 @@
 //!   per run, then per backend the median GiB/s, CPU seconds, CPU seconds per GiB and peak RSS,
 //!   and the ratios of the medians, ours ÷ std (and ours ÷ fio). Without `--drop-caches`, one
 //!   untimed std pass first reads the files into the page cache.
-//! - `--rounds N`: rounds of `--compare` (default 3).
-//! - `--drop-caches`: before every run, `sync` and write `3` to `/proc/sys/vm/drop_caches`
-//!   (root only), so that every run reads from the device. With or without `--compare`.
+//! - `--rounds N`: rounds of `--compare` or of the default run (default 3).
+//! - `--drop-caches`: before every run (in the default run: every cold run), `sync` and write
+//!   `3` to `/proc/sys/vm/drop_caches` (root only), so that the run reads from the device.
 //! - `--fio`: with `--compare`, each round also runs fio over the same files (io_uring, queue
 //!   depth 64, 256 KiB blocks, `O_DIRECT` with `--direct`), reported as a third backend. The
 //!   command is printed; see `support/fio.rs` for how it reads every file whole.
@@ -66,18 +100,22 @@
 //!   same mix in 64 MiB, 881 files, the tail up to 4 MiB). A progress bar shows while one is
 //!   generated.
 //!
+//! Progress bars (generating, scanning, the default run's rounds) go to stderr, and only
+//! where it is a terminal and `--json` is off.
+//!
 //! # Measurements
 //!
-//! Each run is timed from building its reader to dropping it, its file list made before
+//! Each run is timed from building its readers to dropping them, its file list made before
 //! (wall seconds, and CPU seconds of the process from `getrusage`, io_uring's worker threads
 //! included). Peak RSS is the process's `VmHWM` (see `support/system.rs` for why not
-//! `ru_maxrss`): in a `--compare` run that is the child's whole life, file list included.
+//! `ru_maxrss`): in a child run that is the child's whole life, file list included.
 //! `--json` prints
 //! `{"backend":"uring|sync|std","files":N,"failed":N,"bytes":N,"seconds":F,"gib_per_s":F,"cpu_seconds":F,"peak_rss_kib":N,"checksum":"hex"}`,
-//! and for the reader also `"reads"`, `"waits"`, `"wait_seconds"`, `"peak_in_flight"` and
-//! `"files_opened"` from its `Stats`; `files` counts failed files too and `bytes` is every byte
-//! consumed. In the `--compare` table, `in flight` is the most reads in flight at once and
-//! `opened` the files the reader opened.
+//! with `--records` also `"records"` (records hashed in files that parsed), and for the reader
+//! also `"reads"`, `"waits"`, `"wait_seconds"`, `"peak_in_flight"` and `"files_opened"` from
+//! its `Stats` (summed over the threads; the peak is the largest); `files` counts failed
+//! files too and `bytes` is every byte consumed. In the tables, `in flight` is the most reads
+//! in flight at once and `opened` the files the reader opened.
 //!
 //! A file that cannot be opened or read is reported on stderr, counted as failed, and skipped;
 //! the scan goes on. Exit status: 0; 1 when the runs' checksums or byte counts differ, or the

@@ -52,7 +52,10 @@ fn data_len(rng: &mut Prng) -> u64 {
 /// least a header); returns how many records it holds. The last record takes whatever room is
 /// left, so that the file ends where a record does.
 pub fn fill_file(rng: &mut Prng, buf: &mut Vec<u8>, size: u64) -> u64 {
-    debug_assert!(size.is_multiple_of(ALIGN) && size >= HEADER as u64, "size {size}");
+    debug_assert!(
+        size.is_multiple_of(ALIGN) && size >= HEADER as u64,
+        "size {size}"
+    );
     buf.clear();
     // Zeros first: the padding is whatever the records leave untouched.
     buf.resize(size as usize, 0);
