@@ -76,6 +76,32 @@ impl Run {
         self.bytes
     }
 
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    pub fn round(&self) -> usize {
+        self.round
+    }
+
+    /// A run of `role` in `round` that read 1 GiB at `gib_per_s`.
+    #[cfg(test)]
+    pub fn for_test(round: usize, role: Role, gib_per_s: f64) -> Run {
+        Run {
+            round,
+            role,
+            backend: role.name().into(),
+            files: Some(1),
+            failed: 0,
+            bytes: 1 << 30,
+            seconds: 1.0 / gib_per_s,
+            cpu_seconds: 1.0,
+            peak_rss_kib: 0,
+            checksum: None,
+            reader: None,
+        }
+    }
+
     /// A run from the JSON line a child printed.
     fn from_json(round: usize, role: Role, line: &str) -> Result<Run, String> {
         let value: Value = serde_json::from_str(line).map_err(|e| format!("{e} in {line:?}"))?;
@@ -190,7 +216,7 @@ pub fn run_child(exe: &Path, args: &[OsString], round: usize, role: Role) -> Res
 }
 
 /// The middle value (the mean of the two middle ones for an even count).
-fn median(mut values: Vec<f64>) -> f64 {
+pub fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     let n = values.len();
     match n {
@@ -234,7 +260,7 @@ pub fn medians(runs: &[Run]) -> Vec<Medians> {
 
 /// `ours ÷ std` and `ours ÷ fio`: (the other role, ratio of median GiB/s, ratio of median
 /// CPU s).
-fn ratios(medians: &[Medians]) -> Vec<(Role, f64, f64)> {
+pub fn ratios(medians: &[Medians]) -> Vec<(Role, f64, f64)> {
     let Some(ours) = medians.iter().find(|m| m.role == Role::Ours) else {
         return Vec::new();
     };

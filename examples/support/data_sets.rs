@@ -5,13 +5,21 @@
 //! parameters the files were made with; a directory without a matching marker (generation cut
 //! short, or other parameters) is deleted and made again. The marker sits beside the directory,
 //! not in it, so that every file in the directory is data (fio's `--opendir` reads them all).
+//!
+//! A new data set is made durable before its marker is written (`syncfs`, then `fsync` of
+//! every file and directory), and a reused one is `syncfs`ed again: the first scan must not run
+//! while the kernel is still writing the files back.
 
 use std::fs;
 use std::io;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use indicatif::ProgressBar;
+
+use crate::accounts;
 use crate::prng::Prng;
+use crate::{progress, system};
 
 /// How a data set's file sizes are drawn.
 #[derive(Clone, Copy, Debug)]
@@ -21,6 +29,19 @@ enum Sizes {
     LogUniform { min: u64, max: u64, total: u64 },
     /// `count` files of exactly `size` bytes.
     Fixed { size: u64, count: u64 },
+    /// Account storage files (see `accounts.rs`), with sizes up to `tail_max`, until `total`
+    /// bytes are reached.
+    Accounts { tail_max: u64, total: u64 },
+}
+
+impl Sizes {
+    /// The bytes the data set holds, about.
+    fn total(self) -> u64 {
+        match self {
+            Sizes::LogUniform { total, .. } | Sizes::Accounts { total, .. } => total,
+            Sizes::Fixed { size, count } => size * count,
+        }
+    }
 }
 
 /// One built-in data set.
@@ -40,9 +61,11 @@ pub struct DataSet {
 const MIXED_SEED: u64 = 0x7265_6164_6168_6561;
 /// The seed of the tiny data sets (the bytes of "tinyfile").
 const TINY_SEED: u64 = 0x7469_6e79_6669_6c65;
+/// The seed of the account data sets (the bytes of "accounts").
+const ACCOUNTS_SEED: u64 = 0x6163_636f_756e_7473;
 
 /// Every built-in data set; the first is the default.
-pub const DATA_SETS: [DataSet; 4] = [
+pub const DATA_SETS: [DataSet; 6] = [
     DataSet {
         name: "mixed",
         summary: "256 MiB of files of 4 KiB-4 MiB, log-uniform",
@@ -85,6 +108,29 @@ pub const DATA_SETS: [DataSet; 4] = [
         per_dir: 250,
         seed: TINY_SEED,
     },
+    DataSet {
+        name: "accounts",
+        summary: "1.5 GiB of account storage files (10,766): 97% of 15-115 KB, \
+                  3% log-uniform 136 B-32 MiB; records of a 136-byte header, data \
+                  (mostly 165 B, a few up to 1 MiB), padding to 8",
+        sizes: Sizes::Accounts {
+            tail_max: 32 << 20,
+            total: 1536 << 20,
+        },
+        per_dir: 500,
+        seed: ACCOUNTS_SEED,
+    },
+    DataSet {
+        name: "accounts-small",
+        summary: "64 MiB of account storage files (881), as accounts \
+                  but with a tail up to 4 MiB",
+        sizes: Sizes::Accounts {
+            tail_max: 4 << 20,
+            total: 64 << 20,
+        },
+        per_dir: 500,
+        seed: ACCOUNTS_SEED,
+    },
 ];
 
 /// The data set named `name`, if there is one.
@@ -117,12 +163,15 @@ impl DataSet {
         )
     }
 
-    /// The data set's directory, generated first if it is missing or incomplete.
-    pub fn ensure(&self) -> io::Result<PathBuf> {
+    /// The data set's directory, generated first if it is missing or incomplete; a bar
+    /// shows the generation's progress if `show_progress`.
+    pub fn ensure(&self, show_progress: bool) -> io::Result<PathBuf> {
         let dir = self.dir();
         let marker = self.marker();
         let params = self.params();
         if fs::read_to_string(&marker).is_ok_and(|text| text == params) && dir.is_dir() {
+            // Cheap when the files are long written; waits for them when they are not.
+            system::syncfs(&dir)?;
             return Ok(dir);
         }
         eprintln!(
@@ -139,37 +188,58 @@ impl DataSet {
             fs::remove_dir_all(&dir)?;
         }
         let start = Instant::now();
-        let (files, bytes) = self.generate()?;
-        fs::write(&marker, params)?;
+        let bar = progress::bytes(show_progress, self.sizes.total(), "generate");
+        let (files, bytes) = self.generate(bar.as_ref())?;
+        progress::finish(bar);
         eprintln!(
-            "generated {files} files, {:.1} MiB, in {:.1} s",
+            "generated {files} files, {:.1} MiB, in {:.1} s; writing them to disk",
             bytes as f64 / (1 << 20) as f64,
             start.elapsed().as_secs_f64()
         );
+        system::sync_tree(&dir)?;
+        fs::write(&marker, params)?;
+        system::sync_tree(&marker)?;
         Ok(dir)
     }
 
     /// Writes the files, each with one `write`; returns how many and their total size.
-    fn generate(&self) -> io::Result<(u64, u64)> {
+    fn generate(&self, bar: Option<&ProgressBar>) -> io::Result<(u64, u64)> {
         let dir = self.dir();
         let mut rng = Prng::new(self.seed);
         let mut buf = Vec::new();
         let (mut files, mut bytes) = (0, 0);
-        loop {
-            let size = match self.sizes {
-                Sizes::LogUniform { min, max, total } if bytes < total => rng.log_uniform(min, max),
-                Sizes::Fixed { size, count } if files < count => size,
-                _ => return Ok((files, bytes)),
-            };
+        while let Some(size) = self.next_size(&mut rng, files, bytes) {
             let sub = dir.join(format!("{:04}", files / self.per_dir));
             if files % self.per_dir == 0 {
                 fs::create_dir_all(&sub)?;
             }
-            buf.resize(size as usize, 0);
-            rng.fill(&mut buf);
+            if let Sizes::Accounts { .. } = self.sizes {
+                accounts::fill_file(&mut rng, &mut buf, size);
+            } else {
+                buf.resize(size as usize, 0);
+                rng.fill(&mut buf);
+            }
             fs::write(sub.join(format!("{files:06}.bin")), &buf)?;
             files += 1;
             bytes += size;
+            if let Some(bar) = bar {
+                bar.inc(size);
+            }
+        }
+        Ok((files, bytes))
+    }
+
+    /// The size of the next file, after `files` files of `bytes` bytes; `None` when done.
+    fn next_size(&self, rng: &mut Prng, files: u64, bytes: u64) -> Option<u64> {
+        match self.sizes {
+            Sizes::LogUniform { min, max, total } if bytes < total => {
+                Some(rng.log_uniform(min, max))
+            }
+            Sizes::Fixed { size, count } if files < count => Some(size),
+            Sizes::Accounts { tail_max, total } if bytes < total => {
+                Some(accounts::file_size(rng, tail_max))
+            }
+            _ => None,
         }
     }
 }

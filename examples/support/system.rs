@@ -1,8 +1,10 @@
-//! What the scan example asks of the system: CPU time, peak memory, dropping the page cache,
-//! finding a program, and waiting for a child with its resource usage.
+//! What the scan example asks of the system: CPU time, peak memory, making files durable,
+//! dropping the page cache (all of it, or one file's), finding a program, and waiting for a
+//! child with its resource usage.
 
-use std::fs::{self, OpenOptions};
+use std::fs::{self, File, OpenOptions};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus};
@@ -69,6 +71,51 @@ fn drop_caches_error(e: &io::Error) -> String {
     format!(
         "--drop-caches: cannot write {DROP_CACHES}: {e}; run as root, or leave out --drop-caches"
     )
+}
+
+/// Flushes every dirty page and inode of the filesystem holding `path` (`syncfs`): one call
+/// instead of an `fsync` per file, and cheap when nothing is dirty.
+pub fn syncfs(path: &Path) -> io::Result<()> {
+    let file = File::open(path)?;
+    // SAFETY: syncfs takes a descriptor, which `file` keeps open for the whole call, and
+    // touches none of this process's memory.
+    if unsafe { libc::syncfs(file.as_raw_fd()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Makes the tree under `dir` durable: `syncfs` writes it all back in one go, then every file
+/// and directory in it is `fsync`ed (each cheap by then), so that nothing of it is left dirty
+/// for the kernel to write back while a scan runs.
+pub fn sync_tree(dir: &Path) -> io::Result<()> {
+    syncfs(dir)?;
+    fsync_tree(dir)
+}
+
+fn fsync_tree(path: &Path) -> io::Result<()> {
+    if fs::symlink_metadata(path)?.is_dir() {
+        for entry in fs::read_dir(path)? {
+            fsync_tree(&entry?.path())?;
+        }
+    }
+    File::open(path)?.sync_all()
+}
+
+/// Drops the pages of `path` from the page cache, without root: `fsync` first (a dirty page
+/// cannot be dropped), then `posix_fadvise(POSIX_FADV_DONTNEED)` over the whole file. That
+/// drops only this file's clean, unmapped pages; its inode and directory entry stay cached,
+/// and so does every other file.
+pub fn evict(path: &Path) -> io::Result<()> {
+    let file = File::open(path)?;
+    file.sync_data()?;
+    // SAFETY: posix_fadvise takes a descriptor, which `file` keeps open for the whole call,
+    // and touches none of this process's memory.
+    let ret = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if ret != 0 {
+        return Err(io::Error::from_raw_os_error(ret));
+    }
+    Ok(())
 }
 
 /// The first executable file called `name` in the directories of `$PATH`.
