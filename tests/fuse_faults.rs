@@ -1,0 +1,469 @@
+//! Real kernel faults, from a FUSE filesystem (`common::fusefs`) that fails, stalls and
+//! changes size under the reader: EIO mid-file, latency and one very slow read, slow and
+//! failing opens, files that shrink or grow between `getattr` and the read, short replies.
+//!
+//! Each scenario mounts a fresh filesystem per setup (backend x `O_DIRECT` or not x how the
+//! filesystem serves), queues every file (by path mostly, some as owned or borrowed `File`s),
+//! reads them all on a thread with a time limit, and checks each file against what its faults
+//! allow (see [`check_file`]): a good file reads exactly, a failed one fails alone with an
+//! error naming its path (and offset), no byte ever comes from another file or a stale region;
+//! then that no descriptor under the mount is left and that it unmounts.
+//!
+//! Where `/dev/fuse` is missing or mounting is refused, each test says so and passes.
+
+mod common;
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use common::fusefs::{random_files, FaultMount, Faults, FileSpec, Serve};
+use common::*;
+use fuser::Errno;
+use readahead::{Backend, ReaderBuilder, SequentialFileReader};
+
+/// The longest a scan may take before the test says it hangs.
+const LIMIT: Duration = Duration::from_secs(20);
+
+/// One way to read the filesystem.
+#[derive(Clone, Copy, Debug)]
+struct Setup {
+    backend: Backend,
+    /// The reader's `O_DIRECT`.
+    direct: bool,
+    serve: Serve,
+}
+
+impl Setup {
+    /// Its reader: a small pool and few open files, so that reads wrap the pool, wait for the
+    /// consumer, and paths are opened as the read-ahead reaches them.
+    fn builder(self) -> ReaderBuilder {
+        SequentialFileReader::builder()
+            .backend(self.backend)
+            .direct_io(self.direct)
+            .buffer_size(256 << 10)
+            .read_size(32 << 10)
+            .max_open_files(8)
+    }
+}
+
+/// Every setup of the backends to test, with `O_DIRECT` as in `directs` and the filesystem
+/// serving as in `serves`.
+fn setups(directs: &[bool], serves: &[Serve]) -> Vec<Setup> {
+    let mut out = Vec::new();
+    for &backend in backends_once() {
+        for &direct in directs {
+            for &serve in serves {
+                out.push(Setup {
+                    backend,
+                    direct,
+                    serve,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Every setup where no file replies short: both backends, buffered and `O_DIRECT`, the
+/// filesystem through the page cache and with `FOPEN_DIRECT_IO`.
+fn all_setups() -> Vec<Setup> {
+    setups(&[false, true], &[Serve::PageCache, Serve::DirectIo])
+}
+
+/// How a file is queued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Queue {
+    Path,
+    Owned,
+    Borrowed,
+}
+
+/// Files whose open is fine are queued as owned or borrowed `File`s now and then (opened by
+/// the test); the others by path, so that the reader opens them.
+fn queue_of(i: usize, spec: &FileSpec) -> Queue {
+    let f = &spec.faults;
+    if f.open_error.is_some() || !f.open_delay.is_zero() {
+        return Queue::Path;
+    }
+    match i % 5 {
+        1 => Queue::Owned,
+        3 => Queue::Borrowed,
+        _ => Queue::Path,
+    }
+}
+
+/// What reading one file gave.
+#[derive(Debug, Default)]
+struct Got {
+    /// Its bytes, up to its error if it had one.
+    bytes: Vec<u8>,
+    error: Option<io::Error>,
+    /// Whether the error came out of queuing it rather than reading it.
+    at_queue: bool,
+    /// After an error from reading: whether reading again failed again.
+    error_kept: bool,
+}
+
+/// Reads every file with the documented loop, keeping each file's bytes up to its error.
+fn scan(paths: &[PathBuf], queue: &[Queue], b: ReaderBuilder) -> Vec<Got> {
+    let borrowed: Vec<Option<File>> = queue
+        .iter()
+        .zip(paths)
+        .map(|(q, p)| (*q == Queue::Borrowed).then(|| File::open(p).unwrap()))
+        .collect();
+    let mut r = b.build().unwrap();
+    let mut got: Vec<Got> = paths.iter().map(|_| Got::default()).collect();
+    let mut order = Vec::new();
+    for (i, path) in paths.iter().enumerate() {
+        let queued = match queue[i] {
+            Queue::Path => r.add_path_to_prefetch(path),
+            Queue::Owned => r.add_owned_file_to_prefetch(File::open(path).unwrap(), u64::MAX),
+            Queue::Borrowed => r.add_file_to_prefetch(borrowed[i].as_ref().unwrap(), u64::MAX),
+        };
+        match queued {
+            Ok(()) => order.push(i),
+            Err(e) => {
+                got[i].error = Some(e);
+                got[i].at_queue = true;
+            }
+        }
+    }
+    for (k, &i) in order.iter().enumerate() {
+        if k > 0 {
+            assert!(r.move_to_next_file().unwrap(), "file {i} is queued");
+        }
+        let g = &mut got[i];
+        if let Err(e) = r.read_to_end(&mut g.bytes) {
+            g.error = Some(e);
+            g.error_kept = r.read(&mut [0; 64]).is_err();
+        }
+    }
+    assert!(!r.move_to_next_file().unwrap(), "a file past the last");
+    got
+}
+
+/// Checks what reading file `i` gave against what its faults allow.
+#[track_caller]
+fn check_file(m: &FaultMount, i: usize, got: &Got, what: &str) {
+    let spec = m.spec(i);
+    let f = &spec.faults;
+    let what = format!("{what}: file {i} ({spec:?})");
+    // Whatever happened, every byte that came out is the file's own, at its own offset; but
+    // past a short reply (a shrunk file's replies past its new end are short) the kernel may
+    // hand out the zeros it put in place of what the reply left out (see the shrink and
+    // short-reply tests).
+    let len = got.bytes.len();
+    let exact = match (f.short_replies, f.resize_to) {
+        (Some(_), _) => 0,
+        (None, Some(to)) if to < spec.size => len.min(to as usize),
+        _ => len,
+    };
+    let own = m.bytes(i, 0, len);
+    assert_bytes_eq(&got.bytes[..exact], &own[..exact], &what);
+    assert_own_or_zero(&got.bytes[exact..], &own[exact..], &what);
+    let path = m.path(i).display().to_string();
+    if let Some(errno) = f.open_error {
+        let e = got
+            .error
+            .as_ref()
+            .unwrap_or_else(|| panic!("{what}: opened"));
+        assert_names(e, &path);
+        assert_eq!(e.raw_os_error(), None, "{what}: {e}");
+        let inner = inner_error(e).unwrap();
+        assert!(
+            matches!(inner, readahead::Error::Open { source, .. }
+                if source.raw_os_error() == Some(i32::from(errno))),
+            "{what}: {inner:?}"
+        );
+        return;
+    }
+    if let Some(at) = f.eio_at.filter(|&at| at < spec.final_size()) {
+        let e = got.error.as_ref().unwrap_or_else(|| panic!("{what}: read"));
+        check_read_error(e, at, got, &path, &what);
+        return;
+    }
+    if let Some(e) = &got.error {
+        panic!("{what}: {e}");
+    }
+    let len = len as u64;
+    match f.resize_to {
+        Some(to) if to < spec.size => assert!((to..=spec.size).contains(&len), "{what}: {len}"),
+        Some(to) => assert!((spec.size..=to).contains(&len), "{what}: grew, {len} bytes"),
+        None if f.short_replies.is_some() => assert!(len <= spec.size, "{what}: {len} bytes"),
+        None => assert_eq!(len, spec.size, "{what}"),
+    }
+}
+
+/// Asserts every byte of `got` is that of `want` or a zero.
+#[track_caller]
+fn assert_own_or_zero(got: &[u8], want: &[u8], what: &str) {
+    let bad = got.iter().zip(want).position(|(&g, &w)| g != w && g != 0);
+    assert_eq!(bad, None, "{what}: a byte neither its own nor zero");
+}
+
+/// Checks a read error from `EIO` at offset `at`: it names the path and the offset of the
+/// failed read, at or before `at`, and no byte from that offset on came out.
+#[track_caller]
+fn check_read_error(e: &io::Error, at: u64, got: &Got, path: &str, what: &str) {
+    assert!(!got.at_queue, "{what}: queuing failed: {e}");
+    assert_names(e, path);
+    let Some(readahead::Error::Read { offset, source, .. }) = inner_error(e) else {
+        panic!("{what}: not a read error: {e:?}");
+    };
+    assert_eq!(source.raw_os_error(), Some(libc::EIO), "{what}: {e}");
+    assert!(*offset <= at, "{what}: failed at {offset}, after {at}");
+    assert_names(e, &format!("at offset {offset}"));
+    assert!(
+        got.bytes.len() as u64 <= *offset,
+        "{what}: {} bytes before a read at {offset} failed",
+        got.bytes.len()
+    );
+    assert!(got.error_kept, "{what}: the error went away: {e}");
+}
+
+/// Mounts `files` afresh for each setup, scans them, checks every file (see [`check_file`]),
+/// and that descriptors and the mount come back. Returns the mounts' stats, summed, or `None`
+/// where FUSE is not available (the reason is printed).
+fn run(what: &str, files: &[FileSpec], setups: Vec<Setup>) -> Option<fusefs::FsStats> {
+    let mut total = fusefs::FsStats::default();
+    for setup in setups {
+        let m = match FaultMount::new(files.to_vec(), setup.serve) {
+            Ok(m) => m,
+            Err(why) => {
+                eprintln!("{what}: skipped: {why}");
+                return None;
+            }
+        };
+        let name = format!("{what} {setup:?}");
+        let (paths, b) = (m.paths(), setup.builder());
+        let queue: Vec<Queue> = files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| queue_of(i, f))
+            .collect();
+        let got = within(LIMIT, &name, move || scan(&paths, &queue, b));
+        for (i, g) in got.iter().enumerate() {
+            check_file(&m, i, g, &name);
+        }
+        let stats = m.stats();
+        assert_eq!(m.open_fds(), 0, "{name}: descriptors left under the mount");
+        let dir = m.dir().to_path_buf();
+        m.unmount()
+            .unwrap_or_else(|e| panic!("{name}: unmount: {e}"));
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+        assert!(
+            !mounts.contains(&*dir.to_string_lossy()),
+            "{name}: still mounted"
+        );
+        total = add_stats(total, stats);
+    }
+    Some(total)
+}
+
+fn add_stats(a: fusefs::FsStats, b: fusefs::FsStats) -> fusefs::FsStats {
+    fusefs::FsStats {
+        opens: a.opens + b.opens,
+        releases: a.releases + b.releases,
+        reads: a.reads + b.reads,
+        eio_replies: a.eio_replies + b.eio_replies,
+        slow_reads: a.slow_reads + b.slow_reads,
+        short_replies: a.short_replies + b.short_replies,
+    }
+}
+
+/// `n` files of sizes that cycle through a few awkward ones (empty, under a page, unaligned,
+/// several reads long).
+fn sizes(n: usize) -> Vec<FileSpec> {
+    const SIZES: [u64; 7] = [70_001, 4096, 0, 150_000, 1, 33_333, 65_536];
+    (0..n)
+        .map(|i| FileSpec::new(SIZES[i % SIZES.len()]))
+        .collect()
+}
+
+#[test]
+fn clean_files_read_exactly() {
+    run("clean", &sizes(20), all_setups());
+}
+
+#[test]
+fn eio_mid_file_fails_that_file_alone() {
+    let mut files = sizes(24);
+    let eio = |at| Faults {
+        eio_at: Some(at),
+        ..Faults::default()
+    };
+    // By path, owned and borrowed; at the first byte, mid-file, at the last byte.
+    for (i, at) in [
+        (0, 0),
+        (3, 40_000),
+        (6, 60_000),
+        (10, 149_999),
+        (13, 65_535),
+        (15, 4095),
+    ] {
+        assert!(at < files[i].size, "file {i}");
+        files[i].faults = eio(at);
+    }
+    let Some(stats) = run("eio", &files, all_setups()) else {
+        return;
+    };
+    assert!(stats.eio_replies > 0, "{stats:?}");
+}
+
+#[test]
+fn latency_on_every_read_and_one_very_slow_read() {
+    let mut files = sizes(16);
+    for f in &mut files {
+        f.faults.latency = Duration::from_millis(1);
+    }
+    files[3].faults.slow_read = Some((100_000, Duration::from_millis(100)));
+    let setups = all_setups();
+    let n = setups.len() as u64;
+    let start = Instant::now();
+    let Some(stats) = run("latency", &files, setups) else {
+        return;
+    };
+    assert_eq!(stats.slow_reads, n, "{stats:?}");
+    eprintln!("latency: {n} setups in {:?}", start.elapsed());
+}
+
+#[test]
+fn slow_and_failing_opens_fail_alone() {
+    let mut files = sizes(20);
+    for f in files.iter_mut().step_by(3) {
+        f.faults.open_delay = Duration::from_millis(5);
+    }
+    files[4].faults.open_error = Some(Errno::EACCES);
+    files[9].faults.open_error = Some(Errno::EIO);
+    files[10].faults.open_error = Some(Errno::ENOENT);
+    files[12].faults.open_delay = Duration::from_millis(100);
+    run("opens", &files, all_setups());
+}
+
+/// A file that grows after the reader's `fstat` reads at least to its old size, at most to
+/// its new one.
+#[test]
+fn files_that_grow_between_getattr_and_read() {
+    let mut files = sizes(14);
+    for (i, to) in [(0, 100_000), (2, 5), (4, 8192), (6, 200_000), (11, 70_000)] {
+        files[i].faults.resize_to = Some(to);
+    }
+    run("grow", &files, all_setups());
+}
+
+/// A file that shrinks after the reader's `fstat` reads exactly to its new size, then maybe
+/// zeros up to its old size: the reads past the new end get short replies, and the kernel
+/// fills the rest of their pages with zeros. When two replies race, it may take the later end
+/// for the size and hand those zeros out: plain `read(2)` after `posix_fadvise(WILLNEED)` does
+/// it too (about once in 200 fresh mounts here). So only page-cache mode, read buffered, and
+/// the shrinking files come after 300 KiB of others, so that the reader's 256 KiB pool is full
+/// of other bytes by then and a stale byte would not be a zero.
+#[test]
+fn files_that_shrink_between_getattr_and_read() {
+    let mut files = sizes(14);
+    for (i, to) in [(7, 10_000), (8, 0), (10, 1), (12, 33_332), (13, 4096)] {
+        files[i].faults.resize_to = Some(to);
+    }
+    run("shrink", &files, setups(&[false], &[Serve::PageCache]));
+}
+
+/// In page-cache mode the kernel takes a short reply as the end of the file, but fills the
+/// rest of the reply's pages with zeros (FUSE's contract: "the rest of the data will be
+/// substituted with zeroes"), and since the file's size is asked again each time, reads after
+/// it can return those zeros, with either backend. So a file with short replies may read
+/// short, or with zeros where a reply was cut; never with a byte of another file or a stale
+/// one. The short files come after 300 KiB of others, so that the reader's 256 KiB pool is
+/// full of other bytes by then and a stale byte would not be a zero.
+#[test]
+fn short_replies_in_page_cache_mode() {
+    let mut files = sizes(14);
+    for (i, short) in [(7, 3000), (10, 4096), (12, 1), (13, 8192)] {
+        files[i].faults.short_replies = Some(short);
+    }
+    let Some(stats) = run("short", &files, setups(&[false], &[Serve::PageCache])) else {
+        return;
+    };
+    assert!(stats.short_replies > 0, "{stats:?}");
+}
+
+/// Hundreds of files queued at once, with every fault at random: what each file may read as
+/// depends on its faults alone, whatever its neighbours do.
+#[test]
+fn many_files_with_random_faults() {
+    let seed = 11;
+    let page_cache = setups(&[false], &[Serve::PageCache]);
+    if run(
+        "random",
+        &random_files(300, 64 << 10, seed, true),
+        page_cache,
+    )
+    .is_none()
+    {
+        return;
+    }
+    let (slow_eof, others): (Vec<Setup>, Vec<Setup>) = all_setups()
+        .into_iter()
+        .filter(|s| s.direct || s.serve == Serve::DirectIo)
+        .partition(|s| s.backend == Backend::IoUring && s.direct && s.serve == Serve::DirectIo);
+    let mut files = random_files(300, 64 << 10, seed + 1, false);
+    run("random", &files, others);
+    // io_uring asks again for the end of each file up to 128 times there (see
+    // `common::fusefs`): the same files without latency, to keep the test short.
+    for f in &mut files {
+        f.faults.latency = Duration::ZERO;
+    }
+    run("random", &files, slow_eof);
+}
+
+/// Dropping a reader while a very slow read is in flight waits for it and leaves nothing
+/// behind; a new reader then scans the same files exactly.
+#[test]
+fn dropping_with_a_slow_read_in_flight_then_scanning_again() {
+    let slow = Duration::from_millis(150);
+    for setup in all_setups() {
+        let mut files = sizes(12);
+        files[1].faults.slow_read = Some((0, slow));
+        let m = match FaultMount::new(files.clone(), setup.serve) {
+            Ok(m) => std::sync::Arc::new(m),
+            Err(why) => return eprintln!("skipped: {why}"),
+        };
+        let name = format!("drop {setup:?}");
+        let (m2, b) = (m.clone(), setup.builder());
+        let in_flight = within(LIMIT, &name, move || {
+            let mut r = reader_over(b, m2.paths());
+            // io_uring reads ahead as the consumer calls in: read file 0 slowly until the
+            // read-ahead reaches file 1, then give the read a moment to reach the filesystem.
+            // Sync reads ahead only through the kernel's readahead, which a direct-I/O
+            // filesystem has none of.
+            let start = Instant::now();
+            let mut more = true;
+            while setup.backend == Backend::IoUring
+                && m2.stats().slow_reads == 0
+                && start.elapsed() < Duration::from_secs(2)
+            {
+                if more {
+                    more = r.read(&mut [0; 100]).unwrap() > 0;
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            let in_flight = m2.stats().slow_reads == 1;
+            drop(r);
+            in_flight
+        });
+        if setup.backend == Backend::IoUring {
+            assert!(in_flight, "{name}: the slow read was never sent");
+        }
+        assert_eq!(m.open_fds(), 0, "{name}: descriptors left after the drop");
+        let m = std::sync::Arc::into_inner(m).unwrap();
+        let (paths, queue) = (m.paths(), vec![Queue::Path; files.len()]);
+        let got = within(LIMIT, &name, move || scan(&paths, &queue, setup.builder()));
+        for (i, g) in got.iter().enumerate() {
+            check_file(&m, i, g, &name);
+        }
+        assert_eq!(m.open_fds(), 0, "{name}: descriptors left");
+        m.unmount()
+            .unwrap_or_else(|e| panic!("{name}: unmount: {e}"));
+    }
+}
