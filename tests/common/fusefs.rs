@@ -22,9 +22,9 @@
 //! - In page-cache mode ([`Serve::PageCache`]) a short reply is taken as the end of the file:
 //!   the kernel shrinks its idea of the size, and drops data from reads in flight.
 //! - With [`Serve::DirectIo`] (or a reader's `O_DIRECT`) and io_uring, a short reply made
-//!   io_uring ask again at the original offset and hand out wrong bytes: a kernel quirk.
-//!   [`FaultMount::new`] therefore refuses short replies and shrinking files with
-//!   [`Serve::DirectIo`], and tests must read such files buffered.
+//!   io_uring ask again at the original offset and hand out wrong bytes: a kernel quirk. Tests
+//!   of short replies and shrinking files (whose reads past the new end are short) must read
+//!   them buffered in page-cache mode, or without io_uring.
 //! - With [`Serve::DirectIo`] and a reader's `O_DIRECT` through io_uring, even the short reply
 //!   at a file's real end is asked again, up to 128 times, for the rest of the (4 KiB-aligned)
 //!   read. A reader that cuts at the file's size still reads it right, but pays
@@ -60,15 +60,9 @@ pub struct Faults {
     /// (the kernel's `getattr`) sees the old size, its reads the new one. Smaller shrinks it
     /// (the reads past the new end get short replies), larger grows it.
     pub resize_to: Option<u64>,
-    /// Every reply to a read carries at most this many bytes (page-cache mode only).
+    /// Every reply to a read carries at most this many bytes (not through io_uring with
+    /// [`Serve::DirectIo`] or `O_DIRECT`: see the module docs).
     pub short_replies: Option<u32>,
-}
-
-impl Faults {
-    /// Whether any fault makes a short reply before the file's end (see the module docs).
-    fn replies_short(&self, size: u64) -> bool {
-        self.short_replies.is_some() || self.resize_to.is_some_and(|to| to < size)
-    }
 }
 
 /// One file of the filesystem.
@@ -474,17 +468,7 @@ impl FaultMount {
     /// Why it cannot be mounted here (no `/dev/fuse`, mounting refused), for the caller to
     /// print and skip.
     ///
-    /// # Panics
-    ///
-    /// If a file that replies short ([`Faults::short_replies`], or shrinks) is served with
-    /// [`Serve::DirectIo`]: io_uring returns wrong bytes there (see the module docs).
     pub fn new(files: Vec<FileSpec>, serve: Serve) -> Result<FaultMount, String> {
-        for (i, f) in files.iter().enumerate() {
-            assert!(
-                serve == Serve::PageCache || !f.faults.replies_short(f.size),
-                "file {i} replies short, which only page-cache mode handles"
-            );
-        }
         if !Path::new("/dev/fuse").exists() {
             return Err("no /dev/fuse here".into());
         }
@@ -530,6 +514,11 @@ impl FaultMount {
             dir,
             tempdir: Some(tempdir),
         })
+    }
+
+    /// How it answers opens.
+    pub fn serve(&self) -> Serve {
+        self.state.serve
     }
 
     /// The mount point.
