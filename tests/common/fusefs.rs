@@ -167,6 +167,21 @@ pub struct FsStats {
     pub short_replies: u64,
 }
 
+impl std::ops::Add for FsStats {
+    type Output = FsStats;
+
+    fn add(self, o: FsStats) -> FsStats {
+        FsStats {
+            opens: self.opens + o.opens,
+            releases: self.releases + o.releases,
+            reads: self.reads + o.reads,
+            eio_replies: self.eio_replies + o.eio_replies,
+            slow_reads: self.slow_reads + o.slow_reads,
+            short_replies: self.short_replies + o.short_replies,
+        }
+    }
+}
+
 /// The name of the filesystem in `/proc/self/mounts`: a prefix of its own, then the id of the
 /// process that mounted it, so that a mount whose process is gone is known to be stale.
 const FS_NAME: &str = "readahead-faults";

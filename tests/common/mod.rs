@@ -5,6 +5,7 @@
 //! Not every test file uses every helper.
 #![allow(dead_code)]
 
+pub mod fusecheck;
 pub mod fusefs;
 
 use std::fs::File;
