@@ -42,7 +42,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use common::fusecheck::{check_file, queue_of, scan, Got, Queue};
+use common::fusecheck::{assert_unmounts_clean, check_file, queue_of, scan, Got, Queue};
 use common::fusefs::{random_files, FaultMount, Serve};
 use prng::Prng;
 use readahead::{Backend, ReaderBuilder, SequentialFileReader};
@@ -289,15 +289,7 @@ fn fuse_round(s: &Settings, n: usize, seed: u64, what: &str, t: &mut Totals) -> 
     let failed = got.iter().filter(|g| g.error.is_some()).count();
     let bytes: usize = got.iter().map(|g| g.bytes.len()).sum();
     let stats = m.stats();
-    assert_eq!(m.open_fds(), 0, "{what}: descriptors under the mount");
-    let dir = m.dir().to_path_buf();
-    m.unmount()
-        .unwrap_or_else(|e| panic!("{what}: unmount: {e}"));
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
-    assert!(
-        !mounts.contains(&*dir.to_string_lossy()),
-        "{what}: still mounted"
-    );
+    assert_unmounts_clean(m, what);
     t.fuse_files += n as u64;
     t.fuse_failed += failed as u64;
     t.fuse_bytes += bytes as u64;

@@ -16,7 +16,7 @@ mod common;
 use std::io::Read;
 use std::time::{Duration, Instant};
 
-use common::fusecheck::{check_file, queue_of, scan, Queue};
+use common::fusecheck::{assert_unmounts_clean, check_file, queue_of, scan, Queue};
 use common::fusefs::{random_files, FaultMount, Faults, FileSpec, Serve};
 use common::*;
 use fuser::Errno;
@@ -99,15 +99,7 @@ fn run(what: &str, files: &[FileSpec], setups: Vec<Setup>) -> Option<fusefs::FsS
             check_file(&m, i, g, READ_SIZE, &name);
         }
         let stats = m.stats();
-        assert_eq!(m.open_fds(), 0, "{name}: descriptors left under the mount");
-        let dir = m.dir().to_path_buf();
-        m.unmount()
-            .unwrap_or_else(|e| panic!("{name}: unmount: {e}"));
-        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
-        assert!(
-            !mounts.contains(&*dir.to_string_lossy()),
-            "{name}: still mounted"
-        );
+        assert_unmounts_clean(m, &name);
         total = total + stats;
     }
     Some(total)
@@ -328,8 +320,6 @@ fn dropping_with_a_slow_read_in_flight_then_scanning_again() {
         for (i, g) in got.iter().enumerate() {
             check_file(&m, i, g, READ_SIZE, &name);
         }
-        assert_eq!(m.open_fds(), 0, "{name}: descriptors left");
-        m.unmount()
-            .unwrap_or_else(|e| panic!("{name}: unmount: {e}"));
+        assert_unmounts_clean(m, &name);
     }
 }

@@ -173,3 +173,18 @@ fn check_read_error(e: &io::Error, at: u64, got: &Got, read_size: usize, path: &
     );
     assert!(got.error_kept, "{what}: the error went away: {e}");
 }
+
+/// Asserts no descriptor of this process names a file under the mount, that it unmounts, and
+/// that `/proc/self/mounts` no longer lists it.
+#[track_caller]
+pub fn assert_unmounts_clean(m: FaultMount, what: &str) {
+    assert_eq!(m.open_fds(), 0, "{what}: descriptors left under the mount");
+    let dir = m.dir().to_path_buf();
+    m.unmount()
+        .unwrap_or_else(|e| panic!("{what}: unmount: {e}"));
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    assert!(
+        !mounts.contains(&*dir.to_string_lossy()),
+        "{what}: still mounted"
+    );
+}
