@@ -642,12 +642,22 @@ pub fn unmount_stale() {
         else {
             continue;
         };
-        if Path::new("/proc").join(pid).exists() {
+        if alive(pid) {
             continue;
         }
         detach(Path::new(&dir));
         let _ = std::fs::remove_dir(&dir);
     }
+}
+
+/// Whether process `pid` is running: a zombie (killed, not yet reaped) no longer serves its
+/// mounts.
+fn alive(pid: &str) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    matches!(state, Some(s) if s != 'Z' && s != 'X')
 }
 
 /// Unmounts `dir` lazily: at once from the namespace, for good once nothing uses it.
