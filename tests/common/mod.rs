@@ -5,6 +5,9 @@
 //! Not every test file uses every helper.
 #![allow(dead_code)]
 
+pub mod fusecheck;
+pub mod fusefs;
+
 use std::fs::File;
 use std::io::{self, BufRead, Read};
 use std::path::{Path, PathBuf};
@@ -79,7 +82,9 @@ pub fn next_seed() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-fn splitmix64(mut x: u64) -> u64 {
+/// SplitMix64's output function: a well-mixed hash of `x`, and consecutive `x` give a good
+/// pseudo-random sequence.
+pub fn splitmix64(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -89,16 +94,24 @@ fn splitmix64(mut x: u64) -> u64 {
 /// `len` bytes that depend on `seed` and on their position: every 8-byte word is a hash of
 /// (seed, word index), so bytes from another file or another offset do not match.
 pub fn content(seed: u64, len: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(len + 8);
+    content_at(seed, 0, len)
+}
+
+/// The `len` bytes of [`content`]`(seed, ..)` that start at `offset`, without making those
+/// before it: what a file of that content holds at `offset`.
+pub fn content_at(seed: u64, offset: u64, len: usize) -> Vec<u8> {
+    let skip = (offset % 8) as usize;
+    let mut out = Vec::with_capacity(skip + len + 8);
     let base = splitmix64(seed);
-    let mut word = 0u64;
-    while out.len() < len {
+    let mut word = offset / 8;
+    while out.len() < skip + len {
         out.extend_from_slice(
             &splitmix64(base ^ word.wrapping_mul(0xD6E8_FEB8_6659_FD93)).to_le_bytes(),
         );
         word += 1;
     }
-    out.truncate(len);
+    out.truncate(skip + len);
+    out.drain(..skip);
     out
 }
 
@@ -424,4 +437,29 @@ pub fn run_in_child(test: &str, env: &str, value: &str) {
         "the child did not run {test} to its end\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
     eprint!("{stderr}");
+}
+
+/// Runs `f` on a thread of its own and returns what it returns, or panics if it takes longer
+/// than `limit`, naming `what`: a reader that never returns then fails its test instead of
+/// hanging the suite (the stuck thread is left behind). A panic in `f` is passed on.
+#[track_caller]
+pub fn within<T: Send + 'static>(
+    limit: std::time::Duration,
+    what: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        let out = f();
+        let _ = tx.send(());
+        out
+    });
+    match rx.recv_timeout(limit) {
+        Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => thread
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("{what}: no answer in {limit:?}")
+        }
+    }
 }

@@ -1,0 +1,190 @@
+//! Scanning the fault filesystem ([`super::fusefs`]) with a reader, and checking each file by
+//! what its faults allow: shared by the FUSE tests and the soak example.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::PathBuf;
+
+use readahead::ReaderBuilder;
+
+use super::fusefs::{FaultMount, FileSpec, Serve};
+use super::{assert_bytes_eq, assert_names, inner_error};
+
+/// How a file is queued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Queue {
+    Path,
+    Owned,
+    Borrowed,
+}
+
+/// Files whose open is fine are queued as owned or borrowed `File`s now and then (opened by
+/// the test); the others by path, so that the reader opens them.
+pub fn queue_of(i: usize, spec: &FileSpec) -> Queue {
+    let f = &spec.faults;
+    if f.open_error.is_some() || !f.open_delay.is_zero() {
+        return Queue::Path;
+    }
+    match i % 5 {
+        1 => Queue::Owned,
+        3 => Queue::Borrowed,
+        _ => Queue::Path,
+    }
+}
+
+/// What reading one file gave.
+#[derive(Debug, Default)]
+pub struct Got {
+    /// Its bytes, up to its error if it had one.
+    pub bytes: Vec<u8>,
+    pub error: Option<io::Error>,
+    /// Whether the error came out of queuing it rather than reading it.
+    pub at_queue: bool,
+    /// After an error from reading: whether reading again failed again.
+    pub error_kept: bool,
+}
+
+/// Reads every file with the documented loop, keeping each file's bytes up to its error.
+pub fn scan(paths: &[PathBuf], queue: &[Queue], b: ReaderBuilder) -> Vec<Got> {
+    let borrowed: Vec<Option<File>> = queue
+        .iter()
+        .zip(paths)
+        .map(|(q, p)| (*q == Queue::Borrowed).then(|| File::open(p).unwrap()))
+        .collect();
+    let mut r = b.build().unwrap();
+    let mut got: Vec<Got> = paths.iter().map(|_| Got::default()).collect();
+    let mut order = Vec::new();
+    for (i, path) in paths.iter().enumerate() {
+        let queued = match queue[i] {
+            Queue::Path => r.add_path_to_prefetch(path),
+            Queue::Owned => r.add_owned_file_to_prefetch(File::open(path).unwrap(), u64::MAX),
+            Queue::Borrowed => r.add_file_to_prefetch(borrowed[i].as_ref().unwrap(), u64::MAX),
+        };
+        match queued {
+            Ok(()) => order.push(i),
+            Err(e) => {
+                got[i].error = Some(e);
+                got[i].at_queue = true;
+            }
+        }
+    }
+    for (k, &i) in order.iter().enumerate() {
+        if k > 0 {
+            assert!(r.move_to_next_file().unwrap(), "file {i} is queued");
+        }
+        let g = &mut got[i];
+        if let Err(e) = r.read_to_end(&mut g.bytes) {
+            g.error = Some(e);
+            g.error_kept = r.read(&mut [0; 64]).is_err();
+        }
+    }
+    assert!(!r.move_to_next_file().unwrap(), "a file past the last");
+    got
+}
+
+/// Checks what reading file `i` gave against what its faults allow, for a reader whose
+/// largest read is `read_size`.
+#[track_caller]
+pub fn check_file(m: &FaultMount, i: usize, got: &Got, read_size: usize, what: &str) {
+    let spec = m.spec(i);
+    let f = &spec.faults;
+    let what = format!("{what}: file {i} ({spec:?})");
+    // Whatever happened, every byte that came out is the file's own, at its own offset; but
+    // past a short reply (a shrunk file's replies past its new end are short) the kernel may
+    // hand out the zeros it put in place of what the reply left out (see the shrink and
+    // short-reply tests).
+    let len = got.bytes.len();
+    let page_cache = m.serve() == Serve::PageCache;
+    let exact = match (f.short_replies, f.resize_to) {
+        (Some(_), _) if page_cache => 0,
+        (None, Some(to)) if to < spec.size && page_cache => len.min(to as usize),
+        _ => len,
+    };
+    let own = m.bytes(i, 0, len);
+    assert_bytes_eq(&got.bytes[..exact], &own[..exact], &what);
+    assert_own_or_zero(&got.bytes[exact..], &own[exact..], &what);
+    let path = m.path(i).display().to_string();
+    if let Some(errno) = f.open_error {
+        let e = got
+            .error
+            .as_ref()
+            .unwrap_or_else(|| panic!("{what}: opened"));
+        assert_names(e, &path);
+        assert_eq!(e.raw_os_error(), None, "{what}: {e}");
+        let inner = inner_error(e).unwrap();
+        assert!(
+            matches!(inner, readahead::Error::Open { source, .. }
+                if source.raw_os_error() == Some(i32::from(errno))),
+            "{what}: {inner:?}"
+        );
+        return;
+    }
+    if let Some(at) = f.eio_at.filter(|&at| at < spec.final_size()) {
+        let e = got.error.as_ref().unwrap_or_else(|| panic!("{what}: read"));
+        check_read_error(e, at, got, read_size, &path, &what);
+        return;
+    }
+    if let Some(e) = &got.error {
+        panic!("{what}: {e}");
+    }
+    let len = len as u64;
+    match f.resize_to {
+        Some(to) if to < spec.size && page_cache => {
+            assert!((to..=spec.size).contains(&len), "{what}: {len} bytes")
+        }
+        Some(to) if to < spec.size => assert_eq!(len, to, "{what}: shrunk"),
+        Some(to) => assert!((spec.size..=to).contains(&len), "{what}: grew, {len} bytes"),
+        None if f.short_replies.is_some() && page_cache => {
+            assert!(len <= spec.size, "{what}: {len} bytes")
+        }
+        None => assert_eq!(len, spec.size, "{what}"),
+    }
+}
+
+/// Asserts every byte of `got` is that of `want` or a zero.
+#[track_caller]
+pub fn assert_own_or_zero(got: &[u8], want: &[u8], what: &str) {
+    let bad = got.iter().zip(want).position(|(&g, &w)| g != w && g != 0);
+    assert_eq!(bad, None, "{what}: a byte neither its own nor zero");
+}
+
+/// Checks a read error from `EIO` at offset `at`: it names the path and the offset of the
+/// failed read (one that covers `at`, or its page), every byte before that offset came out,
+/// and none from it on.
+#[track_caller]
+fn check_read_error(e: &io::Error, at: u64, got: &Got, read_size: usize, path: &str, what: &str) {
+    assert!(!got.at_queue, "{what}: queuing failed: {e}");
+    assert_names(e, path);
+    let Some(readahead::Error::Read { offset, source, .. }) = inner_error(e) else {
+        panic!("{what}: not a read error: {e:?}");
+    };
+    assert_eq!(source.raw_os_error(), Some(libc::EIO), "{what}: {e}");
+    // In page-cache mode the kernel fills whole pages, so a read fails from the page of `at`.
+    let page = at / 4096 * 4096;
+    assert!(
+        *offset <= at && offset + read_size as u64 > page,
+        "{what}: the read at {offset} failed, not one over the page of {at}"
+    );
+    assert_names(e, &format!("at offset {offset}"));
+    assert_eq!(
+        got.bytes.len() as u64,
+        *offset,
+        "{what}: the bytes before the failed read, and none from it"
+    );
+    assert!(got.error_kept, "{what}: the error went away: {e}");
+}
+
+/// Asserts no descriptor of this process names a file under the mount, that it unmounts, and
+/// that `/proc/self/mounts` no longer lists it.
+#[track_caller]
+pub fn assert_unmounts_clean(m: FaultMount, what: &str) {
+    assert_eq!(m.open_fds(), 0, "{what}: descriptors left under the mount");
+    let dir = m.dir().to_path_buf();
+    m.unmount()
+        .unwrap_or_else(|e| panic!("{what}: unmount: {e}"));
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    assert!(
+        !mounts.contains(&*dir.to_string_lossy()),
+        "{what}: still mounted"
+    );
+}
