@@ -5,12 +5,15 @@
 //! (missing, a directory), `activate_file` (of a queued file, the partly read current one,
 //! one never queued), `move_to_next_file`, `read` into random-sized buffers, `read_exact`
 //! (within the file, to its end, past it), `fill_buf` + `consume` (of less than, exactly, or
-//! more than `fill_buf` returned), `read_to_end`, and then either the documented read loop or
-//! dropping the reader with reads in flight.
+//! more than `fill_buf` returned), `fill_buf_at_least` (from 1 byte to past the pool's size)
+//! + `consume`, `skip` (0, within the file, past its end), `read_to_end`, `rebind`, and then
+//! either the documented read loop or dropping the reader with reads in flight.
 //!
 //! A plain in-memory model (each queued file's expected bytes, or the path its error must
-//! name; a FIFO of them; the offset in the front one) predicts every byte, every end of file,
-//! every error and every `move_to_next_file` result. Each case runs on `Backend::Sync` and,
+//! name; a FIFO of them with their paths and positions in queuing order; the offset in the
+//! front one) predicts every byte, every end of file, every error, every
+//! `move_to_next_file` result, and after every step `file_offset`, `current_path` and
+//! `current_index`. Each case runs on `Backend::Sync` and,
 //! where the kernel allows it, `Backend::IoUring`, with a random pool and read size (down to
 //! the smallest the builder allows: a 4 KiB pool, 1-byte reads), queue depth, and direct I/O
 //! on some cases.
@@ -66,6 +69,24 @@ enum Want {
     Past(usize),
 }
 
+/// How many bytes a `fill_buf_at_least` asks for.
+#[derive(Debug, Clone, Copy)]
+enum AtLeast {
+    Bytes(usize),
+    /// The pool's size exactly: the most allowed.
+    Pool,
+    /// More than the pool holds: an `InvalidInput` error.
+    OverPool(usize),
+}
+
+/// How many bytes a `skip` passes over, relative to what is left of the file.
+#[derive(Debug, Clone, Copy)]
+enum SkipBy {
+    Bytes(u64),
+    /// What is left plus this many: past the end.
+    Past(u64),
+}
+
 /// How many bytes to `consume` after a `fill_buf`, relative to what it returned.
 #[derive(Debug, Clone, Copy)]
 enum Consume {
@@ -93,7 +114,11 @@ enum Step {
     Read(usize),
     ReadExact(Want),
     FillConsume(Consume),
+    FillAtLeast(AtLeast, Consume),
+    Skip(SkipBy),
     ReadToEnd,
+    /// `rebind`: the queue is emptied, positions count from 0 again.
+    Rebind,
 }
 
 #[derive(Debug, Clone)]
@@ -139,14 +164,34 @@ fn step() -> impl Strategy<Value = Step> {
             1 => (1..=10_000usize).prop_map(Want::Past),
         ]
         .prop_map(Step::ReadExact),
-        3 => prop_oneof![
-            (0..=5000usize).prop_map(Consume::Bytes),
-            Just(Consume::All),
-            (1..=5000usize).prop_map(Consume::Over),
-            Just(Consume::Max),
+        3 => consume().prop_map(Step::FillConsume),
+        3 => (at_least(), consume()).prop_map(|(n, c)| Step::FillAtLeast(n, c)),
+        2 => prop_oneof![
+            Just(SkipBy::Bytes(0)),
+            len().prop_map(|n| SkipBy::Bytes(n as u64)),
+            (0..=5000u64).prop_map(SkipBy::Past),
         ]
-        .prop_map(Step::FillConsume),
+        .prop_map(Step::Skip),
         1 => Just(Step::ReadToEnd),
+        1 => Just(Step::Rebind),
+    ]
+}
+
+fn at_least() -> impl Strategy<Value = AtLeast> {
+    prop_oneof![
+        4 => (1..=16usize).prop_map(AtLeast::Bytes),
+        4 => (1..=200 * KIB).prop_map(AtLeast::Bytes),
+        1 => Just(AtLeast::Pool),
+        1 => (1..=PAGE).prop_map(AtLeast::OverPool),
+    ]
+}
+
+fn consume() -> impl Strategy<Value = Consume> {
+    prop_oneof![
+        (0..=5000usize).prop_map(Consume::Bytes),
+        Just(Consume::All),
+        (1..=5000usize).prop_map(Consume::Over),
+        Just(Consume::Max),
     ]
 }
 
@@ -213,16 +258,33 @@ struct Entry {
     /// `(file, limit)` for a borrowed file: what `activate_file` matches on.
     identity: Option<(usize, u64)>,
     expect: Expect,
+    /// The path it was queued by, if it was.
+    path: Option<PathBuf>,
+    /// Its position among the files queued since the reader was built or rebound.
+    index: u64,
 }
 
-/// The model: the FIFO of queued files and the offset in the front one.
+/// The model: the FIFO of queued files, the offset in the front one, and how many files
+/// were queued since the reader was built or rebound.
 #[derive(Debug, Default)]
 struct Model {
     queue: VecDeque<Entry>,
     at: usize,
+    queued: u64,
 }
 
 impl Model {
+    /// Queues a file at the back.
+    fn push(&mut self, identity: Option<(usize, u64)>, expect: Expect, path: Option<&Path>) {
+        self.queue.push_back(Entry {
+            identity,
+            expect,
+            path: path.map(Path::to_path_buf),
+            index: self.queued,
+        });
+        self.queued += 1;
+    }
+
     fn front(&self) -> Option<&Expect> {
         self.queue.front().map(|e| &e.expect)
     }
@@ -288,11 +350,20 @@ fn run(case: &Case, fx: &Fixture, backend: Backend) {
         .build()
         .unwrap_or_else(|e| panic!("{name}: build: {e}"));
     let mut m = Model::default();
+    let pool = case.buffer_size.next_multiple_of(PAGE);
     for (n, step) in case.steps.iter().enumerate() {
         let what = format!("{name}: step {n} {step:?}");
-        apply(&mut r, &mut m, fx, &opened, step, &what);
+        if let Step::Rebind = step {
+            r = r.rebind().unwrap_or_else(|e| panic!("{what}: {e}"));
+            m = Model::default();
+        } else {
+            apply(&mut r, &mut m, (fx, pool), &opened, step, &what);
+        }
         let at = if m.rest().is_some() { m.at } else { 0 };
         assert_eq!(r.file_offset(), at as u64, "{what}: file_offset");
+        let front = m.queue.front();
+        assert_eq!(r.current_index(), front.map(|e| e.index), "{what}");
+        assert_eq!(r.current_path(), front.and_then(|e| e.path.as_deref()), "{what}");
     }
     if case.finish {
         check_rest(&mut r, &m, &name);
@@ -308,7 +379,7 @@ fn run(case: &Case, fx: &Fixture, backend: Backend) {
 fn apply<'a>(
     r: &mut SequentialFileReader<'a>,
     m: &mut Model,
-    fx: &Fixture,
+    (fx, pool): (&Fixture, usize),
     opened: &'a [File],
     step: &Step,
     what: &str,
@@ -316,39 +387,31 @@ fn apply<'a>(
     match *step {
         Step::AddPath(f) => {
             r.add_path_to_prefetch(&fx.dir.paths[f]).unwrap();
-            m.queue.push_back(Entry {
-                identity: None,
-                expect: Expect::Bytes(fx.bytes[f].clone()),
-            });
+            let expect = Expect::Bytes(fx.bytes[f].clone());
+            m.push(None, expect, Some(&fx.dir.paths[f]));
         }
         Step::AddOwned(f, l) => {
             let limit = l.of(fx.bytes[f].len());
             let file = File::open(&fx.dir.paths[f]).unwrap();
             r.add_owned_file_to_prefetch(file, limit).unwrap();
-            m.queue.push_back(Entry {
-                identity: None,
-                expect: Expect::Bytes(fx.cut(f, limit)),
-            });
+            m.push(None, Expect::Bytes(fx.cut(f, limit)), None);
         }
         Step::AddBorrowed(f, l) => {
             let limit = l.of(fx.bytes[f].len());
             r.add_file_to_prefetch(&opened[f], limit).unwrap();
-            m.queue.push_back(Entry {
-                identity: Some((f, limit)),
-                expect: Expect::Bytes(fx.cut(f, limit)),
-            });
+            m.push(Some((f, limit)), Expect::Bytes(fx.cut(f, limit)), None);
         }
         Step::AddMissing | Step::AddDirectory => {
             let missing = matches!(step, Step::AddMissing);
             let path = if missing { &fx.missing } else { &fx.directory };
             match r.add_path_to_prefetch(path) {
-                Ok(()) => m.queue.push_back(Entry {
-                    identity: None,
-                    expect: Expect::Fails {
+                Ok(()) => {
+                    let expect = Expect::Fails {
                         path: path.clone(),
                         missing,
-                    },
-                }),
+                    };
+                    m.push(None, expect, Some(path));
+                }
                 // Failing at queuing is allowed: then the path is not queued.
                 Err(e) => assert_fails_as(&e, path, missing, what),
             }
@@ -425,33 +488,47 @@ fn apply<'a>(
         }
         Step::FillConsume(c) => {
             let res = r.fill_buf();
-            let expect = m.rest().map(<[u8]>::to_vec);
-            let avail = match (expect, m.front()) {
-                (Some(rest), _) => {
-                    let avail = res.unwrap_or_else(|e| panic!("{what}: {e}"));
-                    assert_eq!(avail.is_empty(), rest.is_empty(), "{what}");
-                    assert!(avail.len() <= rest.len(), "{what}: past the end");
-                    assert_bytes_eq(avail, &rest[..avail.len()], what);
-                    avail.len()
+            let avail = check_filled(res, m, 1, what);
+            consume_filled(r, m, avail, c);
+        }
+        Step::FillAtLeast(n, c) => {
+            let n = match n {
+                AtLeast::Bytes(n) => n,
+                AtLeast::Pool => pool,
+                AtLeast::OverPool(extra) => pool + extra,
+            };
+            let res = r.fill_buf_at_least(n);
+            if n > pool {
+                let e = res.expect_err("more than the pool holds");
+                assert_eq!(e.kind(), ErrorKind::InvalidInput, "{what}: {e}");
+                return;
+            }
+            let avail = check_filled(res, m, n, what);
+            consume_filled(r, m, avail, c);
+        }
+        Step::Skip(by) => {
+            let left = m.rest().map_or(0, <[u8]>::len) as u64;
+            let n = match by {
+                SkipBy::Bytes(n) => n,
+                SkipBy::Past(extra) => left + extra,
+            };
+            let res = r.skip(n);
+            match (m.rest(), m.front()) {
+                (Some(_), _) => {
+                    let skipped = res.unwrap_or_else(|e| panic!("{what}: skip({n}): {e}"));
+                    assert_eq!(skipped, n.min(left), "{what}");
+                    m.at += skipped as usize;
                 }
-                (None, Some(Expect::Fails { path, missing })) => {
-                    assert_fails_as(&res.unwrap_err(), path, *missing, what);
-                    0
-                }
+                (None, Some(Expect::Fails { path, missing })) => match res {
+                    Err(e) => assert_fails_as(&e, path, *missing, what),
+                    // Skipping nothing may succeed rather than fail, as reading nothing may.
+                    Ok(0) if n == 0 => {}
+                    Ok(k) => panic!("{what}: skipped {k} bytes of a bad file"),
+                },
                 (None, _) => unreachable!(),
-            };
-            let amt = match c {
-                Consume::Bytes(n) => n,
-                Consume::All => avail,
-                Consume::Over(extra) => avail + extra,
-                Consume::Max => usize::MAX,
-            };
-            // Documented: `consume` clamps to what `fill_buf` returned.
-            r.consume(amt);
-            if m.rest().is_some() {
-                m.at += amt.min(avail);
             }
         }
+        Step::Rebind => unreachable!("run rebinds"),
         Step::ReadToEnd => {
             let mut v = b"before".to_vec();
             let res = r.read_to_end(&mut v);
@@ -470,6 +547,45 @@ fn apply<'a>(
                 (None, _) => unreachable!(),
             }
         }
+    }
+}
+
+/// Checks what `fill_buf` or `fill_buf_at_least(at_least)` returned against the model: at
+/// least `at_least` bytes of the file's rest, or all of it; its length (0 for a bad file).
+fn check_filled(res: std::io::Result<&[u8]>, m: &Model, at_least: usize, what: &str) -> usize {
+    match (m.rest(), m.front()) {
+        (Some(rest), _) => {
+            let avail = res.unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert!(avail.len() <= rest.len(), "{what}: past the end");
+            assert!(
+                avail.len() >= at_least.min(rest.len()),
+                "{what}: {} bytes of {} left",
+                avail.len(),
+                rest.len()
+            );
+            assert_bytes_eq(avail, &rest[..avail.len()], what);
+            avail.len()
+        }
+        (None, Some(Expect::Fails { path, missing })) => {
+            assert_fails_as(&res.unwrap_err(), path, *missing, what);
+            0
+        }
+        (None, _) => unreachable!(),
+    }
+}
+
+/// Consumes, as `c` says, after a fill that returned `avail` bytes.
+fn consume_filled(r: &mut SequentialFileReader<'_>, m: &mut Model, avail: usize, c: Consume) {
+    let amt = match c {
+        Consume::Bytes(n) => n,
+        Consume::All => avail,
+        Consume::Over(extra) => avail + extra,
+        Consume::Max => usize::MAX,
+    };
+    // Documented: `consume` clamps to what the fill returned.
+    r.consume(amt);
+    if m.rest().is_some() {
+        m.at += amt.min(avail);
     }
 }
 
@@ -492,10 +608,7 @@ fn activate<'a>(
         }
         None => {
             m.queue.clear();
-            m.queue.push_back(Entry {
-                identity: Some((f, limit)),
-                expect: Expect::Bytes(fx.cut(f, limit)),
-            });
+            m.push(Some((f, limit)), Expect::Bytes(fx.cut(f, limit)), None);
         }
     }
     m.at = 0;
