@@ -6,7 +6,7 @@
 //! one never queued), `move_to_next_file`, `read` into random-sized buffers, `read_exact`
 //! (within the file, to its end, past it), `fill_buf` + `consume` (of less than, exactly, or
 //! more than `fill_buf` returned), `fill_buf_at_least` (from 1 byte to past the pool's size)
-//! + `consume`, `skip` (0, within the file, past its end), `read_to_end`, `rebind`, and then
+//! then `consume`, `skip` (0, within the file, past its end), `read_to_end`, `rebind`, then
 //! either the documented read loop or dropping the reader with reads in flight.
 //!
 //! A plain in-memory model (each queued file's expected bytes, or the path its error must
