@@ -261,12 +261,13 @@ pub fn json_line(out: &Outcome) -> String {
     }
     if let Some(s) = &out.stats {
         line += &format!(
-            ",\"reads\":{},\"waits\":{},\"wait_seconds\":{:.6},\"peak_in_flight\":{},\"files_opened\":{}",
+            ",\"reads\":{},\"waits\":{},\"wait_seconds\":{:.6},\"peak_in_flight\":{},\"files_opened\":{},\"bytes_spilled\":{}",
             s.reads,
             s.waits,
             s.wait_time.as_secs_f64(),
             s.peak_in_flight,
-            s.files_opened
+            s.files_opened,
+            s.bytes_spilled
         );
     }
     line + "}"
@@ -294,11 +295,12 @@ pub fn summary(out: &Outcome) -> String {
     text += &format!("\n  checksum     {}", out.checksum);
     if let Some(s) = &out.stats {
         text += &format!(
-            "\n  reader       {} reads, {} waits ({:.4} s waiting), peak {} in flight",
+            "\n  reader       {} reads, {} waits ({:.4} s waiting), peak {} in flight, {} bytes spilled",
             s.reads,
             s.waits,
             s.wait_time.as_secs_f64(),
             s.peak_in_flight,
+            s.bytes_spilled,
         );
     }
     text

@@ -2,9 +2,9 @@
 //! validator's startup scan of its account storage does (see `accounts.rs` for the layout).
 //!
 //! The loop is written once, over [`RecordSource`]: at least `n` contiguous bytes of the
-//! current file, then `consume`. std's `BufReader` gets there through [`Spilling`], which
-//! copies a record that straddles the end of its buffer into a spill `Vec`: that is what a
-//! validator does today. The hashes are folded into a sum that does not depend on the order of
+//! current file, then `consume`. The reader is one as it is (`fill_buf_at_least`); std's
+//! `BufReader` gets there through [`Spilling`], which copies a record that straddles the end
+//! of its buffer into a spill `Vec`: that is what a validator does today. The hashes are folded into a sum that does not depend on the order of
 //! the records or the files ([`RecordSum`]), so that every backend and thread count agrees.
 
 use std::io::{self, BufRead};
@@ -101,26 +101,16 @@ impl<R: BufRead> RecordSource for Spilling<'_, R> {
     }
 }
 
-/// The reader as a record source: for now like std's, through `fill_buf` and a spill `Vec`.
-//
-// To be replaced by `fill_buf_at_least` (zero-copy) once the reader has it:
-//     impl RecordSource for SequentialFileReader<'_> {
-//         fn fill_at_least(&mut self, n: usize) -> io::Result<&[u8]> {
-//             self.fill_buf_at_least(n)
-//         }
-//         fn consume(&mut self, n: usize) {
-//             BufRead::consume(self, n)
-//         }
-//     }
-// with `OursSource` the reader itself and `ours` returning `reader`.
-pub type OursSource<'r, 'a> = Spilling<'r, &'r mut SequentialFileReader<'a>>;
+/// The reader as a record source: `fill_buf_at_least` returns a record in place, copying it
+/// only where it straddles the end of the pool (see `Stats::bytes_spilled`).
+impl RecordSource for SequentialFileReader<'_> {
+    fn fill_at_least(&mut self, n: usize) -> io::Result<&[u8]> {
+        self.fill_buf_at_least(n)
+    }
 
-/// The record source over the reader's current file.
-pub fn ours<'r, 'a>(
-    reader: &'r mut SequentialFileReader<'a>,
-    spill: &'r mut Vec<u8>,
-) -> OursSource<'r, 'a> {
-    Spilling::new(reader, spill)
+    fn consume(&mut self, n: usize) {
+        BufRead::consume(self, n)
+    }
 }
 
 /// The records of some files, hashed: how many, and the wrapping sum of the first 16 bytes of

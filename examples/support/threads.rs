@@ -100,6 +100,8 @@ fn sum_stats(a: Stats, b: Stats) -> Stats {
     let mut sum = a;
     sum.bytes_read += b.bytes_read;
     sum.bytes_consumed += b.bytes_consumed;
+    sum.bytes_spilled += b.bytes_spilled;
+    sum.bytes_skipped += b.bytes_skipped;
     sum.reads += b.reads;
     sum.short_reads += b.short_reads;
     sum.reads_offloaded += b.reads_offloaded;
@@ -133,13 +135,10 @@ fn ours(
         reader.add_path_to_prefetch(path).map_err(ring_error)?;
     }
     let consumer = opts.consumer();
-    let (mut tally, mut spill) = (Tally::new(consumer), Vec::new());
+    let mut tally = Tally::new(consumer);
     for (n, &(index, path)) in share.iter().enumerate() {
         let (bytes, result) = match consumer {
-            Consumer::Records => {
-                let source = &mut records::ours(&mut reader, &mut spill);
-                from_records(records::scan_file(source, bar))
-            }
+            Consumer::Records => from_records(records::scan_file(&mut reader, bar)),
             _ => consume_file(consumer, &mut reader, bar),
         };
         tally.record(index, bytes, result, path);

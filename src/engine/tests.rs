@@ -1086,3 +1086,52 @@ fn paths_the_source_opens_that_are_not_files_fail_alone() {
         assert_eq!(fds_under(&f.dir()), 0, "{order:?}");
     }
 }
+
+/// `fill_buf_at_least` over a pool of five pages read a page at a time, in every completion
+/// order: runs of every length up to the pool, from every position, come back exact; those
+/// straddling the pool's end (or a short read's gap) are copied, the others are not.
+#[test]
+fn runs_across_the_pool_end_are_spilled_exactly() {
+    let f = files(&[150_001, 9000]);
+    for order in ORDERS {
+        for n in [1, 100, 4095, 4096, 4097, 9000, 5 * 4096] {
+            let io = Scripted::new(|_| Act::Full).ordered(order);
+            let mut e = engine(io, 5 * 4096, 4096);
+            queue_paths(&mut e, &f);
+            let mut got = Vec::new();
+            loop {
+                let run = e.fill_buf_at_least(n).unwrap();
+                let left = f.data[0].len() - got.len();
+                assert!(run.len() >= n.min(left), "{order:?} n={n}: {}", run.len());
+                assert!(
+                    !run.contains(&POISON),
+                    "{order:?} n={n}: bytes no read wrote"
+                );
+                if run.is_empty() {
+                    break;
+                }
+                // Consume a little less than asked, so runs start everywhere.
+                let take = run.len().min(n.div_ceil(2) + 1);
+                got.extend_from_slice(&run[..take]);
+                e.consume(take);
+            }
+            assert!(got == f.data[0], "{order:?} n={n}: {} bytes", got.len());
+            let spilled = e.stats().bytes_spilled;
+            assert_eq!(spilled == 0, n == 1, "{order:?} n={n}: {spilled} spilled");
+            assert!(e.move_to_next_file().unwrap());
+            assert_exact(&read_all(&mut e), &f.data[1..]);
+            assert_pool_empty(&e);
+        }
+    }
+}
+
+#[test]
+fn a_run_larger_than_the_pool_is_refused_and_the_engine_goes_on() {
+    let f = files(&[50_000]);
+    let mut e = engine(Scripted::new(|_| Act::Full), 4 * 4096, 4096);
+    queue_paths(&mut e, &f);
+    let err = e.fill_buf_at_least(4 * 4096 + 1).unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+    assert_exact(&read_all(&mut e), &f.data);
+    assert_pool_empty(&e);
+}
