@@ -1,11 +1,13 @@
 //! Descriptors: opening queued paths ahead of the reads (through the backend where it can),
 //! the cap on descriptors held, running out of them, and closing what is done.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io;
 use std::mem;
 
 use super::Engine;
+use crate::consts::MAX_RETRIES;
 use crate::error::Error;
 use crate::io::{finish_open, Opened};
 use crate::source::Source;
@@ -20,6 +22,8 @@ pub(super) struct Opens {
     opened: Vec<(u64, Result<File, i32>)>,
     /// `max_open_files` as configured, once the cap was lowered.
     configured: Option<usize>,
+    /// Files whose opens failed with a passing error and were started again: how often.
+    retries: HashMap<u64, u32>,
 }
 
 impl Opens {
@@ -50,8 +54,10 @@ impl<'a> Engine<'a> {
         for (id, result) in opened.drain(..) {
             self.opens.in_flight -= 1;
             // A file moved past while it was being opened is closed here (dropped).
-            if let Some(idx) = self.queue.index_of(id) {
-                self.finish_open(idx, result);
+            match self.queue.index_of(id) {
+                Some(idx) if !self.retry_open(idx, &result) => self.finish_open(idx, result),
+                Some(_) => {}
+                None => _ = self.opens.retries.remove(&id),
             }
         }
         self.opens.opened = opened;
@@ -91,6 +97,30 @@ impl<'a> Engine<'a> {
         }
         self.queue.open_cursor = i;
         started
+    }
+
+    /// Starts the open of the file at `idx` again where it failed with a passing error
+    /// (`EINTR`, `EAGAIN`, or `ECANCELED`: the thread that submitted it exited while a
+    /// kernel worker held it), at most `MAX_RETRIES` times; whether it did.
+    fn retry_open(&mut self, idx: usize, result: &Result<File, i32>) -> bool {
+        let id = self.queue.get_mut(idx).expect("index from the queue").id;
+        let passing = matches!(result, Err(libc::EINTR | libc::EAGAIN | libc::ECANCELED));
+        let tries = self.opens.retries.entry(id).or_default();
+        if !passing || *tries >= MAX_RETRIES {
+            self.opens.retries.remove(&id);
+            return false;
+        }
+        *tries += 1;
+        self.stats.retries += 1;
+        self.queue
+            .get_mut(idx)
+            .expect("index from the queue")
+            .opening = false;
+        if !self.start_open(idx) {
+            // The backend cannot open it now: opened when it is needed, on this thread.
+            self.queue.open_cursor = self.queue.open_cursor.min(idx);
+        }
+        true
     }
 
     /// Takes the result of an open the backend did for the file at `idx`.
