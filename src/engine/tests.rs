@@ -1215,3 +1215,54 @@ fn einval_on_a_replaced_descriptor_reads_on_the_new_one() {
     assert!(direct > 1, "{direct} direct reads");
     assert_eq!(log.buffered_reopens.len(), 1);
 }
+#[test]
+fn a_short_direct_read_before_the_end_is_read_on() {
+    let f = files(&[100_000, 33_333, 5000]);
+    for short in [1, 100, 4095, 4097, 10_000] {
+        for order in ORDERS {
+            let what = format!("short {short}, order {order:?}");
+            let io = first_attempts(1, Act::Short(short)).ordered(order);
+            let log = io.log.clone();
+            let Some(mut e) = direct_engine(io, &f) else {
+                return;
+            };
+            queue_paths(&mut e, &f);
+            assert_exact(&read_all(&mut e), &f.data);
+            assert!(e.stats().short_reads > 0, "{what}");
+            assert_pool_empty(&e);
+            drop(e);
+            assert_eq!(fds_under(&f.dir()), 0, "{what}");
+            assert!(log.lock().unwrap().reads.iter().any(|c| c.direct), "{what}");
+        }
+    }
+}
+
+#[test]
+fn a_direct_file_replying_one_byte_at_a_time_reads_whole() {
+    let f = files(&[33_333, 9000]);
+    let Some(mut e) = direct_engine(Scripted::new(|_| Act::Short(1)), &f) else {
+        return;
+    };
+    queue_paths(&mut e, &f);
+    assert_exact(&read_all(&mut e), &f.data);
+    assert_pool_empty(&e);
+}
+
+#[test]
+fn a_direct_file_that_shrank_ends_where_its_reads_end() {
+    let f = files(&[50_000, 5000]);
+    // The file "shrinks" to 20,100 bytes: reads past that are short, then at its end.
+    let io = Scripted::new(|c| match c.offset {
+        o if o >= 20_100 => Act::Eof,
+        o if o + c.len as u64 > 20_100 => Act::Short((20_100 - o) as usize),
+        _ => Act::Full,
+    });
+    let Some(mut e) = direct_engine(io, &f) else {
+        return;
+    };
+    queue_paths(&mut e, &f);
+    let got = read_all(&mut e);
+    assert_eq!(got[0].as_ref().unwrap(), &f.data[0][..20_100]);
+    assert_eq!(got[1].as_ref().unwrap(), &f.data[1]);
+    assert_pool_empty(&e);
+}
