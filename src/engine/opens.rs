@@ -13,7 +13,7 @@ use crate::io::{finish_open, Opened};
 use crate::source::Source;
 
 /// Opens under way. (The cap on descriptors is `Limits::max_open`, lowered where the
-/// process runs out of them.)
+/// process runs out of them, and raised back step by step as opens go through again.)
 #[derive(Debug, Default)]
 pub(super) struct Opens {
     /// Opens the backend has started and not yet returned.
@@ -22,6 +22,9 @@ pub(super) struct Opens {
     opened: Vec<(u64, Result<File, i32>)>,
     /// `max_open_files` as configured, once the cap was lowered.
     configured: Option<usize>,
+    /// Files opened since the cap last changed: once as many as the cap went through, the
+    /// cap goes up by one (descriptors freed up), until it is back as configured.
+    opened_since: usize,
     /// Files whose opens failed with a passing error and were started again: how often.
     retries: HashMap<u64, u32>,
 }
@@ -199,6 +202,21 @@ impl<'a> Engine<'a> {
     fn lower_cap(&mut self, held: usize) {
         self.opens.configured.get_or_insert(self.limits.max_open);
         self.limits.max_open = held.max(1);
+        self.opens.opened_since = 0;
+    }
+
+    /// A file was opened: after as many opens as the cap allows went through, the cap,
+    /// if lowered, goes up by one, so that it recovers once descriptors free up (a cap
+    /// that is still too high costs one open failing with `EMFILE`, which lowers it again).
+    fn raise_cap(&mut self) {
+        let Some(configured) = self.opens.configured else {
+            return;
+        };
+        self.opens.opened_since += 1;
+        if self.opens.opened_since >= self.limits.max_open {
+            self.limits.max_open = (self.limits.max_open + 1).min(configured);
+            self.opens.opened_since = 0;
+        }
     }
 
     /// Records the outcome of opening the file at `idx`.
@@ -214,6 +232,7 @@ impl<'a> Engine<'a> {
                 if opened.opened_here {
                     self.queue.open_here += 1;
                     self.stats.files_opened += 1;
+                    self.raise_cap();
                 }
                 if finished {
                     self.queue.release_fd(idx);
