@@ -51,6 +51,6 @@ pub(crate) const OFFLOAD_DEPTH: usize = 2;
 pub(crate) const OFFLOAD_MIN: usize = 64 << 10;
 /// How often reads below `OFFLOAD_MIN` ask whether the page cache holds what they read.
 pub(crate) const SMALL_READS_PER_HINT: u64 = 16;
-/// How many times a read is retried after `EINTR`, `EAGAIN`, `ECANCELED` or `EFAULT` before
-/// its file fails.
+/// How many times a read is retried after `EINTR`, `EAGAIN`, `ECANCELED` or `EFAULT`, or an
+/// open through the ring after `EINTR`, `EAGAIN` or `ECANCELED`, before its file fails.
 pub(crate) const MAX_RETRIES: u32 = 16;

@@ -26,7 +26,8 @@ pub struct Stats {
     /// consumer's work.
     pub reads_offloaded: u64,
     /// Reads submitted again after `EINTR`, `EAGAIN`, `ECANCELED`, or `EFAULT` (which the
-    /// kernel returns for a read whose submitting thread exited: the reader moved threads).
+    /// kernel returns for a read whose submitting thread exited: the reader moved threads),
+    /// and opens through the ring started again after `EINTR`, `EAGAIN` or `ECANCELED`.
     pub retries: u64,
     /// Reads whose completion was no longer wanted (the file was moved past).
     pub reads_discarded: u64,

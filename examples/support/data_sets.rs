@@ -133,6 +133,10 @@ pub const DATA_SETS: [DataSet; 6] = [
     },
 ];
 
+/// The data set served over FUSE with a delay on every read (see `fuse_latency.rs`): not
+/// generated on disk, so not in [`DATA_SETS`].
+pub const FUSE_LATENCY: &str = "fuse-latency";
+
 /// The data set named `name`, if there is one.
 pub fn find(name: &str) -> Option<&'static DataSet> {
     DATA_SETS.iter().find(|set| set.name == name)
@@ -140,7 +144,8 @@ pub fn find(name: &str) -> Option<&'static DataSet> {
 
 /// The names of all data sets, for messages: `mixed, mixed-1g, ...`.
 pub fn names() -> String {
-    let names: Vec<&str> = DATA_SETS.iter().map(|set| set.name).collect();
+    let mut names: Vec<&str> = DATA_SETS.iter().map(|set| set.name).collect();
+    names.push(FUSE_LATENCY);
     names.join(", ")
 }
 

@@ -52,6 +52,9 @@ options:
                                   15-115 KB, 3% log-uniform 136 B-32 MiB; each a run of
                                   records (136-byte header, data, padding to 8)
                        accounts-small  64 MiB of them (881 files, tail up to 4 MiB)
+                       fuse-latency  300 files of 4 KiB-1 MiB served over FUSE (mounted
+                                  for the scan, root only), 1 ms a read: a slow,
+                                  remote-like disk
   -h, --help         this text
 
 the scenarios of BENCHMARKS.md (cold ones as root):
@@ -64,6 +67,7 @@ the scenarios of BENCHMARKS.md (cold ones as root):
   records, 2 threads  scan --data-set accounts --compare --records --threads 2
                       (--read-size 32K for the validator's std readers; --drop-caches
                       --direct for cold O_DIRECT)
+  latency, 1 ms/read  scan --data-set fuse-latency --compare --rounds 5 (root)
 (scan is `cargo run --release --example scan --`)";
 
 /// Rounds of `--compare` unless `--rounds` says otherwise.
@@ -95,6 +99,8 @@ pub struct Options {
     pub drop_caches: bool,
     pub fio: bool,
     pub data_set: Option<&'static DataSet>,
+    /// `--data-set fuse-latency`: files over a FUSE filesystem with a delay on every read.
+    pub fuse_latency: bool,
 }
 
 impl Default for Options {
@@ -114,6 +120,7 @@ impl Default for Options {
             drop_caches: false,
             fio: false,
             data_set: None,
+            fuse_latency: false,
         }
     }
 }
@@ -175,7 +182,7 @@ impl Options {
         if self.compare && self.backend == Some(Runner::Std) {
             return error("--compare runs std itself: give --backend auto, uring or sync");
         }
-        if self.data_set.is_some() && !self.paths.is_empty() {
+        if (self.data_set.is_some() || self.fuse_latency) && !self.paths.is_empty() {
             return error("--data-set and PATHs exclude each other");
         }
         Ok(())
@@ -244,6 +251,10 @@ fn parse_option(
         "--fio" => opts.fio = true,
         "--data-set" => {
             let value = value()?;
+            if value == data_sets::FUSE_LATENCY {
+                opts.fuse_latency = true;
+                return Ok(());
+            }
             let set = data_sets::find(&value).ok_or_else(|| {
                 UsageError(format!(
                     "unknown data set '{value}': use {}",

@@ -73,22 +73,38 @@ impl<'a> Engine<'a> {
         debug_assert!(chunk.filled <= chunk.want);
         let to_end = entry.end.saturating_sub(chunk.offset);
         let short = chunk.filled < chunk.want && (chunk.filled as u64) < to_end;
-        // O_DIRECT reads come back short only at the end of the file, and a read
-        // continued from an unaligned offset would be refused: the file ends there.
-        let at_end = entry.direct && !chunk.filled.is_multiple_of(DIRECT_ALIGN);
-        if short && !at_end {
-            // A short read before the end: read the rest into the same region.
+        if short {
+            // A short read before the end as sized: read the rest into the same region.
             self.stats.short_reads += 1;
             chunk.from = chunk.filled;
+            // O_DIRECT refuses a read from an unaligned offset: the rest is read buffered.
+            if entry.direct && !chunk.filled.is_multiple_of(DIRECT_ALIGN) {
+                if let Err((region, err)) = self.read_on_buffered(i, region) {
+                    self.end_chunk(i, region, Some(err));
+                }
+                return;
+            }
             let fd = entry.fd.clone().expect("open while reads are in flight");
             self.resubmit(i, region, fd);
             return;
         }
         chunk.region = Some(region);
         entry.in_flight -= 1;
-        if short {
-            entry.end = entry.end.min(chunk.offset + chunk.filled as u64);
-            self.drop_chunks_after(i);
+    }
+
+    /// Reopens chunk `i`'s file without `O_DIRECT` and reads the rest of the chunk there;
+    /// gives the region back, with why, where the file cannot be reopened.
+    fn read_on_buffered(&mut self, i: usize, region: Region) -> Result<(), (Region, io::Error)> {
+        let file = self.chunks.live[i].file;
+        let entry = self.queue.by_id_mut(file).expect("a live chunk's file");
+        match self.io.reopen_buffered(&entry.source) {
+            Ok(opened) => {
+                entry.direct = false;
+                entry.fd = Some(opened.fd.clone());
+                self.resubmit(i, region, opened.fd);
+                Ok(())
+            }
+            Err(e) => Err((region, e.into())),
         }
     }
 
@@ -103,6 +119,13 @@ impl<'a> Engine<'a> {
         } else {
             region
         };
+        let error = (result < 0).then(|| io::Error::from_raw_os_error(-result));
+        self.end_chunk(i, region, error);
+    }
+
+    /// Ends chunk `i`'s file where the chunk's read began (`from`), failing it with `error`
+    /// there if there is one.
+    fn end_chunk(&mut self, i: usize, region: Region, error: Option<io::Error>) {
         let chunk = &mut self.chunks.live[i];
         let entry = self
             .queue
@@ -113,11 +136,11 @@ impl<'a> Engine<'a> {
         let at = chunk.offset + chunk.from as u64;
         entry.end = entry.end.min(at);
         entry.in_flight -= 1;
-        if result < 0 {
+        if let Some(source) = error {
             entry.error = Some(Box::new(Error::Read {
                 path: entry.name(),
                 offset: at,
-                source: io::Error::from_raw_os_error(-result),
+                source,
             }));
             self.stats.files_failed += 1;
         }
@@ -159,12 +182,10 @@ impl<'a> Engine<'a> {
         }
         if -result == libc::EINVAL && entry.direct {
             // The filesystem refused O_DIRECT for this read: go on buffered.
-            if let Ok(opened) = self.io.reopen_buffered(&entry.source) {
-                entry.direct = false;
-                entry.fd = Some(opened.fd.clone());
-                self.resubmit(i, region, opened.fd);
-                return None;
-            }
+            return self
+                .read_on_buffered(i, region)
+                .err()
+                .map(|(region, _)| region);
         }
         Some(region)
     }

@@ -1,17 +1,19 @@
 //! Descriptors: opening queued paths ahead of the reads (through the backend where it can),
 //! the cap on descriptors held, running out of them, and closing what is done.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io;
 use std::mem;
 
 use super::Engine;
+use crate::consts::MAX_RETRIES;
 use crate::error::Error;
 use crate::io::{finish_open, Opened};
 use crate::source::Source;
 
 /// Opens under way. (The cap on descriptors is `Limits::max_open`, lowered where the
-/// process runs out of them.)
+/// process runs out of them, and raised back step by step as opens go through again.)
 #[derive(Debug, Default)]
 pub(super) struct Opens {
     /// Opens the backend has started and not yet returned.
@@ -20,6 +22,11 @@ pub(super) struct Opens {
     opened: Vec<(u64, Result<File, i32>)>,
     /// `max_open_files` as configured, once the cap was lowered.
     configured: Option<usize>,
+    /// Files opened since the cap last changed: once as many as the cap went through, the
+    /// cap goes up by one (descriptors freed up), until it is back as configured.
+    opened_since: usize,
+    /// Files whose opens failed with a passing error and were started again: how often.
+    retries: HashMap<u64, u32>,
 }
 
 impl Opens {
@@ -50,8 +57,10 @@ impl<'a> Engine<'a> {
         for (id, result) in opened.drain(..) {
             self.opens.in_flight -= 1;
             // A file moved past while it was being opened is closed here (dropped).
-            if let Some(idx) = self.queue.index_of(id) {
-                self.finish_open(idx, result);
+            match self.queue.index_of(id) {
+                Some(idx) if !self.retry_open(idx, &result) => self.finish_open(idx, result),
+                Some(_) => {}
+                None => _ = self.opens.retries.remove(&id),
             }
         }
         self.opens.opened = opened;
@@ -91,6 +100,30 @@ impl<'a> Engine<'a> {
         }
         self.queue.open_cursor = i;
         started
+    }
+
+    /// Starts the open of the file at `idx` again where it failed with a passing error
+    /// (`EINTR`, `EAGAIN`, or `ECANCELED`: the thread that submitted it exited while a
+    /// kernel worker held it), at most `MAX_RETRIES` times; whether it did.
+    fn retry_open(&mut self, idx: usize, result: &Result<File, i32>) -> bool {
+        let id = self.queue.get_mut(idx).expect("index from the queue").id;
+        let passing = matches!(result, Err(libc::EINTR | libc::EAGAIN | libc::ECANCELED));
+        let tries = self.opens.retries.entry(id).or_default();
+        if !passing || *tries >= MAX_RETRIES {
+            self.opens.retries.remove(&id);
+            return false;
+        }
+        *tries += 1;
+        self.stats.retries += 1;
+        self.queue
+            .get_mut(idx)
+            .expect("index from the queue")
+            .opening = false;
+        if !self.start_open(idx) {
+            // The backend cannot open it now: opened when it is needed, on this thread.
+            self.queue.open_cursor = self.queue.open_cursor.min(idx);
+        }
+        true
     }
 
     /// Takes the result of an open the backend did for the file at `idx`.
@@ -169,6 +202,21 @@ impl<'a> Engine<'a> {
     fn lower_cap(&mut self, held: usize) {
         self.opens.configured.get_or_insert(self.limits.max_open);
         self.limits.max_open = held.max(1);
+        self.opens.opened_since = 0;
+    }
+
+    /// A file was opened: after as many opens as the cap allows went through, the cap,
+    /// if lowered, goes up by one, so that it recovers once descriptors free up (a cap
+    /// that is still too high costs one open failing with `EMFILE`, which lowers it again).
+    fn raise_cap(&mut self) {
+        let Some(configured) = self.opens.configured else {
+            return;
+        };
+        self.opens.opened_since += 1;
+        if self.opens.opened_since >= self.limits.max_open {
+            self.limits.max_open = (self.limits.max_open + 1).min(configured);
+            self.opens.opened_since = 0;
+        }
     }
 
     /// Records the outcome of opening the file at `idx`.
@@ -184,6 +232,7 @@ impl<'a> Engine<'a> {
                 if opened.opened_here {
                     self.queue.open_here += 1;
                     self.stats.files_opened += 1;
+                    self.raise_cap();
                 }
                 if finished {
                     self.queue.release_fd(idx);

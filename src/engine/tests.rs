@@ -40,6 +40,8 @@ struct Call {
     offload: bool,
     /// Offloaded reads in flight when it was handed over.
     offloaded_before: usize,
+    /// Whether the read names an `O_DIRECT` descriptor.
+    direct: bool,
 }
 
 type Script = Box<dyn FnMut(&Call) -> Act + Send>;
@@ -70,6 +72,8 @@ struct Log {
     opens: Vec<OpenCall>,
     /// Paths opened with `Io::open` (on the engine's thread).
     sync_opens: Vec<PathBuf>,
+    /// Paths reopened without `O_DIRECT` (`Io::reopen_buffered`).
+    buffered_reopens: Vec<PathBuf>,
     /// The most descriptors on files under `Scripted::watch` plus opens in flight, counted
     /// whenever an open is started (`start_open`) or done on the engine's thread
     /// (`Io::open`), the only times the count can grow.
@@ -157,6 +161,7 @@ impl<'a> Scripted<'a> {
             attempt: *attempt,
             offload: req.offload(),
             offloaded_before: 0,
+            direct: req.is_direct(),
         };
         *attempt += 1;
         let act = (self.script)(&call);
@@ -164,9 +169,13 @@ impl<'a> Scripted<'a> {
         let buf = req.buf_mut();
         let result = match act {
             Act::Full => fd.file().read_at(buf, offset).unwrap() as i32,
+            // Read whole (an O_DIRECT descriptor refuses an unaligned length), then keep `n`
+            // bytes: the rest is poisoned again, as no read wrote it.
             Act::Short(n) => {
-                let n = n.min(buf.len());
-                fd.file().read_at(&mut buf[..n], offset).unwrap() as i32
+                let got = fd.file().read_at(buf, offset).unwrap();
+                let n = n.min(got);
+                buf[n..got].fill(POISON);
+                n as i32
             }
             Act::Eof => 0,
             Act::Fail(errno) => -errno,
@@ -229,6 +238,7 @@ impl<'a> Io<'a> for Scripted<'a> {
             attempt: self.attempts.get(&req.id()).copied().unwrap_or(0),
             offload: req.offload(),
             offloaded_before: 0,
+            direct: req.is_direct(),
         };
         let mut log = self.log.lock().unwrap();
         let call = Call {
@@ -300,6 +310,13 @@ impl<'a> Io<'a> for Scripted<'a> {
         }
         self.note_descriptors();
         opened
+    }
+    fn reopen_buffered(&mut self, source: &Source<'a>) -> Result<Opened<'a>, Error> {
+        if let Source::Path(path) = source {
+            let mut log = self.log.lock().unwrap();
+            log.buffered_reopens.push(path.to_path_buf());
+        }
+        open_source(source, false)
     }
     fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> bool {
         if !self.async_open {
@@ -774,9 +791,12 @@ fn uncached_files_offload_nothing_and_may_fill_the_pool() {
 fn reads_below_64k_are_never_offloaded() {
     for order in ORDERS {
         // A window of the whole pool: this is about offloading only (see the next test).
-        let (log, stats) = read_warm(Some(true), 60 << 10, 1 << 20, order, None);
+        let (log, _) = read_warm(Some(true), 60 << 10, 1 << 20, order, None);
         assert!(log.reads.iter().all(|c| c.len < OFFLOAD_MIN && !c.offload));
-        assert_eq!(stats.reads_offloaded, 0);
+        // (`read_warm` checks that `Stats::reads_offloaded` agrees.) The same files read in
+        // reads of 64 KiB are offloaded: the size alone kept those above inline.
+        let (_, stats) = read_warm(Some(true), OFFLOAD_MIN, 1 << 20, order, None);
+        assert!(stats.reads_offloaded > 0, "{order:?}: {stats:?}");
     }
 }
 
@@ -947,7 +967,14 @@ fn emfile_on_a_later_file_lowers_the_cap_and_opens_it_later() {
         let mut e = engine(io, 64 << 10, 8192);
         queue_paths(&mut e, &f);
         assert_exact(&read_all(&mut e), &f.data);
-        assert!(e.limits.max_open < 4, "{order:?}: the cap is lowered");
+        // Remembered only once the cap was lowered.
+        assert_eq!(
+            e.opens.configured_cap(0),
+            4,
+            "{order:?}: the cap was lowered"
+        );
+        // Opens went through again, so the cap came back as configured.
+        assert_eq!(e.limits.max_open, 4, "{order:?}: the cap recovers");
         drop(e);
         assert_eq!(fds_under(&f.dir()), 0);
         let log = log.lock().unwrap();
@@ -1085,6 +1112,169 @@ fn paths_the_source_opens_that_are_not_files_fail_alone() {
         drop(e);
         assert_eq!(fds_under(&f.dir()), 0, "{order:?}");
     }
+}
+
+#[test]
+fn passing_open_errors_are_retried() {
+    let f = files(&OPEN_SIZES);
+    let passing = [(1, libc::EINTR), (2, libc::EAGAIN), (3, libc::ECANCELED)];
+    for order in ORDERS {
+        // File 3 twice: a retried open may fail again.
+        let io = opening_failing(
+            &f,
+            order,
+            &[passing.as_slice(), &[(3, libc::ECANCELED)]].concat(),
+        );
+        let log = io.log.clone();
+        let mut e = engine(io, 64 << 10, 8192);
+        queue_paths(&mut e, &f);
+        assert_exact(&read_all(&mut e), &f.data);
+        assert_eq!(e.stats().files_failed, 0, "{order:?}");
+        drop(e);
+        assert_eq!(fds_under(&f.dir()), 0, "{order:?}");
+        let log = log.lock().unwrap();
+        for (i, want) in [(0, 1), (1, 2), (2, 2), (3, 3), (4, 1)] {
+            assert_eq!(log.opens_of(&f.paths[i]), want, "{order:?}: file {i}");
+        }
+        assert!(log.sync_opens.is_empty(), "{order:?}");
+    }
+}
+
+#[test]
+fn open_retries_are_bounded() {
+    let f = files(&OPEN_SIZES[..4]);
+    let errors = vec![(1, libc::ECANCELED); MAX_RETRIES as usize + 1];
+    for order in ORDERS {
+        let io = opening_failing(&f, order, &errors);
+        let log = io.log.clone();
+        let mut e = engine(io, 64 << 10, 8192);
+        queue_paths(&mut e, &f);
+        let got = read_all(&mut e);
+        let msg = got[1].as_ref().unwrap_err();
+        let os = io::Error::from_raw_os_error(libc::ECANCELED).to_string();
+        assert!(
+            msg.contains(&*f.paths[1].to_string_lossy()) && msg.contains(&os),
+            "{msg}"
+        );
+        for i in [0, 2, 3] {
+            assert_eq!(got[i].as_ref().unwrap(), &f.data[i], "{order:?}: file {i}");
+        }
+        drop(e);
+        assert_eq!(fds_under(&f.dir()), 0, "{order:?}");
+        let opens = log.lock().unwrap().opens_of(&f.paths[1]);
+        assert_eq!(opens, MAX_RETRIES as usize + 1, "{order:?}");
+    }
+}
+
+/// An engine reading with `O_DIRECT`, or `None` where `f`'s filesystem refuses it (printed).
+fn direct_engine<'a>(io: Scripted<'a>, f: &Files) -> Option<Engine<'a>> {
+    let probe = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&f.paths[0]);
+    if let Err(err) = probe {
+        eprintln!("skipped: {:?} refuses O_DIRECT ({err})", f.dir());
+        return None;
+    }
+    let mut e = engine(io, 256 << 10, 16 << 10);
+    e.limits.direct = true;
+    Some(e)
+}
+
+/// Reads `f` with `O_DIRECT` from a filesystem that refuses `O_DIRECT` reads (not opens),
+/// checking the bytes; what the source saw, or `None` where the test is skipped.
+fn read_with_direct_reads_refused(f: &Files) -> Option<Arc<Mutex<Log>>> {
+    let io = Scripted::new(|c| {
+        if c.direct {
+            Act::Fail(libc::EINVAL)
+        } else {
+            Act::Full
+        }
+    });
+    let log = io.log.clone();
+    let mut e = direct_engine(io, f)?;
+    queue_paths(&mut e, f);
+    assert_exact(&read_all(&mut e), &f.data);
+    assert_pool_empty(&e);
+    drop(e);
+    assert_eq!(fds_under(&f.dir()), 0);
+    Some(log)
+}
+
+#[test]
+fn einval_on_a_direct_read_reopens_the_file_buffered() {
+    let f = files(&[12_345, 100]);
+    let Some(log) = read_with_direct_reads_refused(&f) else {
+        return;
+    };
+    let log = log.lock().unwrap();
+    assert_eq!(log.buffered_reopens, f.paths, "each file once");
+    assert!(log.reads.iter().any(|c| !c.direct));
+}
+
+#[test]
+fn einval_on_a_replaced_descriptor_reads_on_the_new_one() {
+    let f = files(&[200_000]);
+    let Some(log) = read_with_direct_reads_refused(&f) else {
+        return;
+    };
+    let log = log.lock().unwrap();
+    // Several reads were in flight on the O_DIRECT descriptor when the first failed: the
+    // file was reopened once, and the others went on with the buffered descriptor.
+    let direct = log.reads.iter().filter(|c| c.direct).count();
+    assert!(direct > 1, "{direct} direct reads");
+    assert_eq!(log.buffered_reopens.len(), 1);
+}
+#[test]
+fn a_short_direct_read_before_the_end_is_read_on() {
+    let f = files(&[100_000, 33_333, 5000]);
+    for short in [1, 100, 4095, 4097, 10_000] {
+        for order in ORDERS {
+            let what = format!("short {short}, order {order:?}");
+            let io = first_attempts(1, Act::Short(short)).ordered(order);
+            let log = io.log.clone();
+            let Some(mut e) = direct_engine(io, &f) else {
+                return;
+            };
+            queue_paths(&mut e, &f);
+            assert_exact(&read_all(&mut e), &f.data);
+            assert!(e.stats().short_reads > 0, "{what}");
+            assert_pool_empty(&e);
+            drop(e);
+            assert_eq!(fds_under(&f.dir()), 0, "{what}");
+            assert!(log.lock().unwrap().reads.iter().any(|c| c.direct), "{what}");
+        }
+    }
+}
+
+#[test]
+fn a_direct_file_replying_one_byte_at_a_time_reads_whole() {
+    let f = files(&[33_333, 9000]);
+    let Some(mut e) = direct_engine(Scripted::new(|_| Act::Short(1)), &f) else {
+        return;
+    };
+    queue_paths(&mut e, &f);
+    assert_exact(&read_all(&mut e), &f.data);
+    assert_pool_empty(&e);
+}
+
+#[test]
+fn a_direct_file_that_shrank_ends_where_its_reads_end() {
+    let f = files(&[50_000, 5000]);
+    // The file "shrinks" to 20,100 bytes: reads past that are short, then at its end.
+    let io = Scripted::new(|c| match c.offset {
+        o if o >= 20_100 => Act::Eof,
+        o if o + c.len as u64 > 20_100 => Act::Short((20_100 - o) as usize),
+        _ => Act::Full,
+    });
+    let Some(mut e) = direct_engine(io, &f) else {
+        return;
+    };
+    queue_paths(&mut e, &f);
+    let got = read_all(&mut e);
+    assert_eq!(got[0].as_ref().unwrap(), &f.data[0][..20_100]);
+    assert_eq!(got[1].as_ref().unwrap(), &f.data[1]);
+    assert_pool_empty(&e);
 }
 
 /// `fill_buf_at_least` over a pool of five pages read a page at a time, in every completion
