@@ -50,12 +50,13 @@
 //! cargo run --release --example scan -- --data-set fuse-latency --compare --rounds 5
 //! ```
 //!
-//! (`--read-size` is std's buffer size and the reader's largest read alike.)
+//! (std's `BufReader` has 1 MiB, the baseline of BENCHMARKS.md, unless `--std-buffer` says
+//! otherwise.)
 //!
 //! # Options
 //!
 //! - `--backend auto|uring|sync|std`: one run of that backend, in this process. `std` is the
-//!   baseline, `BufReader::with_capacity(read_size, File::open(path)?)` per file. With
+//!   baseline, `BufReader::with_capacity(std_buffer, File::open(path)?)` per file. With
 //!   `--compare`, the reader's backend (default `auto`).
 //! - `--direct`: `O_DIRECT` reads (the reader, and fio; std reads through the page cache).
 //! - `--hash`: blake3 of every file instead of the cheap checksum.
@@ -64,17 +65,17 @@
 //!   data hashed with blake3, the first 16 bytes of each hash added up (wrapping, as a `u128`)
 //!   into the checksum. The loop is written once over a `RecordSource` (at least `n`
 //!   contiguous bytes of the current file, then `consume`); std's `BufReader` copies a record
-//!   that straddles its buffer into a spill `Vec`, as a validator does today, and so, for now,
-//!   does the reader (see `support/records.rs`). A file that does not parse (a length running
+//!   that straddles its buffer into a spill `Vec`, as a validator does today; the reader
+//!   returns records in place with `fill_buf_at_least`. A file that does not parse (a length running
 //!   past its end, a cut header) is reported, naming it, and counted as failed; the scan goes
 //!   on. Excludes `--hash`.
 //! - `--threads N`: N threads, file `i` on thread `i mod N`: for ours one reader a thread,
 //!   its files queued by path; for std one `BufReader` a file, per thread. The figures are
 //!   the totals (bytes of all threads over the wall time of the whole run; the process's CPU).
 //!   Each reader has a pool of its own (`--buffer-size`).
-//! - `--buffer-size N`, `--read-size N`: bytes, or with a suffix K, M or G (`512K`, `64M`).
-//!   The pool's size, and the largest single read (also std's buffer size: `--read-size 32K`
-//!   is the validator's path today).
+//! - `--buffer-size N`, `--read-size N`, `--std-buffer N`: bytes, or with a suffix K, M or G
+//!   (`512K`, `64M`). The pool's size, the largest single read, and std's `BufReader`
+//!   capacity (default 1 MiB; `--std-buffer 32K` is the validator's path today).
 //! - `--json`: one line of JSON on stdout, nothing else there (the reader only, unless
 //!   `--backend` says otherwise; with `--compare`, the whole comparison).
 //! - `--compare`: runs the reader and std alternately, `--rounds N` times (default 3):

@@ -33,8 +33,9 @@ options:
                      not parse fails alone; the checksum is a sum of the record hashes
   --threads N        N readers, one per thread, file i on thread i mod N (default 1)
   --buffer-size N    readahead's pool size, per reader (default 32M); suffixes K, M, G
-  --read-size N      largest single read, also std's buffer size (default 512K;
-                     32K is a validator's startup scan today)
+  --read-size N      readahead's largest single read (default 512K)
+  --std-buffer N     std's BufReader capacity, the baseline (default 1M, as in
+                     BENCHMARKS.md; 32K is a validator's startup scan today)
   --json             one line of JSON on stdout (readahead only unless --backend;
                      with --compare, the whole comparison)
   --compare          readahead and std alternately, each run a child process; a table
@@ -65,10 +66,14 @@ the scenarios of BENCHMARKS.md (cold ones as root):
   cold, tiny files    scan --data-set tiny --compare --drop-caches
   memory              scan --data-set tiny-100k --compare
   records, 2 threads  scan --data-set accounts --compare --records --threads 2
-                      (--read-size 32K for the validator's std readers; --drop-caches
+                      (--std-buffer 32K for the validator's std readers; --drop-caches
                       --direct for cold O_DIRECT)
   latency, 1 ms/read  scan --data-set fuse-latency --compare --rounds 5 (root)
 (scan is `cargo run --release --example scan --`)";
+
+/// std's `BufReader` capacity unless `--std-buffer` says otherwise: the baseline of
+/// BENCHMARKS.md.
+pub const DEFAULT_STD_BUFFER: usize = 1 << 20;
 
 /// Rounds of `--compare` unless `--rounds` says otherwise.
 pub const DEFAULT_ROUNDS: usize = 3;
@@ -92,6 +97,8 @@ pub struct Options {
     pub threads: usize,
     pub buffer_size: usize,
     pub read_size: usize,
+    /// std's `BufReader` capacity.
+    pub std_buffer: usize,
     pub json: bool,
     pub compare: bool,
     /// Rounds of `--compare` or of the default run, when given.
@@ -114,6 +121,7 @@ impl Default for Options {
             threads: 1,
             buffer_size: DEFAULT_BUFFER_SIZE,
             read_size: DEFAULT_READ_SIZE,
+            std_buffer: DEFAULT_STD_BUFFER,
             json: false,
             compare: false,
             rounds: None,
@@ -148,9 +156,10 @@ impl Options {
     /// One line on how the files are read.
     pub fn settings(&self) -> String {
         let mut text = format!(
-            "read size {} KiB, pool {} KiB, consumer {}",
+            "read size {} KiB, pool {} KiB, std buffer {} KiB, consumer {}",
             self.read_size >> 10,
             self.buffer_size >> 10,
+            self.std_buffer >> 10,
             self.consumer().name(),
         );
         if self.threads > 1 {
@@ -230,7 +239,13 @@ fn parse_option(
 ) -> Result<(), UsageError> {
     let takes_value = matches!(
         name,
-        "--backend" | "--buffer-size" | "--read-size" | "--rounds" | "--threads" | "--data-set"
+        "--backend"
+            | "--buffer-size"
+            | "--read-size"
+            | "--std-buffer"
+            | "--rounds"
+            | "--threads"
+            | "--data-set"
     );
     if !takes_value && inline.is_some() {
         return Err(UsageError(format!("option '{name}' takes no value")));
@@ -240,6 +255,7 @@ fn parse_option(
         "--backend" => opts.backend = Some(parse_backend(&value()?)?),
         "--buffer-size" => opts.buffer_size = parse_size(name, &value()?)?,
         "--read-size" => opts.read_size = parse_size(name, &value()?)?,
+        "--std-buffer" => opts.std_buffer = parse_size(name, &value()?)?,
         "--direct" => opts.direct = true,
         "--hash" => opts.hash = true,
         "--records" => opts.records = true,
@@ -339,6 +355,8 @@ pub fn child_args(opts: &Options, runner: Runner) -> Vec<OsString> {
         opts.buffer_size.to_string().into(),
         "--read-size".into(),
         opts.read_size.to_string().into(),
+        "--std-buffer".into(),
+        opts.std_buffer.to_string().into(),
         "--threads".into(),
         opts.threads.to_string().into(),
     ];

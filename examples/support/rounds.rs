@@ -138,7 +138,7 @@ fn header(opts: &Options, files: &FileList, rounds: usize) -> String {
         "readahead vs std BufReader::with_capacity({} KiB, File) per file{threads}\n{}; {}\n\
          {rounds} round{plural} of: cold ours, cold std, warm ours, warm std; each run a \
          process of its own\ncold runs: {cold}\n",
-        opts.read_size >> 10,
+        opts.std_buffer >> 10,
         crate::files_line(files.paths.len() as u64, files.total_bytes),
         opts.settings(),
     )
@@ -146,7 +146,7 @@ fn header(opts: &Options, files: &FileList, rounds: usize) -> String {
 
 /// The two ratios, each with both medians and the range of the rounds' own ratios.
 fn ratios_text(opts: &Options, runs: &Runs) -> String {
-    let baseline = format!("std BufReader {} KiB", opts.read_size >> 10);
+    let baseline = format!("std BufReader {} KiB", opts.std_buffer >> 10);
     let mut text = String::new();
     for (cache, runs) in [(Cache::Cold, &runs.cold), (Cache::Warm, &runs.warm)] {
         let speed = |role| median_gib_per_s(runs, role);

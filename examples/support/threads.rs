@@ -161,14 +161,14 @@ fn ours(
     })
 }
 
-/// One thread of std: `BufReader::with_capacity(read_size, File)` a file, one after another.
+/// One thread of std: `BufReader::with_capacity(std_buffer, File)` a file, one after another.
 fn std(opts: &Options, share: &Share, bar: Option<&ProgressBar>) -> Part {
     let consumer = opts.consumer();
     let (mut tally, mut spill) = (Tally::new(consumer), Vec::new());
     for &(index, path) in share {
         let (bytes, result) = match File::open(path) {
             Ok(file) => {
-                let mut reader = BufReader::with_capacity(opts.read_size, file);
+                let mut reader = BufReader::with_capacity(opts.std_buffer, file);
                 match consumer {
                     Consumer::Records => {
                         let source = &mut Spilling::new(&mut reader, &mut spill);
