@@ -363,7 +363,11 @@ fn run(case: &Case, fx: &Fixture, backend: Backend) {
         assert_eq!(r.file_offset(), at as u64, "{what}: file_offset");
         let front = m.queue.front();
         assert_eq!(r.current_index(), front.map(|e| e.index), "{what}");
-        assert_eq!(r.current_path(), front.and_then(|e| e.path.as_deref()), "{what}");
+        assert_eq!(
+            r.current_path(),
+            front.and_then(|e| e.path.as_deref()),
+            "{what}"
+        );
     }
     if case.finish {
         check_rest(&mut r, &m, &name);
