@@ -54,7 +54,12 @@ pub(crate) fn open_flags(direct: bool) -> i32 {
 
 /// Whether `flags` (from `open_flags`) ask for `O_DIRECT`.
 fn is_direct(flags: i32) -> bool {
-    flags & DIRECT != 0
+    has(flags, DIRECT)
+}
+
+/// Whether `flags` hold `flag`; never where the platform lacks it (`flag` is 0 there).
+fn has(flags: i32, flag: i32) -> bool {
+    flags & flag != 0
 }
 
 /// The flags to open with again after an open with `flags` failed with `errno`, where the
@@ -63,8 +68,8 @@ fn is_direct(flags: i32) -> bool {
 /// is final.
 fn flags_without_refused(flags: i32, errno: i32) -> Option<i32> {
     match errno {
-        libc::EPERM if flags & NOATIME != 0 => Some(flags & !NOATIME),
-        libc::EINVAL if flags & DIRECT != 0 => Some(flags & !DIRECT),
+        libc::EPERM if has(flags, NOATIME) => Some(flags & !NOATIME),
+        libc::EINVAL if has(flags, DIRECT) => Some(flags & !DIRECT),
         _ => None,
     }
 }
@@ -114,7 +119,7 @@ fn set_nocache(_file: &File) -> bool {
 /// Linux reopens through `/proc/self/fd`, which finds the file itself even if it was renamed
 /// or deleted; macOS reopens the path `F_GETPATH` reports; elsewhere there is no way.
 pub(crate) fn reopen_direct(file: &File) -> Option<File> {
-    let readable = |f: i32| f & libc::O_ACCMODE != libc::O_WRONLY && f & O_PATH == 0;
+    let readable = |f: i32| f & libc::O_ACCMODE != libc::O_WRONLY && !has(f, O_PATH);
     if !status_flags(file).is_ok_and(readable) {
         return None;
     }
