@@ -130,7 +130,8 @@ impl<'a> SequentialFileReader<'a> {
     /// start (`u64::MAX`: all of it). It becomes current if the queue was empty; its reads
     /// start at once where the pipeline has room.
     ///
-    /// The reader reads at explicit offsets and never moves the file's position.
+    /// The reader reads at explicit offsets and never moves the file's position (but on
+    /// Windows, whose positional reads, `seek_read`, move it).
     ///
     /// # Errors
     ///
