@@ -15,6 +15,11 @@
 //! cargo bench --bench read
 //! cargo bench --bench read -- mixed     # the mixed set only
 //! ```
+//!
+//! Not on Apple targets: criterion's `alloca` dependency builds C with the host's compiler,
+//! which cannot build for macOS from Linux, so criterion is not a dependency there (see
+//! Cargo.toml) and this bench only says so.
+#![cfg_attr(target_vendor = "apple", allow(dead_code, unused_imports))]
 
 #[path = "../examples/support/checksum.rs"]
 mod checksum;
@@ -27,6 +32,7 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::time::Duration;
 
+#[cfg(not(target_vendor = "apple"))]
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use readahead::{SequentialFileReader, DEFAULT_READ_SIZE};
 
@@ -154,6 +160,7 @@ fn scan_std(paths: &[PathBuf], consumer: Consumer) -> u64 {
     all
 }
 
+#[cfg(not(target_vendor = "apple"))]
 /// The two readers side by side over one data set, with one consumer: the group
 /// `SET/CONSUMER`.
 fn bench_data_set(c: &mut Criterion, set: &DataSet, consumer: Consumer) {
@@ -184,6 +191,7 @@ fn bench_data_set(c: &mut Criterion, set: &DataSet, consumer: Consumer) {
     group.finish();
 }
 
+#[cfg(not(target_vendor = "apple"))]
 fn warm_scans(c: &mut Criterion) {
     let small = make_data_set("many_small_2000x4-64KiB", 2000, 4 << 10, 64 << 10);
     bench_data_set(c, &small, Consumer::Checksum);
@@ -196,10 +204,17 @@ fn warm_scans(c: &mut Criterion) {
     bench_data_set(c, &mixed, Consumer::Blake3);
 }
 
+#[cfg(not(target_vendor = "apple"))]
 criterion_group! {
     name = benches;
     // Plots take longer to draw than the benchmarks take to run here.
     config = Criterion::default().without_plots();
     targets = warm_scans
 }
+#[cfg(not(target_vendor = "apple"))]
 criterion_main!(benches);
+
+#[cfg(target_vendor = "apple")]
+fn main() {
+    eprintln!("the benches need criterion, which is not a dependency on Apple targets");
+}

@@ -6,8 +6,8 @@
 //! cargo run --release --example soak -- --minutes N [--seed S] [--fuse-files N] [--disk-mib M]
 //! ```
 //!
-//! Needs root and `/dev/fuse` for the FUSE half (without them it says why and soaks the disk
-//! half alone).
+//! Needs Linux, root and `/dev/fuse` for the FUSE half (without them it says why and soaks
+//! the disk half alone).
 //!
 //! Each round draws, from the seed and the round's number:
 //! - a reader: backend (io_uring where the kernel allows it, or sync), `O_DIRECT` or not, pool
@@ -42,8 +42,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use common::fusecheck::{assert_unmounts_clean, check_file, queue_of, scan, Got, Queue};
+#[cfg(target_os = "linux")]
+use common::fusecheck::{assert_unmounts_clean, check_file, queue_of};
+#[cfg(target_os = "linux")]
 use common::fusefs::{random_files, FaultMount, Serve};
+#[cfg(target_os = "linux")]
+use common::scan::Got;
+use common::scan::{scan, Queue};
 use prng::Prng;
 use readahead::{Backend, ReaderBuilder, SequentialFileReader};
 
@@ -52,6 +57,15 @@ const MIB: f64 = (1 << 20) as f64;
 const SCAN_LIMIT: Duration = Duration::from_secs(120);
 /// How far resident memory may grow above where the first round left it.
 const RSS_SLACK: u64 = 64 << 20;
+
+/// How the FUSE filesystem serves its files. Only Linux has the filesystem; elsewhere the
+/// rounds draw this all the same, so that a seed draws the same readers everywhere.
+#[cfg(not(target_os = "linux"))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Serve {
+    PageCache,
+    DirectIo,
+}
 
 /// The command line.
 #[derive(Debug)]
@@ -94,6 +108,7 @@ struct Settings {
     buffer_size: usize,
     read_size: usize,
     max_open_files: usize,
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // FUSE is Linux's
     serve: Serve,
     /// Read this many files with a first reader, then drop it.
     drop_after: Option<usize>,
@@ -126,6 +141,7 @@ impl Settings {
     }
 
     /// The largest read the reader makes: `O_DIRECT` rounds reads up to 4 KiB.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // for the FUSE checks
     fn largest_read(&self) -> usize {
         if self.direct {
             self.read_size.next_multiple_of(4096)
@@ -180,7 +196,10 @@ fn main() -> ExitCode {
     // runs on a new thread (to time it out): with one arena, resident memory measures the
     // reader rather than how many arenas have been made so far.
     // SAFETY: mallopt only changes an allocator setting, before any other thread exists.
-    unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) };
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1)
+    };
     let backends = common::backends();
     let disk = make_disk_set(o.disk_mib, o.seed);
     let want = common::oracle_all(&disk.paths);
@@ -248,6 +267,7 @@ fn make_disk_set(mib: u64, seed: u64) -> common::Files {
 /// Mounts a FUSE data set with random faults, maybe drops a reader part-way through it, scans
 /// it all and checks every file. Returns the round's summary, or `None` (saying why) where
 /// FUSE is not available.
+#[cfg(target_os = "linux")]
 fn fuse_round(s: &Settings, n: usize, seed: u64, what: &str, t: &mut Totals) -> Option<String> {
     // Short replies (and shrinking) only where the kernel hands out right bytes for them:
     // page-cache mode, read buffered (see common::fusefs).
@@ -303,6 +323,13 @@ fn fuse_round(s: &Settings, n: usize, seed: u64, what: &str, t: &mut Totals) -> 
         stats.eio_replies,
         stats.slow_reads
     ))
+}
+
+/// The FUSE half: none off Linux, where the fault filesystem cannot be served.
+#[cfg(not(target_os = "linux"))]
+fn fuse_round(_: &Settings, _: usize, _: u64, _: &str, _: &mut Totals) -> Option<String> {
+    println!("soak: FUSE skipped: the fault filesystem needs Linux (FUSE through fuser)");
+    None
 }
 
 /// Scans the disk data set (maybe dropping a reader part-way first) with files queued every

@@ -86,6 +86,10 @@ impl ReaderBuilder {
     /// Applies to queued paths and to files handed in (which are reopened with `O_DIRECT`
     /// through `/proc/self/fd`). Where the filesystem refuses `O_DIRECT` (tmpfs, for one), the
     /// file is read buffered instead, without error.
+    ///
+    /// Elsewhere: `O_DIRECT` on FreeBSD (files handed in are read buffered there), and
+    /// `fcntl(F_NOCACHE)` on macOS (files handed in are reopened at the path `F_GETPATH`
+    /// reports). Ignored on other platforms, Windows included.
     pub fn direct_io(mut self, on: bool) -> Self {
         self.direct_io = on;
         self
@@ -127,7 +131,7 @@ impl ReaderBuilder {
 
     /// The most io_uring kernel worker threads for this ring's blocking reads
     /// (`IORING_REGISTER_IOWQ_MAX_WORKERS`, Linux 5.15). Default: the kernel's own limit.
-    /// Ignored where the kernel lacks it, and by [`Backend::Sync`].
+    /// Ignored where the kernel lacks it, by [`Backend::Sync`], and off Linux.
     pub fn io_workers(mut self, workers: u32) -> Self {
         self.io_workers = Some(workers);
         self

@@ -10,10 +10,12 @@ pub enum Backend {
     Auto,
     /// io_uring, or an error from [`ReaderBuilder::build`](crate::ReaderBuilder::build)
     /// saying why it is refused. Needs Linux 5.6 or later with `kernel.io_uring_disabled = 0`
-    /// and no seccomp filter refusing `io_uring_setup` (as some container runtimes install).
+    /// and no seccomp filter refusing `io_uring_setup` (as some container runtimes install);
+    /// on any other platform `build()` fails saying io_uring exists only on Linux.
     IoUring,
-    /// Plain `pread(2)` on the calling thread, with `posix_fadvise(WILLNEED)` hints so the
-    /// kernel reads ahead across files. Works everywhere.
+    /// Plain `pread(2)` on the calling thread, with read-ahead hints so the kernel reads
+    /// ahead across files (`posix_fadvise(WILLNEED)` on Linux and FreeBSD, `F_RDADVISE` on
+    /// macOS, none elsewhere). Works everywhere; the only backend off Linux.
     Sync,
 }
 

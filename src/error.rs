@@ -154,24 +154,15 @@ impl From<Error> for io::Error {
 
 /// How an error names a file: its path where it is known, else its descriptor.
 ///
-/// For a `File` handed in by the caller the path is looked up (through `/proc/self/fd`) only
-/// when an error is made, so naming costs nothing on the fast path.
+/// For a `File` handed in by the caller the path is looked up (through `/proc/self/fd` on
+/// Linux, `F_GETPATH` on macOS; elsewhere it is named by its descriptor) only when an error
+/// is made, so naming costs nothing on the fast path.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FileName {
     /// The path the file was opened from or found at.
     Path(PathBuf),
-    /// A descriptor whose path could not be found.
+    /// A descriptor whose path could not be found (on Windows, a handle).
     Fd(i32),
-}
-
-impl FileName {
-    /// Names a descriptor by the path the kernel reports for it, if any.
-    pub(crate) fn of_fd(fd: i32) -> FileName {
-        match std::fs::read_link(format!("/proc/self/fd/{fd}")) {
-            Ok(path) => FileName::Path(path),
-            Err(_) => FileName::Fd(fd),
-        }
-    }
 }
 
 impl fmt::Display for FileName {

@@ -72,6 +72,7 @@ impl<'a> ReadReq<'a> {
     pub(crate) fn is_direct(&self) -> bool {
         self.direct
     }
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone
     pub(crate) fn offload(&self) -> bool {
         self.offload
     }
@@ -94,6 +95,7 @@ impl<'a> ReadReq<'a> {
 
     /// Hands the read to the kernel: the address to write `len()` bytes at, and what stands
     /// for the read until its completion is reaped.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone
     pub(crate) fn into_kernel(self) -> (KernelRead<'a>, *mut u8) {
         let (loan, ptr) = self.loan.into_kernel();
         let read = KernelRead {
@@ -120,6 +122,7 @@ impl<'a> ReadReq<'a> {
 /// A read in the kernel's hands: its region (which it gives no access to) and the
 /// descriptor it names, both kept until its completion is reaped.
 #[derive(Debug)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone
 pub(crate) struct KernelRead<'a> {
     id: u64,
     offload: bool,
@@ -127,6 +130,7 @@ pub(crate) struct KernelRead<'a> {
     fd: FdRef<'a>,
 }
 
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone
 impl<'a> KernelRead<'a> {
     /// The completion of this read: `reap` turns the region back into a loan (see
     /// [`KernelLoan::reaped`] for when that is sound).
@@ -267,7 +271,7 @@ pub(crate) fn open_source<'a>(source: &Source<'a>, direct: bool) -> Result<Opene
         }
         Ok(size)
     });
-    let size = size.map_err(|e| e.naming(FileName::of_fd(fd.raw())))?;
+    let size = size.map_err(|e| e.naming(sys::name_of(fd.file())))?;
     Ok(Opened {
         fd,
         direct,

@@ -3,7 +3,7 @@
 //! A [`SequentialFileReader`] keeps a FIFO of files. While the caller consumes the current
 //! file through [`std::io::BufRead`], the reader keeps reads in flight for the rest of that
 //! file and for the files queued behind it, on one io_uring ring (or plain `pread` where
-//! io_uring is refused), into one fixed buffer pool.
+//! io_uring is refused, and on every platform but Linux), into one fixed buffer pool.
 //!
 //! ```no_run
 //! use std::io::Read;
@@ -79,9 +79,10 @@ pub use stats::Stats;
 /// # Errors
 ///
 /// The reason io_uring is refused: `EPERM` under a seccomp filter or with
-/// `kernel.io_uring_disabled`, `ENOSYS` on kernels without it.
+/// `kernel.io_uring_disabled`, `ENOSYS` on kernels without it; anywhere but Linux, an
+/// [`Unsupported`](std::io::ErrorKind::Unsupported) error saying io_uring exists only on Linux.
 pub fn io_uring_available() -> std::io::Result<()> {
-    backend::uring::probe()
+    backend::probe()
 }
 
 #[cfg(doctest)]

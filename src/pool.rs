@@ -81,6 +81,7 @@ impl Loan {
 
     /// Hands the region to the kernel: the address it may write `len()` bytes at, and the
     /// token that stands for the region until the kernel's completion is reaped.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone
     pub(crate) fn into_kernel(self) -> (KernelLoan, *mut u8) {
         let ptr = self.ptr.as_ptr();
         (
@@ -96,6 +97,7 @@ impl Loan {
 /// A region the kernel may be writing. It gives no access to the bytes; dropping it leaks
 /// the region (the pool then never frees its memory), which is safe.
 #[derive(Debug)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone
 pub(crate) struct KernelLoan {
     ptr: NonNull<u8>,
     region: Region,
@@ -104,6 +106,7 @@ pub(crate) struct KernelLoan {
 // SAFETY: as for `Loan`; and a `KernelLoan` gives no access to its bytes.
 unsafe impl Send for KernelLoan {}
 
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone
 impl KernelLoan {
     /// The loan back from the kernel.
     ///
@@ -209,6 +212,7 @@ impl Pool {
     }
 
     /// The whole allocation, for registering it with a ring: (address, length).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone
     pub(crate) fn as_raw_parts(&self) -> (*mut u8, usize) {
         (self.ptr.as_ptr(), self.capacity)
     }

@@ -8,10 +8,9 @@
 //! - `fd` is the descriptor reads go to; an entry with reads in flight keeps it (`in_flight`).
 
 use std::collections::VecDeque;
-use std::os::fd::RawFd;
 
 use crate::error::{Error, FileName};
-use crate::source::{FdRef, Source};
+use crate::source::{FdRef, RawFd, Source};
 
 /// One queued file.
 #[derive(Debug)]

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::backend::sync::SyncIo;
-use crate::backend::uring::{Ring, RingConfig};
+use crate::backend::{self, RingConfig};
 use crate::config::ReaderBuilder;
 use crate::consts::{Backend, OFFLOAD_DEPTH, WARM_WINDOW};
 use crate::engine::{Engine, Limits};
@@ -23,7 +23,8 @@ impl ReaderBuilder {
     /// # Errors
     ///
     /// [`Error::InvalidConfig`] for a setting that cannot work (it says which and why),
-    /// [`Error::IoUringUnavailable`] for [`Backend::IoUring`] where the kernel refuses it,
+    /// [`Error::IoUringUnavailable`] for [`Backend::IoUring`] where the kernel refuses it, or
+    /// anywhere but Linux,
     /// [`Error::OutOfMemory`] if the pool cannot be allocated.
     pub fn build<'a>(self) -> Result<SequentialFileReader<'a>, Error> {
         let config = self.validate()?;
@@ -112,9 +113,9 @@ impl<'a> SequentialFileReader<'a> {
         };
         let io: Box<dyn Io<'a> + 'a> = match config.backend {
             Backend::Sync => Box::new(SyncIo::default()),
-            backend => match Ring::new(ring_config, &pool) {
-                Ok(ring) => Box::new(ring),
-                Err(source) if backend == Backend::IoUring => {
+            choice => match backend::ring(ring_config, &pool) {
+                Ok(ring) => ring,
+                Err(source) if choice == Backend::IoUring => {
                     return Err(Error::IoUringUnavailable { source })
                 }
                 Err(_) => Box::new(SyncIo::default()),
@@ -129,7 +130,8 @@ impl<'a> SequentialFileReader<'a> {
     /// start (`u64::MAX`: all of it). It becomes current if the queue was empty; its reads
     /// start at once where the pipeline has room.
     ///
-    /// The reader reads at explicit offsets and never moves the file's position.
+    /// The reader reads at explicit offsets and never moves the file's position (but on
+    /// Windows, whose positional reads, `seek_read`, move it).
     ///
     /// # Errors
     ///

@@ -1,12 +1,13 @@
 //! Where a queued file comes from, and the descriptor a read names. Depends only on
-//! `error`, for how a file is named.
+//! `error`, for how a file is named, and `sys`, for descriptors and the paths they name.
 
 use std::fs::File;
-use std::os::fd::{AsRawFd, RawFd};
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::FileName;
+use crate::sys;
+pub(crate) use crate::sys::{raw_fd, RawFd};
 
 /// Where a queued file comes from.
 #[derive(Debug)]
@@ -23,8 +24,8 @@ impl Source<'_> {
     /// The caller's descriptor, for a file handed in (`None` for a path).
     pub(crate) fn raw_fd(&self) -> Option<RawFd> {
         match self {
-            Source::Borrowed(f) => Some(f.as_raw_fd()),
-            Source::Owned(f) => Some(f.as_raw_fd()),
+            Source::Borrowed(f) => Some(raw_fd(f)),
+            Source::Owned(f) => Some(raw_fd(f)),
             Source::Path(_) => None,
         }
     }
@@ -33,8 +34,8 @@ impl Source<'_> {
     pub(crate) fn name(&self) -> FileName {
         match self {
             Source::Path(p) => FileName::Path(p.to_path_buf()),
-            Source::Borrowed(f) => FileName::of_fd(f.as_raw_fd()),
-            Source::Owned(f) => FileName::of_fd(f.as_raw_fd()),
+            Source::Borrowed(f) => sys::name_of(f),
+            Source::Owned(f) => sys::name_of(f),
         }
     }
 }
@@ -55,6 +56,6 @@ impl FdRef<'_> {
     }
 
     pub(crate) fn raw(&self) -> RawFd {
-        self.file().as_raw_fd()
+        raw_fd(self.file())
     }
 }

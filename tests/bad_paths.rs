@@ -400,6 +400,7 @@ fn a_missing_path_that_is_not_utf8_fails_alone_and_names_the_path() {
     check_bad_path(&odd, |e| assert_eq!(e.kind(), ErrorKind::NotFound, "{e}"));
 }
 
+#[cfg(target_os = "linux")] // O_PATH as Linux has it
 /// An `O_PATH` descriptor names a file without opening it for reading: reads through it fail
 /// (`EBADF`), so it fails alone like a write-only descriptor.
 fn o_path_file(path: &Path) -> File {
@@ -411,6 +412,7 @@ fn o_path_file(path: &Path) -> File {
         .unwrap()
 }
 
+#[cfg(target_os = "linux")] // O_PATH as Linux has it
 #[test]
 fn an_o_path_descriptor_fails_alone() {
     let dir = tempdir();
@@ -419,6 +421,7 @@ fn an_o_path_descriptor_fails_alone() {
     check_bad_file(|| o_path_file(&target), &needle);
 }
 
+#[cfg(target_os = "linux")] // O_PATH as Linux has it
 /// Direct I/O reopens a descriptor handed in through `/proc/self/fd`: an `O_PATH` descriptor
 /// must still not be read through, as without direct I/O (the write-only case's rule).
 #[test]

@@ -1,5 +1,8 @@
 //! `direct_io(true)` reads exactly whatever the sizes and limits, and where the filesystem
 //! refuses `O_DIRECT` it reads buffered instead, without error.
+//!
+//! Linux only: these cases are about Linux's `O_DIRECT` (tmpfs, sysfs, `/proc/self/fd`).
+#![cfg(target_os = "linux")]
 
 mod common;
 

@@ -9,15 +9,18 @@
 //! error naming its path (and offset), no byte ever comes from another file or a stale region;
 //! then that no descriptor under the mount is left and that it unmounts.
 //!
-//! Where `/dev/fuse` is missing or mounting is refused, each test says so and passes.
+//! Where `/dev/fuse` is missing or mounting is refused, each test says so and passes. Linux
+//! only: the filesystem is served through `fuser`, a Linux-only dev-dependency.
+#![cfg(target_os = "linux")]
 
 mod common;
 
 use std::io::Read;
 use std::time::{Duration, Instant};
 
-use common::fusecheck::{assert_unmounts_clean, check_file, queue_of, scan, Queue};
+use common::fusecheck::{assert_unmounts_clean, check_file, queue_of};
 use common::fusefs::{random_files, FaultMount, Faults, FileSpec, Serve};
+use common::scan::{scan, Queue};
 use common::*;
 use fuser::Errno;
 use readahead::{Backend, ReaderBuilder, SequentialFileReader};

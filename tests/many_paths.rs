@@ -81,8 +81,8 @@ fn child_reads_100k_paths_under_a_low_nofile() {
     };
     let nofile: u64 = value.parse().expect("a descriptor limit");
     let limit = libc::rlimit {
-        rlim_cur: nofile,
-        rlim_max: nofile,
+        rlim_cur: nofile as libc::rlim_t,
+        rlim_max: nofile as libc::rlim_t,
     };
     // SAFETY: setrlimit reads the struct we pass; this process runs only this test.
     let rc = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };

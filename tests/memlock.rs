@@ -15,6 +15,9 @@
 //! The child process drops `CAP_IPC_LOCK` from its capability sets before the low-limit
 //! cases. Limits and capabilities change in a child process only: this one runs other tests
 //! on parallel threads.
+//!
+//! Linux only: registered buffers are io_uring's, and `VmPin` is in Linux's `/proc`.
+#![cfg(target_os = "linux")]
 
 mod common;
 

@@ -1,5 +1,8 @@
 //! Paths are opened read-only, close-on-exec and with `O_NOATIME` (so a scan writes nothing),
 //! and with `O_DIRECT` where asked and the filesystem allows it.
+//!
+//! Linux only: the flags are read from `/proc/self/fdinfo`, and `O_NOATIME` is Linux's.
+#![cfg(target_os = "linux")]
 
 mod common;
 

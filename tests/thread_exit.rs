@@ -6,6 +6,9 @@
 //! `EFAULT` instead. Each test here drops its file from the page cache first, so that its
 //! reads wait for the disk, and queues it on a thread that exits at once. The reader must
 //! still read every byte, and must never panic.
+//!
+//! Linux only: what it tests is io_uring's.
+#![cfg(target_os = "linux")]
 
 mod common;
 

@@ -25,7 +25,7 @@ with --drop-caches the whole page cache. Prints the cold and the warm ratio ours
 
 options:
   --backend B        auto | uring | sync | std: one run of that backend, in this process
-                     (with --compare: readahead's backend, default auto)
+                     (with --compare: readahead's backend, default auto; uring: Linux only)
   --direct           O_DIRECT reads (readahead, and fio)
   --hash             blake3 of every file instead of a cheap checksum
   --records          parse every record (136-byte header, bytes 8..16 the data length,
@@ -42,7 +42,7 @@ options:
                      of runs, medians, and the ratios of the medians
   --rounds N         rounds of --compare or of the default run (default 3)
   --drop-caches      before every run (every cold run by default): sync, then
-                     3 > /proc/sys/vm/drop_caches (root)
+                     3 > /proc/sys/vm/drop_caches (root; Linux only)
   --fio              with --compare: fio over the same files each round (fio on PATH)
   --data-set NAME    a built-in data set instead of PATHs:
                        mixed      256 MiB of 4 KiB-4 MiB files, log-uniform (default)
@@ -193,6 +193,14 @@ impl Options {
         }
         if (self.data_set.is_some() || self.fuse_latency) && !self.paths.is_empty() {
             return error("--data-set and PATHs exclude each other");
+        }
+        if !cfg!(target_os = "linux") && self.backend == Some(Runner::Ours(Backend::IoUring)) {
+            return error(
+                "--backend uring needs Linux, the only place io_uring exists: give auto or sync",
+            );
+        }
+        if !cfg!(target_os = "linux") && self.drop_caches {
+            return error("--drop-caches needs Linux (/proc/sys/vm/drop_caches)");
         }
         Ok(())
     }

@@ -129,6 +129,8 @@ fn header(opts: &Options, files: &FileList, rounds: usize) -> String {
     };
     let cold = if opts.drop_caches {
         "the whole page cache dropped before each (sync; 3 > /proc/sys/vm/drop_caches)"
+    } else if cfg!(target_vendor = "apple") {
+        "NOT cold: macOS cannot drop one file's pages (no posix_fadvise), so they read warm"
     } else {
         "each file's pages dropped before each: fsync, then posix_fadvise(POSIX_FADV_DONTNEED), \
          which drops only that file's clean pages (its inode and directory stay cached)"

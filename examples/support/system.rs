@@ -4,7 +4,6 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus};
@@ -48,12 +47,23 @@ pub fn peak_rss_kib() -> u64 {
             let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
             line.split_whitespace().nth(1)?.parse().ok()
         });
-    from_proc.unwrap_or_else(|| rusage_self().ru_maxrss.max(0) as u64)
+    from_proc.unwrap_or_else(|| maxrss_kib(&rusage_self()))
+}
+
+/// `ru_maxrss` in KiB: macOS counts it in bytes, the others in KiB.
+fn maxrss_kib(usage: &libc::rusage) -> u64 {
+    let maxrss = usage.ru_maxrss.max(0) as u64;
+    if cfg!(target_vendor = "apple") {
+        maxrss / 1024
+    } else {
+        maxrss
+    }
 }
 
 /// Flushes dirty pages (`sync`), then drops the page cache, dentries and inodes, so that the
 /// next read comes from the device.
 pub fn drop_caches() -> Result<(), String> {
+    check_linux()?;
     // SAFETY: sync takes no arguments, touches none of this process's memory, and cannot fail.
     unsafe { libc::sync() };
     fs::write(DROP_CACHES, "3").map_err(|e| drop_caches_error(&e))
@@ -61,10 +71,22 @@ pub fn drop_caches() -> Result<(), String> {
 
 /// Whether `drop_caches` can work: opens the file for writing, drops nothing.
 pub fn check_drop_caches() -> Result<(), String> {
+    check_linux()?;
     match OpenOptions::new().write(true).open(DROP_CACHES) {
         Ok(_) => Ok(()),
         Err(e) => Err(drop_caches_error(&e)),
     }
+}
+
+/// `--drop-caches` is Linux's: elsewhere, why not.
+fn check_linux() -> Result<(), String> {
+    if cfg!(target_os = "linux") {
+        return Ok(());
+    }
+    Err(format!(
+        "--drop-caches needs Linux ({DROP_CACHES}); on this platform leave it out (cold runs \
+         then depend on evicting each file, where the platform can)"
+    ))
 }
 
 fn drop_caches_error(e: &io::Error) -> String {
@@ -74,8 +96,20 @@ fn drop_caches_error(e: &io::Error) -> String {
 }
 
 /// Flushes every dirty page and inode of the filesystem holding `path` (`syncfs`): one call
+/// instead of an `fsync` per file, and cheap when nothing is dirty. Off Linux, `sync`: every
+/// filesystem.
+#[cfg(not(target_os = "linux"))]
+pub fn syncfs(_path: &Path) -> io::Result<()> {
+    // SAFETY: sync takes no arguments, touches none of this process's memory, and cannot fail.
+    unsafe { libc::sync() };
+    Ok(())
+}
+
+/// Flushes every dirty page and inode of the filesystem holding `path` (`syncfs`): one call
 /// instead of an `fsync` per file, and cheap when nothing is dirty.
+#[cfg(target_os = "linux")]
 pub fn syncfs(path: &Path) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
     let file = File::open(path)?;
     // SAFETY: syncfs takes a descriptor, which `file` keeps open for the whole call, and
     // touches none of this process's memory.
@@ -105,17 +139,26 @@ fn fsync_tree(path: &Path) -> io::Result<()> {
 /// Drops the pages of `path` from the page cache, without root: `fsync` first (a dirty page
 /// cannot be dropped), then `posix_fadvise(POSIX_FADV_DONTNEED)` over the whole file. That
 /// drops only this file's clean, unmapped pages; its inode and directory entry stay cached,
-/// and so does every other file.
+/// and so does every other file. macOS has no such call: there it says so.
 pub fn evict(path: &Path) -> io::Result<()> {
     let file = File::open(path)?;
     file.sync_data()?;
-    // SAFETY: posix_fadvise takes a descriptor, which `file` keeps open for the whole call,
-    // and touches none of this process's memory.
-    let ret = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    if ret != 0 {
-        return Err(io::Error::from_raw_os_error(ret));
+    #[cfg(target_vendor = "apple")]
+    return Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "dropping one file's pages needs posix_fadvise (Linux, FreeBSD), which macOS lacks",
+    ));
+    #[cfg(not(target_vendor = "apple"))]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: posix_fadvise takes a descriptor, which `file` keeps open for the whole
+        // call, and touches none of this process's memory.
+        let ret = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        if ret != 0 {
+            return Err(io::Error::from_raw_os_error(ret));
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// The first executable file called `name` in the directories of `$PATH`.
@@ -153,5 +196,5 @@ pub fn wait_with_peak_rss(child: Child) -> io::Result<(ExitStatus, u64)> {
         }
     }
     drop(child);
-    Ok((ExitStatus::from_raw(status), usage.ru_maxrss.max(0) as u64))
+    Ok((ExitStatus::from_raw(status), maxrss_kib(&usage)))
 }

@@ -1,13 +1,14 @@
-//! The fallback backend: the same reads as plain `pread(2)` on the consumer's thread, with
-//! `posix_fadvise(WILLNEED)` hints so the kernel reads ahead while the consumer works.
+//! The portable backend: the same reads as plain `pread(2)` on the consumer's thread, with
+//! read-ahead hints (`posix_fadvise(WILLNEED)`, `F_RDADVISE` on macOS; see `sys`) so the
+//! kernel reads ahead while the consumer works. The only backend off Linux, and the fallback
+//! where io_uring is refused.
 
 use std::collections::VecDeque;
 use std::io;
-use std::os::unix::fs::FileExt;
 
 use crate::consts::Backend;
 use crate::io::{Io, ReadDone, ReadReq};
-use crate::sys::fadvise_willneed;
+use crate::sys::{fadvise_willneed, read_at};
 
 /// Reads with `pread`, one at a time, when the consumer waits.
 #[derive(Debug, Default)]
@@ -82,7 +83,7 @@ pub(crate) fn pread_all(mut req: ReadReq<'_>) -> ReadDone<'_> {
         if done == buf.len() {
             break done as i32;
         }
-        match fd.file().read_at(&mut buf[done..], offset + done as u64) {
+        match read_at(fd.file(), &mut buf[done..], offset + done as u64) {
             Ok(0) => break done as i32,
             Ok(n) => done += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -31,6 +31,8 @@ use crate::pool::Pool;
 use crate::source::FdRef;
 use crate::sys::{open_flags, page_cache_holds};
 
+use super::RingConfig;
+
 /// The `user_data` of cancel requests; read ids never reach it.
 const CANCEL: u64 = u64::MAX;
 /// Set in the `user_data` of opens (with the file's id in the low bits); read ids never
@@ -134,14 +136,6 @@ impl std::fmt::Debug for Ring<'_> {
             .field("fixed", &self.fixed)
             .finish_non_exhaustive()
     }
-}
-
-/// What the ring needs of the reader's settings.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RingConfig {
-    pub(crate) depth: u32,
-    pub(crate) register: bool,
-    pub(crate) io_workers: Option<u32>,
 }
 
 impl<'a> Ring<'a> {

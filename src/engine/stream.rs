@@ -3,11 +3,10 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::path::Path;
 
 use super::Engine;
-use crate::source::Source;
+use crate::source::{raw_fd, Source};
 
 /// Where the current file stands for `fill_buf`.
 enum Front {
@@ -174,7 +173,7 @@ impl<'a> Engine<'a> {
     pub(crate) fn activate(&mut self, file: &'a File, limit: u64) -> io::Result<()> {
         self.exposed = 0;
         self.spill.clear();
-        match self.queue.position(file.as_raw_fd(), limit) {
+        match self.queue.position(raw_fd(file), limit) {
             Some(i) => {
                 for _ in 0..i {
                     self.drop_front_file();

@@ -5,8 +5,12 @@
 //! Not every test file uses every helper.
 #![allow(dead_code)]
 
+// The FUSE fault filesystem is Linux's (`fuser` is a Linux-only dev-dependency).
+#[cfg(target_os = "linux")]
 pub mod fusecheck;
+#[cfg(target_os = "linux")]
 pub mod fusefs;
+pub mod scan;
 
 use std::fs::File;
 use std::io::{self, BufRead, Read};
@@ -325,10 +329,16 @@ pub fn rest_of_file(r: &mut SequentialFileReader<'_>) -> io::Result<Vec<u8>> {
     Ok(v)
 }
 
-/// The number of descriptors this process has open.
+/// The number of descriptors this process has open: `/proc/self/fd` on Linux, `/dev/fd`
+/// elsewhere (which on FreeBSD without `fdescfs` lists only 0-2, so counts do not move there).
 pub fn open_fds() -> usize {
-    std::fs::read_dir("/proc/self/fd")
-        .expect("list /proc/self/fd")
+    let dir = if cfg!(target_os = "linux") {
+        "/proc/self/fd"
+    } else {
+        "/dev/fd"
+    };
+    std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("list {dir}: {e}"))
         .count()
 }
 
@@ -350,24 +360,34 @@ pub fn inner_error(e: &io::Error) -> Option<&readahead::Error> {
     e.get_ref()?.downcast_ref::<readahead::Error>()
 }
 
-/// The bytes of this process that are resident in memory (`/proc/self/statm`).
+/// The bytes of this process that are resident in memory: `/proc/self/statm` on Linux;
+/// elsewhere the most it has had resident (`getrusage`), which bounds it from above.
 pub fn resident_bytes() -> u64 {
-    statm(1)
+    #[cfg(target_os = "linux")]
+    return statm(1);
+    #[cfg(not(target_os = "linux"))]
+    return peak_resident_bytes();
 }
 
 /// The bytes of this process's address space, resident or not (`/proc/self/statm`): a
 /// mapping that is never unmapped shows here even if its pages were never touched.
+#[cfg(target_os = "linux")]
 pub fn mapped_bytes() -> u64 {
     statm(0)
 }
 
 /// Whether this process runs under AddressSanitizer, which reserves terabytes of address
 /// space for its shadow memory (and keeps freed memory in quarantine, so memory only grows).
+/// Only Linux's `/proc` tells; elsewhere `false`.
 pub fn under_address_sanitizer() -> bool {
-    mapped_bytes() > 1 << 44
+    #[cfg(target_os = "linux")]
+    return mapped_bytes() > 1 << 44;
+    #[cfg(not(target_os = "linux"))]
+    return false;
 }
 
 /// Field `i` of `/proc/self/statm`, in bytes.
+#[cfg(target_os = "linux")]
 fn statm(i: usize) -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").expect("read /proc/self/statm");
     let pages: u64 = statm
@@ -378,6 +398,25 @@ fn statm(i: usize) -> u64 {
     // SAFETY: sysconf only reads a system setting.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     pages * page as u64
+}
+
+/// The most this process has had resident (`getrusage`'s `ru_maxrss`: bytes on macOS, KiB
+/// elsewhere).
+#[cfg(not(target_os = "linux"))]
+fn peak_resident_bytes() -> u64 {
+    // SAFETY: getrusage writes the struct we pass, which lives across the call; all zeros is
+    // a valid `rusage`.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let unit = if cfg!(target_vendor = "apple") {
+        1
+    } else {
+        1024
+    };
+    usage.ru_maxrss as u64 * unit
 }
 
 /// A sparse file of `len` bytes at `dir/name`: all zeros, with no data blocks written, so a
@@ -391,14 +430,18 @@ pub fn sparse_file(dir: &Path, name: &str, len: u64) -> PathBuf {
 }
 
 /// Writes the file's pages out and drops them from the page cache, so that the next reads
-/// of it go to the disk (a reader then reads it ahead as a cold file, at full depth).
+/// of it go to the disk (a reader then reads it ahead as a cold file, at full depth). macOS
+/// has no way to drop one file's pages: there the file stays cached.
 pub fn evict_from_page_cache(path: &Path) {
-    use std::os::fd::AsRawFd;
     let file = File::open(path).expect("open to evict");
     file.sync_all().expect("write the file's pages out");
-    // SAFETY: a plain syscall on a descriptor `file` keeps open; no memory is passed.
-    let ret = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    assert_eq!(ret, 0, "posix_fadvise(DONTNEED)");
+    #[cfg(not(target_vendor = "apple"))]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a plain syscall on a descriptor `file` keeps open; no memory is passed.
+        let ret = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        assert_eq!(ret, 0, "posix_fadvise(DONTNEED)");
+    }
 }
 
 /// The line a child test prints once it has done all its work, so that the parent can tell

@@ -1,55 +1,91 @@
-//! Every system call outside the ring: opening, sizing, descriptor flags, page-cache hints
-//! and questions, and the pool's mapping. The only module besides `pool` and the ring that
-//! holds `unsafe`; each call says what it relies on.
+//! The system calls of every Unix. Where platforms differ, each function says which does what:
+//! `O_NOATIME` and `cachestat(2)` are Linux's; `O_DIRECT` is Linux's and FreeBSD's, where
+//! macOS has `fcntl(F_NOCACHE)`; read-ahead hints are `posix_fadvise` on Linux and FreeBSD and
+//! `fcntl(F_RDADVISE)` on macOS; a descriptor's path comes from `/proc/self/fd` on Linux and
+//! `fcntl(F_GETPATH)` on macOS. Each `unsafe` call says what it relies on.
 #![allow(unsafe_code)]
 
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-use std::path::Path;
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
+#[cfg(target_os = "linux")]
 use std::sync::atomic::{AtomicBool, Ordering};
 
+#[cfg(target_os = "linux")]
 use crate::consts::PAGE;
-use crate::error::{Error, FileName};
+use crate::error::FileName;
 
-/// The flags `open_path` first tries (read-only is 0): close-on-exec, `O_NOATIME`,
-/// `O_NONBLOCK`, and `O_DIRECT` where asked.
+use super::SizeError;
+
+/// How the crate names a descriptor (for errors, and to find a queued file again).
+pub(crate) type RawFd = std::os::fd::RawFd;
+
+/// The descriptor of `file`.
+pub(crate) fn raw_fd(file: &File) -> RawFd {
+    file.as_raw_fd()
+}
+
+/// `O_NOATIME` where it exists (Linux), else nothing.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const NOATIME: i32 = libc::O_NOATIME;
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+const NOATIME: i32 = 0;
+
+/// `O_DIRECT` where it exists (Linux, FreeBSD), else nothing (macOS uses `F_NOCACHE`:
+/// `set_nocache`).
+#[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
+const DIRECT: i32 = libc::O_DIRECT;
+#[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
+const DIRECT: i32 = 0;
+
+/// The flags `open_path` first tries (read-only is 0): close-on-exec, `O_NOATIME` (Linux),
+/// `O_NONBLOCK`, and `O_DIRECT` where asked and the platform has it.
 ///
 /// `O_NONBLOCK`, so that opening a FIFO with no writer does not hang: the opener clears it
 /// (`clear_nonblock`) once the file is known to be a regular file or block device (io_uring
 /// would otherwise fail reads that must wait for the disk with `EAGAIN`).
 pub(crate) fn open_flags(direct: bool) -> i32 {
-    let direct = if direct { libc::O_DIRECT } else { 0 };
-    libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOATIME | libc::O_NONBLOCK | direct
+    let direct = if direct { DIRECT } else { 0 };
+    libc::O_RDONLY | libc::O_CLOEXEC | NOATIME | libc::O_NONBLOCK | direct
 }
 
 /// Whether `flags` (from `open_flags`) ask for `O_DIRECT`.
-pub(crate) fn is_direct(flags: i32) -> bool {
-    flags & libc::O_DIRECT != 0
+fn is_direct(flags: i32) -> bool {
+    has(flags, DIRECT)
+}
+
+/// Whether `flags` hold `flag`; never where the platform lacks it (`flag` is 0 there).
+fn has(flags: i32, flag: i32) -> bool {
+    flags & flag != 0
 }
 
 /// The flags to open with again after an open with `flags` failed with `errno`, where the
 /// failure is one of a flag the kernel may refuse: `O_NOATIME` (`EPERM`: files the process
 /// does not own) or `O_DIRECT` (`EINVAL`: filesystems such as tmpfs). `None`: the failure
 /// is final.
-pub(crate) fn flags_without_refused(flags: i32, errno: i32) -> Option<i32> {
+fn flags_without_refused(flags: i32, errno: i32) -> Option<i32> {
     match errno {
-        libc::EPERM if flags & libc::O_NOATIME != 0 => Some(flags & !libc::O_NOATIME),
-        libc::EINVAL if flags & libc::O_DIRECT != 0 => Some(flags & !libc::O_DIRECT),
+        libc::EPERM if has(flags, NOATIME) => Some(flags & !NOATIME),
+        libc::EINVAL if has(flags, DIRECT) => Some(flags & !DIRECT),
         _ => None,
     }
 }
 
 /// Opens a path with `open_flags(direct)`, dropping `O_NOATIME` and `O_DIRECT` where the
-/// kernel refuses them. Returns whether `O_DIRECT` is on.
+/// kernel refuses them (on macOS, direct I/O is `F_NOCACHE`, set after opening). Returns
+/// whether the file bypasses the page cache.
 pub(crate) fn open_path(path: &Path, direct: bool) -> io::Result<(File, bool)> {
     let open = |flags: i32| OpenOptions::new().read(true).custom_flags(flags).open(path);
     let mut flags = open_flags(direct);
     loop {
         match open(flags) {
-            Ok(f) => return Ok((f, is_direct(flags))),
+            Ok(f) => {
+                let uncached = is_direct(flags) || (direct && DIRECT == 0 && set_nocache(&f));
+                return Ok((f, uncached));
+            }
             Err(e) => match e
                 .raw_os_error()
                 .and_then(|n| flags_without_refused(flags, n))
@@ -61,37 +97,96 @@ pub(crate) fn open_path(path: &Path, direct: bool) -> io::Result<(File, bool)> {
     }
 }
 
-/// A second descriptor with `O_DIRECT` for a file handed in, where the filesystem permits
-/// it; `None` where it does not, or where the file is not open for reading (it must fail as
-/// it would without direct I/O, not be reopened for reading), or is an `O_PATH` descriptor.
+/// Turns the page cache off for `file` (`fcntl(F_NOCACHE)`, macOS's direct I/O); whether it
+/// took.
+#[cfg(target_vendor = "apple")]
+fn set_nocache(file: &File) -> bool {
+    // SAFETY: a plain fcntl on a descriptor `file` keeps open; no memory is passed.
+    unsafe { libc::fcntl(file.as_raw_fd(), libc::F_NOCACHE, 1) == 0 }
+}
+
+/// No way to turn the page cache off for one file here.
+#[cfg(not(target_vendor = "apple"))]
+fn set_nocache(_file: &File) -> bool {
+    false
+}
+
+/// A second descriptor with direct I/O for a file handed in, where the platform and the
+/// filesystem permit it; `None` where they do not, or where the file is not open for reading
+/// (it must fail as it would without direct I/O, not be reopened for reading), or is an
+/// `O_PATH` descriptor.
+///
+/// Linux reopens through `/proc/self/fd`, which finds the file itself even if it was renamed
+/// or deleted; macOS reopens the path `F_GETPATH` reports; elsewhere there is no way.
 pub(crate) fn reopen_direct(file: &File) -> Option<File> {
-    let readable = |f: i32| f & libc::O_ACCMODE != libc::O_WRONLY && f & libc::O_PATH == 0;
+    let readable = |f: i32| f & libc::O_ACCMODE != libc::O_WRONLY && !has(f, O_PATH);
     if !status_flags(file).is_ok_and(readable) {
         return None;
     }
-    let path = format!("/proc/self/fd/{}", file.as_raw_fd());
-    match open_path(Path::new(&path), true) {
+    let path = reopen_path(file)?;
+    match open_path(&path, true) {
         Ok((f, true)) => Some(f),
         _ => None,
     }
 }
 
-/// Why a file cannot be sized for reading ahead.
-#[derive(Debug)]
-pub(crate) enum SizeError {
-    /// Not a regular file or block device: what it is instead.
-    NotAFile(&'static str),
-    Io(io::Error),
+/// `O_PATH` where it exists: a descriptor that names a file without opening it for reading.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const O_PATH: i32 = libc::O_PATH;
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+const O_PATH: i32 = 0;
+
+/// A path that opens the file `file` is open on.
+#[cfg(target_os = "linux")]
+fn reopen_path(file: &File) -> Option<PathBuf> {
+    Some(PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd())))
 }
 
-impl SizeError {
-    /// The error a reader reports for the file `path`.
-    pub(crate) fn naming(self, path: FileName) -> Error {
-        match self {
-            SizeError::NotAFile(kind) => Error::NotAFile { path, kind },
-            SizeError::Io(source) => Error::Open { path, source },
-        }
+/// A path that opens the file `file` is open on.
+#[cfg(not(target_os = "linux"))]
+fn reopen_path(file: &File) -> Option<PathBuf> {
+    fd_path(file)
+}
+
+/// The path the kernel reports for a descriptor (`/proc/self/fd`).
+#[cfg(target_os = "linux")]
+fn fd_path(file: &File) -> Option<PathBuf> {
+    std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()
+}
+
+/// The path the kernel reports for a descriptor (`fcntl(F_GETPATH)`).
+#[cfg(target_vendor = "apple")]
+fn fd_path(file: &File) -> Option<PathBuf> {
+    use std::ffi::{CStr, OsStr};
+    use std::os::unix::ffi::OsStrExt;
+    let mut buf = [0u8; libc::PATH_MAX as usize];
+    // SAFETY: F_GETPATH writes at most PATH_MAX bytes, NUL included, into `buf`, which is
+    // that long and lives for the call.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETPATH, buf.as_mut_ptr()) } < 0 {
+        return None;
     }
+    let path = CStr::from_bytes_until_nul(&buf).ok()?;
+    Some(PathBuf::from(OsStr::from_bytes(path.to_bytes())))
+}
+
+/// No way to ask for a descriptor's path here.
+#[cfg(not(any(target_os = "linux", target_vendor = "apple")))]
+fn fd_path(_file: &File) -> Option<PathBuf> {
+    None
+}
+
+/// How errors name a file handed in: the path the kernel reports for its descriptor, if
+/// any. Looked up only when an error is made, so naming costs nothing on the fast path.
+pub(crate) fn name_of(file: &File) -> FileName {
+    match fd_path(file) {
+        Some(path) => FileName::Path(path),
+        None => FileName::Fd(file.as_raw_fd()),
+    }
+}
+
+/// Reads at `offset` without moving the file's position (`pread(2)`).
+pub(crate) fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    file.read_at(buf, offset)
 }
 
 /// The size of a regular file or block device; anything else cannot be read ahead.
@@ -146,6 +241,7 @@ pub(crate) fn clear_nonblock(file: &File) -> io::Result<()> {
 
 /// Tells the kernel a range of a file will be read soon (`POSIX_FADV_WILLNEED`), so its
 /// readahead starts now. A hint: failures are ignored.
+#[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
 pub(crate) fn fadvise_willneed(file: &File, offset: u64, len: u64) {
     let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
         return;
@@ -154,22 +250,56 @@ pub(crate) fn fadvise_willneed(file: &File, offset: u64, len: u64) {
     unsafe { libc::posix_fadvise(file.as_raw_fd(), offset, len, libc::POSIX_FADV_WILLNEED) };
 }
 
+/// Tells the kernel a range of a file will be read soon (`fcntl(F_RDADVISE)`), so its
+/// readahead starts now. A hint: failures are ignored.
+#[cfg(target_vendor = "apple")]
+pub(crate) fn fadvise_willneed(file: &File, offset: u64, len: u64) {
+    let Ok(ra_offset) = libc::off_t::try_from(offset) else {
+        return;
+    };
+    let advice = libc::radvisory {
+        ra_offset,
+        ra_count: i32::try_from(len).unwrap_or(i32::MAX),
+    };
+    // SAFETY: the kernel reads `advice`, live and of the layout `F_RDADVISE` takes, for the
+    // length of the call; the descriptor is open (`file`).
+    unsafe { libc::fcntl(file.as_raw_fd(), libc::F_RDADVISE, &advice as *const _) };
+}
+
+/// No read-ahead hint on this platform: the kernel's own readahead does what it does.
+#[cfg(not(any(
+    target_os = "linux",
+    target_os = "android",
+    target_os = "freebsd",
+    target_vendor = "apple"
+)))]
+pub(crate) fn fadvise_willneed(_file: &File, _offset: u64, _len: u64) {
+    // Nothing to ask for.
+}
+
 /// `cachestat(2)` (Linux 6.5). New system calls share one number on most architectures;
 /// the three MIPS ABIs number theirs apart (and alpha, which Rust does not target).
+#[cfg(target_os = "linux")]
 #[cfg(target_arch = "mips")]
 const SYS_CACHESTAT: libc::c_long = 4451;
+#[cfg(target_os = "linux")]
 #[cfg(all(target_arch = "mips64", target_pointer_width = "64"))]
 const SYS_CACHESTAT: libc::c_long = 5451;
+#[cfg(target_os = "linux")]
 #[cfg(all(target_arch = "mips64", target_pointer_width = "32"))]
 const SYS_CACHESTAT: libc::c_long = 6451;
+#[cfg(target_os = "linux")]
 #[cfg(not(any(target_arch = "mips", target_arch = "mips64")))]
 const SYS_CACHESTAT: libc::c_long = 451;
 
 /// Set once `cachestat` turned out to be missing, so it is not asked again.
+#[cfg(target_os = "linux")]
 static NO_CACHESTAT: AtomicBool = AtomicBool::new(false);
 
 /// Whether every page of `len` bytes of `file` at `offset` is in the page cache; `None`
-/// where the kernel cannot tell (before Linux 6.5, or not a file it caches).
+/// where the kernel cannot tell (before Linux 6.5, or not a file it caches). Linux only: the
+/// ring is its only user.
+#[cfg(target_os = "linux")]
 pub(crate) fn page_cache_holds(file: &File, offset: u64, len: u64) -> Option<bool> {
     #[repr(C)]
     struct Range {
