@@ -143,8 +143,25 @@ mod data_sets;
 mod files;
 #[path = "support/fio.rs"]
 mod fio;
+#[cfg(target_os = "linux")]
 #[path = "support/fuse_latency.rs"]
 mod fuse_latency;
+/// Elsewhere: no FUSE mount, so the data set is refused, saying why.
+#[cfg(not(target_os = "linux"))]
+mod fuse_latency {
+    pub enum Mount {}
+    impl Mount {
+        pub fn dir(&self) -> &std::path::Path {
+            match *self {}
+        }
+        pub fn unmount(self) -> std::io::Result<()> {
+            match self {}
+        }
+    }
+    pub fn mount() -> Result<Mount, String> {
+        Err("the fuse-latency data set needs Linux (it mounts a FUSE filesystem)".into())
+    }
+}
 #[path = "support/options.rs"]
 mod options;
 #[path = "support/prng.rs"]
@@ -326,7 +343,7 @@ fn main() -> ExitCode {
     } else {
         scan(&opts, &collect_files(&opts.paths))
     };
-    if let Some(Err(e)) = mount.map(common::fusefs::FaultMount::unmount) {
+    if let Some(Err(e)) = mount.map(|m| m.unmount()) {
         eprintln!("warning: cannot unmount the FUSE filesystem: {e}");
     }
     result.unwrap_or_else(|msg| {

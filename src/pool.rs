@@ -144,6 +144,9 @@ pub(crate) struct Pool {
     lent: usize,
     /// Bytes of the lent regions.
     lent_bytes: usize,
+    /// The memory `ptr` points into (`None` for `Pool::empty`): freed when the pool is
+    /// dropped, or leaked where loans are still out.
+    mapping: Option<sys::Mapping>,
 }
 
 // SAFETY: the pool owns its allocation; the raw pointer is not shared with anything that is
@@ -162,11 +165,12 @@ impl std::fmt::Debug for Pool {
 }
 
 impl Pool {
-    /// Maps a pool of `capacity` bytes rounded up to a page (see `sys::map_anonymous`).
+    /// Maps a pool of `capacity` bytes rounded up to a page (see `sys::Mapping`).
     /// `None` if the mapping fails.
     pub(crate) fn with_capacity(capacity: usize) -> Option<Pool> {
         let capacity = capacity.max(1).checked_next_multiple_of(PAGE)?;
-        let ptr = sys::map_anonymous(capacity)?;
+        let mut mapping = sys::Mapping::new(capacity)?;
+        let ptr = mapping.as_mut_ptr();
         Some(Pool {
             id: NEXT_POOL.fetch_add(1, Ordering::Relaxed),
             ptr,
@@ -177,6 +181,7 @@ impl Pool {
             live_bytes: 0,
             lent: 0,
             lent_bytes: 0,
+            mapping: Some(mapping),
         })
     }
 
@@ -193,6 +198,7 @@ impl Pool {
             live_bytes: 0,
             lent: 0,
             lent_bytes: 0,
+            mapping: None,
         }
     }
 
@@ -428,14 +434,10 @@ impl Drop for Pool {
         if self.lent > 0 {
             // A backend still holds regions (its completions were never reaped), so the kernel
             // may still write here: leak the memory rather than free it under the kernel.
-            return;
+            std::mem::forget(self.mapping.take());
         }
-        if self.capacity == 0 {
-            return; // `Pool::empty`: nothing mapped.
-        }
-        // SAFETY: mapped in `with_capacity` with this length, unmapped once, and no loan is out
-        // (`lent == 0`), so neither the kernel nor any token can reach it any more.
-        unsafe { sys::unmap(self.ptr, self.capacity) };
+        // Otherwise no loan is out, so neither the kernel nor any token can reach the memory:
+        // the mapping is freed as it drops.
     }
 }
 

@@ -1170,7 +1170,7 @@ fn open_retries_are_bounded() {
 fn direct_engine<'a>(io: Scripted<'a>, f: &Files) -> Option<Engine<'a>> {
     let probe = OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_DIRECT)
+        .custom_flags(open_flags(true))
         .open(&f.paths[0]);
     if let Err(err) = probe {
         eprintln!("skipped: {:?} refuses O_DIRECT ({err})", f.dir());

@@ -345,34 +345,51 @@ pub(crate) fn page_cache_holds(file: &File, offset: u64, len: u64) -> Option<boo
     Some(stat.nr_cache >= range.len.div_ceil(page))
 }
 
-/// A fresh anonymous private mapping of `len` bytes (a multiple of the page size):
-/// page-aligned, and zero-filled by the kernel page by page as it is first touched, so every
-/// byte is initialised without a memset of the whole. `None` if the kernel refuses it.
-pub(crate) fn map_anonymous(len: usize) -> Option<NonNull<u8>> {
-    // SAFETY: a fresh anonymous mapping aliases nothing of ours; the result is checked.
-    let ptr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if ptr == libc::MAP_FAILED {
-        return None;
-    }
-    NonNull::new(ptr.cast::<u8>())
+/// An anonymous private mapping: page-aligned, and zero-filled by the kernel page by page as
+/// it is first touched, so every byte is initialised without a memset of the whole. Unmapped
+/// when dropped: whoever hands out pointers into it must `mem::forget` it instead while any
+/// may still be used (the pool does, while loans are out).
+#[derive(Debug)]
+pub(crate) struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
 }
 
-/// Unmaps what `map_anonymous` mapped.
-///
-/// # Safety
-///
-/// `ptr` and `len` are those of one `map_anonymous` call, unmapped only once, and nothing
-/// (no reference, no read in the kernel's hands) reaches the memory any more.
-pub(crate) unsafe fn unmap(ptr: NonNull<u8>, len: usize) {
-    // SAFETY: the caller guarantees the mapping is ours, whole, and no longer reachable.
-    unsafe { libc::munmap(ptr.as_ptr().cast(), len) };
+// SAFETY: the mapping owns its memory; moving it to another thread moves that ownership.
+unsafe impl Send for Mapping {}
+
+impl Mapping {
+    /// A fresh mapping of `len` bytes (a multiple of the page size); `None` if the kernel
+    /// refuses it.
+    pub(crate) fn new(len: usize) -> Option<Mapping> {
+        // SAFETY: a fresh anonymous mapping aliases nothing of ours; the result is checked.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return None;
+        }
+        let ptr = NonNull::new(ptr.cast::<u8>())?;
+        Some(Mapping { ptr, len })
+    }
+
+    /// The address of its first byte.
+    pub(crate) fn as_mut_ptr(&mut self) -> NonNull<u8> {
+        self.ptr
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: mapped in `new` with this length and unmapped once, here; nothing reaches
+        // the memory any more (see the type's docs: it is forgotten, not dropped, otherwise).
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
 }

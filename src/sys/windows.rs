@@ -2,9 +2,6 @@
 //! (`seek_read`), there are no read-ahead hints, and direct I/O is ignored
 //! (`FILE_FLAG_NO_BUFFERING` would need sector-aligned reads the engine does not promise off
 //! Linux). The pool comes from std's allocator, page-aligned.
-#![allow(unsafe_code)]
-
-use std::alloc::{self, Layout};
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::windows::fs::FileExt;
@@ -70,26 +67,36 @@ pub(crate) fn fadvise_willneed(_file: &File, _offset: u64, _len: u64) {
     // Nothing to ask for.
 }
 
-/// `len` bytes (a multiple of the page size) from std's allocator, page-aligned and zeroed.
-/// `None` if the allocator refuses them.
-pub(crate) fn map_anonymous(len: usize) -> Option<NonNull<u8>> {
-    let layout = Layout::from_size_align(len, PAGE).ok()?;
-    if layout.size() == 0 {
-        return None;
-    }
-    // SAFETY: the layout's size is not zero (checked above); the result is checked.
-    NonNull::new(unsafe { alloc::alloc_zeroed(layout) })
+/// One page of the pool, aligned as a page.
+#[derive(Clone, Copy)]
+#[repr(C, align(4096))]
+struct Page([u8; PAGE]);
+
+/// Pages from std's allocator, page-aligned and zeroed; freed when dropped (see the Unix
+/// `Mapping` for the contract).
+pub(crate) struct Mapping {
+    pages: Vec<Page>,
 }
 
-/// Frees what `map_anonymous` allocated.
-///
-/// # Safety
-///
-/// `ptr` and `len` are those of one `map_anonymous` call, freed only once, and nothing (no
-/// reference, no read in progress) reaches the memory any more.
-pub(crate) unsafe fn unmap(ptr: NonNull<u8>, len: usize) {
-    let layout = Layout::from_size_align(len, PAGE).expect("the layout map_anonymous used");
-    // SAFETY: the caller guarantees `ptr` came from `alloc_zeroed` with this layout and is
-    // no longer reachable.
-    unsafe { alloc::dealloc(ptr.as_ptr(), layout) };
+impl std::fmt::Debug for Mapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Mapping({} pages)", self.pages.len())
+    }
+}
+
+impl Mapping {
+    /// `len` bytes (a multiple of the page size); `None` if the allocator refuses them.
+    pub(crate) fn new(len: usize) -> Option<Mapping> {
+        let count = len / PAGE;
+        let mut pages = Vec::new();
+        pages.try_reserve_exact(count).ok()?;
+        pages.resize(count, Page([0; PAGE]));
+        Some(Mapping { pages })
+    }
+
+    /// The address of its first byte. Pointers from it stay valid while the `Vec` is neither
+    /// reallocated nor borrowed again, which nothing does.
+    pub(crate) fn as_mut_ptr(&mut self) -> NonNull<u8> {
+        NonNull::new(self.pages.as_mut_ptr().cast::<u8>()).expect("a Vec's pointer is not null")
+    }
 }
