@@ -36,7 +36,7 @@
 //! cargo run --release --example scan -- --data-set mixed-1g --compare --hash
 //! # cold, buffered (goals: >= 1.4x std; CPU s per GiB <= std's)
 //! cargo run --release --example scan -- --data-set mixed-1g --compare --drop-caches
-//! # cold, O_DIRECT, beside fio on the same files (goals: >= 0.9x fio and >= 2.0x std)
+//! # cold, O_DIRECT, beside fio at 256k qd64 and at 1m qd32 (goals: >= 0.9x each fio, >= 2.0x std)
 //! cargo run --release --example scan -- --data-set mixed-1g --compare --drop-caches --direct --fio
 //! # cold, 20,000 files of 4 KiB (goal: >= 4x std)
 //! cargo run --release --example scan -- --data-set tiny --compare --drop-caches
@@ -82,14 +82,16 @@
 //!   ours, std, ours, std, ... Each run is a process of its own (this program again, with
 //!   `--backend X --json`), so that its CPU seconds and peak memory are its own. Prints a row
 //!   per run, then per backend the median GiB/s, CPU seconds, CPU seconds per GiB and peak RSS,
-//!   and the ratios of the medians, ours ÷ std (and ours ÷ fio). Without `--drop-caches`, one
-//!   untimed std pass first reads the files into the page cache.
+//!   and the ratios of the medians, ours ÷ std (and ours ÷ each fio configuration). Without
+//!   `--drop-caches`, one untimed std pass first reads the files into the page cache.
 //! - `--rounds N`: rounds of `--compare` or of the default run (default 3).
 //! - `--drop-caches`: before every run (in the default run: every cold run), `sync` and write
 //!   `3` to `/proc/sys/vm/drop_caches` (root only), so that the run reads from the device.
-//! - `--fio`: with `--compare`, each round also runs fio over the same files (io_uring, queue
-//!   depth 64, 256 KiB blocks, `O_DIRECT` with `--direct`), reported as a third backend. The
-//!   command is printed; see `support/fio.rs` for how it reads every file whole.
+//! - `--fio`: with `--compare`, each round also runs fio over the same files, twice: io_uring
+//!   with 256 KiB blocks at queue depth 64, then 1 MiB blocks at queue depth 32, `O_DIRECT`
+//!   with `--direct`. Each configuration is reported as a backend of its own (`fio 256k qd64`,
+//!   `fio 1m qd32`) with its own ratio ours ÷ fio. The commands are printed; see
+//!   `support/fio.rs` for how they read every file whole.
 //! - `--data-set NAME`: scan a built-in data set instead of PATHs, generated once from a fixed
 //!   seed into `$TMPDIR/readahead-scan-NAME` and reused afterwards (a marker file
 //!   `$TMPDIR/readahead-scan-NAME.complete` is written last, after every file and directory
@@ -235,10 +237,10 @@ fn compare(opts: &Options, fio: Option<&Path>) -> Result<ExitCode, String> {
             if rounds == 1 { "" } else { "s" }
         ));
         if let Some(fio) = fio {
-            emit(&format!(
-                "fio: {}",
-                fio::display(&fio::command(fio, &opts.paths, opts.direct))
-            ));
+            for config in &fio::CONFIGS {
+                let cmd = fio::command(fio, config, &opts.paths, opts.direct);
+                emit(&format!("{}: {}", config.name, fio::display(&cmd)));
+            }
         }
     }
     if !opts.drop_caches {
@@ -247,21 +249,21 @@ fn compare(opts: &Options, fio: Option<&Path>) -> Result<ExitCode, String> {
     }
     let mut runs: Vec<Run> = Vec::new();
     for round in 1..=rounds {
-        for role in [Role::Ours, Role::Std, Role::Fio] {
+        for role in compare::roles() {
             let run = match (role, fio) {
                 (Role::Ours, _) => compare::run_child(&exe, &child_args(opts, ours), round, role),
                 (Role::Std, _) => {
                     compare::run_child(&exe, &child_args(opts, Runner::Std), round, role)
                 }
-                (Role::Fio, Some(fio)) => {
+                (Role::Fio(config), Some(fio)) => {
                     if opts.drop_caches {
                         system::drop_caches()?;
                     }
-                    fio::run(fio, &opts.paths, opts.direct)
-                        .map(|out| Run::from_fio(round, out))
-                        .map_err(|e| format!("the fio run of round {round}: {e}"))
+                    fio::run(fio, config, &opts.paths, opts.direct)
+                        .map(|out| Run::from_fio(round, config, out))
+                        .map_err(|e| format!("the {} run of round {round}: {e}", config.name))
                 }
-                (Role::Fio, None) => continue,
+                (Role::Fio(_), None) => continue,
             }?;
             eprintln!(
                 "round {round}/{rounds}: {} {:.3} GiB/s",

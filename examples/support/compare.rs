@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{json, Value};
 
-use crate::fio::FioRun;
+use crate::fio::{self, FioRun};
 
 const GIB: f64 = (1u64 << 30) as f64;
 
@@ -19,8 +19,8 @@ pub enum Role {
     Ours,
     /// std's `BufReader`, the baseline.
     Std,
-    /// fio over the same files, the device's limit.
-    Fio,
+    /// fio over the same files in one of its configurations, the device's limit.
+    Fio(&'static fio::Config),
 }
 
 impl Role {
@@ -28,9 +28,26 @@ impl Role {
         match self {
             Role::Ours => "ours",
             Role::Std => "std",
-            Role::Fio => "fio",
+            Role::Fio(config) => config.name,
         }
     }
+
+    /// The name as a JSON key: no spaces.
+    fn key(self) -> String {
+        self.name().replace(' ', "_")
+    }
+
+    /// fio's runs read a little less than the scans and compute no checksum.
+    pub fn is_fio(self) -> bool {
+        matches!(self, Role::Fio(_))
+    }
+}
+
+/// Every role in the order of the tables: ours, std, then each fio configuration.
+pub fn roles() -> impl Iterator<Item = Role> {
+    [Role::Ours, Role::Std]
+        .into_iter()
+        .chain(fio::CONFIGS.iter().map(Role::Fio))
 }
 
 /// The reader's counters from one run.
@@ -48,7 +65,7 @@ pub struct ReaderStats {
 pub struct Run {
     round: usize,
     role: Role,
-    /// `uring`, `sync`, `std` or `fio`.
+    /// `uring`, `sync`, `std` or the fio configuration's name.
     backend: String,
     /// Not known for fio.
     files: Option<u64>,
@@ -152,12 +169,12 @@ impl Run {
         })
     }
 
-    /// A run from fio's report.
-    pub fn from_fio(round: usize, fio: FioRun) -> Run {
+    /// A run from fio's report in `config`.
+    pub fn from_fio(round: usize, config: &'static fio::Config, fio: FioRun) -> Run {
         Run {
             round,
-            role: Role::Fio,
-            backend: "fio".into(),
+            role: Role::Fio(config),
+            backend: config.name.into(),
             files: None,
             failed: 0,
             bytes: fio.bytes,
@@ -237,10 +254,9 @@ pub struct Medians {
     peak_rss_kib: f64,
 }
 
-/// Medians per role, in the order ours, std, fio; roles without runs are left out.
+/// Medians per role, in the order of `roles`; roles without runs are left out.
 pub fn medians(runs: &[Run]) -> Vec<Medians> {
-    [Role::Ours, Role::Std, Role::Fio]
-        .into_iter()
+    roles()
         .filter_map(|role| {
             let mine: Vec<&Run> = runs.iter().filter(|run| run.role == role).collect();
             let first = mine.first()?;
@@ -258,8 +274,8 @@ pub fn medians(runs: &[Run]) -> Vec<Medians> {
         .collect()
 }
 
-/// `ours ÷ std` and `ours ÷ fio`: (the other role, ratio of median GiB/s, ratio of median
-/// CPU s).
+/// `ours ÷ std` and `ours ÷` each fio configuration: (the other role, ratio of median GiB/s,
+/// ratio of median CPU s).
 pub fn ratios(medians: &[Medians]) -> Vec<(Role, f64, f64)> {
     let Some(ours) = medians.iter().find(|m| m.role == Role::Ours) else {
         return Vec::new();
@@ -289,7 +305,7 @@ pub struct Agreement {
 /// Checks that every run but fio's read the same files, bytes and checksum.
 pub fn check_agreement(runs: &[Run]) -> Result<Agreement, String> {
     let key = |run: &Run| (run.files, run.failed, run.bytes, run.checksum.clone());
-    let mut checked = runs.iter().filter(|run| run.role != Role::Fio);
+    let mut checked = runs.iter().filter(|run| !run.role.is_fio());
     let first = checked.next().ok_or("no runs to compare")?;
     if checked.all(|run| key(run) == key(first)) {
         return Ok(Agreement {
@@ -300,7 +316,7 @@ pub fn check_agreement(runs: &[Run]) -> Result<Agreement, String> {
         });
     }
     let mut text = "the runs read different data:".to_owned();
-    for run in runs.iter().filter(|run| run.role != Role::Fio) {
+    for run in runs.iter().filter(|run| !run.role.is_fio()) {
         let _ = write!(
             text,
             "\n  round {} {:<5}  {} files ({} failed), {} bytes, checksum {}",
@@ -322,8 +338,27 @@ fn mib(kib: f64) -> String {
 
 /// The table of runs, then the table of medians and the ratios.
 pub fn report(runs: &[Run], rounds: usize) -> String {
+    // Wide enough for the longest backend: fio's configurations have long names.
+    let width = runs.iter().map(|run| run.backend.len()).fold(7, usize::max);
+    let medians = medians(runs);
+    let mut text = runs_table(runs, width) + &medians_table(&medians, rounds, width);
+    if let Some(note) = fio_bytes_note(runs) {
+        text += &note;
+    }
+    for (other, speed, cpu) in ratios(&medians) {
+        let _ = write!(
+            text,
+            "\nours ÷ {}: {speed:.2}x GiB/s, {cpu:.2}x CPU s (ratios of the medians)",
+            other.name()
+        );
+    }
+    text
+}
+
+/// A row per run, the backend column `width` wide.
+fn runs_table(runs: &[Run], width: usize) -> String {
     let mut text = format!(
-        "{:>5}  {:<7}  {:>7}  {:>8}  {:>7}  {:>12}  {:>8}  {:>7}  {:>8}  {:>9}  {:>7}\n",
+        "{:>5}  {:<width$}  {:>7}  {:>8}  {:>7}  {:>12}  {:>8}  {:>7}  {:>8}  {:>9}  {:>7}\n",
         "round",
         "backend",
         "GiB/s",
@@ -339,7 +374,7 @@ pub fn report(runs: &[Run], rounds: usize) -> String {
     for run in runs {
         let _ = write!(
             text,
-            "{:>5}  {:<7}  {:>7.3}  {:>8.4}  {:>7.4}  {:>12}",
+            "{:>5}  {:<width$}  {:>7.3}  {:>8.4}  {:>7.4}  {:>12}",
             run.round,
             run.backend,
             run.gib_per_s(),
@@ -361,10 +396,13 @@ pub fn report(runs: &[Run], rounds: usize) -> String {
         }
         .expect("writing to a String");
     }
-    let medians = medians(runs);
-    let _ = write!(
-        text,
-        "\nmedians of {rounds} round{}\n{:<7}  {:>7}  {:>7}  {:>9}  {:>12}\n",
+    text
+}
+
+/// A row per role's medians, the backend column `width` wide.
+fn medians_table(medians: &[Medians], rounds: usize, width: usize) -> String {
+    let mut text = format!(
+        "\nmedians of {rounds} round{}\n{:<width$}  {:>7}  {:>7}  {:>9}  {:>12}\n",
         if rounds == 1 { "" } else { "s" },
         "backend",
         "GiB/s",
@@ -372,10 +410,10 @@ pub fn report(runs: &[Run], rounds: usize) -> String {
         "CPU s/GiB",
         "peak RSS MiB"
     );
-    for m in &medians {
+    for m in medians {
         let _ = writeln!(
             text,
-            "{:<7}  {:>7.3}  {:>7.4}  {:>9.4}  {:>12}",
+            "{:<width$}  {:>7.3}  {:>7.4}  {:>9.4}  {:>12}",
             m.backend,
             m.gib_per_s,
             m.cpu_seconds,
@@ -383,25 +421,31 @@ pub fn report(runs: &[Run], rounds: usize) -> String {
             mib(m.peak_rss_kib)
         );
     }
-    if let (Some(fio), Some(scan)) = (
-        runs.iter().find(|run| run.role == Role::Fio),
-        runs.iter().find(|run| run.role != Role::Fio),
-    ) {
-        let _ = write!(
-            text,
-            "\nfio read {} bytes, the scans {}: fio skips each file's last partial 4 KiB block,\n\
-             and its GiB/s are of its own bytes",
-            fio.bytes, scan.bytes
-        );
-    }
-    for (other, speed, cpu) in ratios(&medians) {
-        let _ = write!(
-            text,
-            "\nours ÷ {}: {speed:.2}x GiB/s, {cpu:.2}x CPU s (ratios of the medians)",
-            other.name()
-        );
-    }
     text
+}
+
+/// Why fio's bytes are not the scans': one count if its configurations agree, else each.
+fn fio_bytes_note(runs: &[Run]) -> Option<String> {
+    let scan = runs.iter().find(|run| !run.role.is_fio())?;
+    let fio: Vec<&Run> = roles()
+        .filter(|role| role.is_fio())
+        .filter_map(|role| runs.iter().find(|run| run.role == role))
+        .collect();
+    let first = fio.first()?;
+    let bytes = if fio.iter().all(|run| run.bytes == first.bytes) {
+        format!("{} bytes", first.bytes)
+    } else {
+        let each: Vec<String> = fio
+            .iter()
+            .map(|run| format!("{} bytes ({})", run.bytes, run.backend))
+            .collect();
+        each.join(", ")
+    };
+    Some(format!(
+        "\nfio read {bytes}, the scans {}: fio skips each file's last partial 4 KiB block,\n\
+         and its GiB/s are of its own bytes",
+        scan.bytes
+    ))
 }
 
 /// One line on what every run read.
@@ -431,7 +475,7 @@ pub fn summary_json(runs: &[Run], agreement: Result<&Agreement, &String>) -> Str
         .into_iter()
         .map(|(other, speed, cpu)| {
             (
-                format!("ours_{}", other.name()),
+                format!("ours_{}", other.key()),
                 json!({"gib_per_s": speed, "cpu_seconds": cpu}),
             )
         })
@@ -516,25 +560,78 @@ mod tests {
         assert!(check_agreement(&short).is_err());
     }
 
-    #[test]
-    fn fio_is_left_out_of_the_agreement_and_in_the_ratios() {
+    fn fio_run(round: usize, config: &'static fio::Config, bytes: u64, seconds: f64) -> Run {
         let fio = FioRun {
-            bytes: 90,
-            seconds: 0.5,
+            bytes,
+            seconds,
             cpu_seconds: 0.1,
             peak_rss_kib: 1024,
         };
+        Run::from_fio(round, config, fio)
+    }
+
+    #[test]
+    fn fio_is_left_out_of_the_agreement_and_in_the_ratios_once_per_configuration() {
+        let [k256, m1] = &fio::CONFIGS;
         let runs = [
             run(1, Role::Ours, 100, 1.0, "ab"),
             run(1, Role::Std, 100, 2.0, "ab"),
-            Run::from_fio(1, fio),
+            fio_run(1, k256, 90, 0.5),
+            fio_run(1, m1, 90, 0.25),
         ];
         assert!(check_agreement(&runs).is_ok());
         let ratios = ratios(&medians(&runs));
-        assert_eq!(ratios.len(), 2);
-        assert_eq!(ratios[0].0, Role::Std);
+        let roles: Vec<Role> = ratios.iter().map(|&(role, _, _)| role).collect();
+        assert_eq!(roles, [Role::Std, Role::Fio(k256), Role::Fio(m1)]);
         assert!((ratios[0].1 - 2.0).abs() < 1e-9);
-        assert_eq!(ratios[1].0, Role::Fio);
         assert!((ratios[1].1 - 100.0 / 1.0 / (90.0 / 0.5)).abs() < 1e-9);
+        assert!((ratios[2].1 - 100.0 / 1.0 / (90.0 / 0.25)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn each_fio_configuration_has_its_rows_and_its_ratio() {
+        let [k256, m1] = &fio::CONFIGS;
+        let runs = [
+            run(1, Role::Ours, 100, 1.0, "ab"),
+            run(1, Role::Std, 100, 2.0, "ab"),
+            fio_run(1, k256, 90, 0.5),
+            fio_run(1, m1, 90, 0.25),
+        ];
+        let text = report(&runs, 1);
+        for config in [k256, m1] {
+            let rows = text.lines().filter(|l| l.contains(config.name)).count();
+            assert_eq!(
+                rows, 3,
+                "a run, a median and a ratio of {}:\n{text}",
+                config.name
+            );
+            assert!(
+                text.contains(&format!("ours ÷ {}: ", config.name)),
+                "{text}"
+            );
+        }
+        assert!(text.contains("fio read 90 bytes, the scans 100"), "{text}");
+        // The backend column is wide enough for fio's names: every row of runs lines up.
+        let widths: Vec<usize> = text.lines().take(5).map(str::len).collect();
+        assert_eq!(widths, [widths[0]; 5], "{text}");
+        let json = summary_json(&runs, Err(&"differ".into()));
+        let summary: Value = serde_json::from_str(&json).expect("parses");
+        assert!(summary["ratios"]["ours_fio_256k_qd64"]["gib_per_s"].is_f64());
+        assert!(summary["ratios"]["ours_fio_1m_qd32"]["gib_per_s"].is_f64());
+    }
+
+    #[test]
+    fn fio_configurations_that_read_different_bytes_are_named() {
+        let [k256, m1] = &fio::CONFIGS;
+        let runs = [
+            run(1, Role::Ours, 100, 1.0, "ab"),
+            fio_run(1, k256, 90, 0.5),
+            fio_run(1, m1, 80, 0.5),
+        ];
+        let note = fio_bytes_note(&runs).expect("a note");
+        assert!(
+            note.contains("90 bytes (fio 256k qd64), 80 bytes (fio 1m qd32)"),
+            "{note}"
+        );
     }
 }

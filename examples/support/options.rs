@@ -43,7 +43,8 @@ options:
   --rounds N         rounds of --compare or of the default run (default 3)
   --drop-caches      before every run (every cold run by default): sync, then
                      3 > /proc/sys/vm/drop_caches (root; Linux only)
-  --fio              with --compare: fio over the same files each round (fio on PATH)
+  --fio              with --compare: fio over the same files each round, twice: io_uring
+                     at 256K blocks, depth 64, and 1M blocks, depth 32 (fio on PATH)
   --data-set NAME    a built-in data set instead of PATHs:
                        mixed      256 MiB of 4 KiB-4 MiB files, log-uniform (default)
                        mixed-1g   the same, 1 GiB
