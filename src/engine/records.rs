@@ -79,6 +79,10 @@ impl Engine<'_> {
             ));
         }
         if self.spill.pending() == 0 {
+            // Most records lie inside the front chunk: no run to measure, no waiting.
+            if let Some(len) = self.front_unread(n) {
+                return Ok(self.expose_run(len));
+            }
             match self.gather(n)? {
                 Gather::InPlace(len) => return Ok(self.expose_run(len)),
                 Gather::Spill => {}
@@ -87,6 +91,14 @@ impl Engine<'_> {
         self.fill_spill(n)?;
         self.exposed = self.spill.pending();
         Ok(self.spill.bytes())
+    }
+
+    /// The unread bytes of the current file's front chunk, if it is readable and holds at
+    /// least `n` of them (and at least one).
+    fn front_unread(&self, n: usize) -> Option<usize> {
+        let (front, c) = (self.queue.front()?, self.chunks.live.front()?);
+        let unread = c.valid(front.end).saturating_sub(c.pos);
+        (c.file == front.id && c.region.is_some() && unread >= n.max(1)).then_some(unread)
     }
 
     /// Waits and issues reads until `n` bytes (or the file's rest) lie contiguous in the pool
