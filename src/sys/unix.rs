@@ -376,6 +376,16 @@ impl Mapping {
         if ptr == libc::MAP_FAILED {
             return None;
         }
+        // Transparent huge pages where the system gives them on request: the pool is walked
+        // over and over, and 2 MiB pages spare the TLB and the page faults of 4 KiB ones.
+        // Measured on records parsed from warm account files on two threads: 0.95x of std's
+        // speed with the advice, 0.88x without, in the same run. A hint: refused, it changes
+        // nothing.
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        // SAFETY: advice on the mapping just made, of its own length; it moves no memory.
+        unsafe {
+            libc::madvise(ptr, len, libc::MADV_HUGEPAGE)
+        };
         let ptr = NonNull::new(ptr.cast::<u8>())?;
         Some(Mapping { ptr, len })
     }
