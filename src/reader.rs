@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::backend::sync::SyncIo;
 use crate::backend::{self, RingConfig};
 use crate::config::ReaderBuilder;
-use crate::consts::{Backend, OFFLOAD_DEPTH, WARM_WINDOW};
+use crate::consts::{Backend, OFFLOAD_DEPTH, SMALL_WINDOW, WARM_WINDOW};
 use crate::engine::{Engine, Limits};
 use crate::error::Error;
 use crate::io::Io;
@@ -104,7 +104,9 @@ impl<'a> SequentialFileReader<'a> {
             depth: config.queue_depth as usize,
             max_open: config.max_open_files,
             warm_window: WARM_WINDOW.max(config.read_size).min(config.buffer_size),
+            small_window: SMALL_WINDOW.min(config.buffer_size),
             offload_depth: OFFLOAD_DEPTH,
+            share_cpus: true,
         };
         let ring_config = RingConfig {
             depth: config.queue_depth,

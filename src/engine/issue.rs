@@ -2,6 +2,8 @@
 //! of cached files, and reads offloaded to kernel workers.
 
 use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use super::{ring_error, Engine};
@@ -27,9 +29,54 @@ pub(super) struct Policy {
     /// The last answer of `io.cached`: (file id, offset, cached). Reads that do not ask go
     /// by it.
     hint: Option<(u64, u64, bool)>,
+    /// This reader, counted among the process's readers while it lives (where
+    /// `Limits::share_cpus` asks for it).
+    counted: Option<Counted>,
+}
+
+/// Readers alive in this process that share its CPUs with kernel workers (`Counted`).
+static READERS: AtomicUsize = AtomicUsize::new(0);
+
+/// One reader counted in `READERS` for as long as it lives.
+#[derive(Debug)]
+struct Counted;
+
+impl Counted {
+    fn new() -> Self {
+        READERS.fetch_add(1, Ordering::Relaxed);
+        Counted
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        READERS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Whether a CPU is left over for kernel workers: fewer readers are alive than there are
+/// CPUs. With a reader per CPU, every CPU is busy consuming, so a copy handed to a worker
+/// only moves work between them and adds a wake-up on each side.
+fn cpu_to_spare() -> bool {
+    static CPUS: OnceLock<usize> = OnceLock::new();
+    let cpus = *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    READERS.load(Ordering::Relaxed) < cpus
 }
 
 impl Policy {
+    /// A policy for a reader that counts itself among the process's readers when `share_cpus`.
+    pub(super) fn new(share_cpus: bool) -> Self {
+        Policy {
+            counted: share_cpus.then(Counted::new),
+            ..Policy::default()
+        }
+    }
+
+    /// Whether large cached reads may go to kernel workers now.
+    pub(super) fn may_offload(&self) -> bool {
+        self.counted.is_none() || cpu_to_spare()
+    }
+
     /// Whether the last range asked about was in the page cache.
     fn warm(&self) -> bool {
         self.hint.is_some_and(|(_, _, cached)| cached)
@@ -75,7 +122,19 @@ impl<'a> Engine<'a> {
     fn ahead_enough(&self) -> bool {
         self.policy.warm()
             && self.policy.small_last
-            && self.pool.ready_bytes() >= self.limits.warm_window / 2
+            && self.pool.ready_bytes() >= self.small_reads_window() / 2
+    }
+
+    /// The window of small cached reads. While kernel workers may copy large reads, the
+    /// window must hold those in flight too, or a small file behind a large one would stall
+    /// the pipeline; while the consumer's thread does every copy (a reader per CPU), a
+    /// smaller window keeps the copies in its CPU's cache until it gets to them.
+    fn small_reads_window(&self) -> usize {
+        if self.policy.may_offload() {
+            self.limits.warm_window
+        } else {
+            self.limits.small_window
+        }
     }
 
     /// Blocks until a read completes, then handles what came back and refills.
@@ -183,20 +242,22 @@ impl<'a> Engine<'a> {
         let (file, offset, direct) = (entry.id, entry.next_read, entry.direct);
         let fd = entry.fd.clone().expect("checked open");
         // While the files ahead are in the page cache, the read-ahead stays within a small
-        // window (its bytes are still in the CPU's cache when consumed) and large reads
-        // are copied by kernel workers; otherwise it may fill the pool, for depth.
+        // window (its bytes are still in the CPU's cache when consumed; smaller still for
+        // small reads, copied on this thread) and large reads are copied by kernel workers;
+        // otherwise it may fill the pool, for depth.
         let cached = !direct && self.cached(file, &fd, offset, len);
-        let limit = if cached && !(idx == 0 && self.policy.stretch) {
-            self.limits.warm_window
-        } else {
-            self.pool.capacity()
+        let small = read_len < OFFLOAD_MIN;
+        let limit = match (cached && !(idx == 0 && self.policy.stretch), small) {
+            (true, true) => self.small_reads_window(),
+            (true, false) => self.limits.warm_window,
+            (false, _) => self.pool.capacity(),
         };
         let held = self.pool.live_bytes();
         if held > 0 && held + read_len > limit {
             return Step::Blocked;
         }
-        let offload = cached && read_len >= OFFLOAD_MIN;
-        self.policy.small_last = read_len < OFFLOAD_MIN;
+        let offload = cached && !small && self.policy.may_offload();
+        self.policy.small_last = small;
         let helping = self.policy.helping;
         if offload && self.policy.offloaded >= self.limits.offload_depth && !helping {
             return Step::Blocked;

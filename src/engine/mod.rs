@@ -62,8 +62,14 @@ pub(crate) struct Limits {
     pub(crate) max_open: usize,
     /// Pool bytes the read-ahead may hold while the files ahead are in the page cache.
     pub(crate) warm_window: usize,
+    /// The same while those reads are small (below `OFFLOAD_MIN`): they are copied on the
+    /// consumer's thread, so this is how far ahead of it the copies land.
+    pub(crate) small_window: usize,
     /// Offloaded reads in flight at most.
     pub(crate) offload_depth: usize,
+    /// Whether the reader offloads only while the process has fewer readers than CPUs (a
+    /// process-wide count; off in the engine's tests, which run many engines at once).
+    pub(crate) share_cpus: bool,
 }
 
 /// The queue, the pool and a backend, worked together.
@@ -99,7 +105,7 @@ impl<'a> Engine<'a> {
             queue: Queue::default(),
             chunks: Chunks::default(),
             limits,
-            policy: Policy::default(),
+            policy: Policy::new(limits.share_cpus),
             opens: Opens::default(),
             done: Vec::new(),
             stats: Stats::default(),
@@ -135,7 +141,7 @@ impl<'a> Engine<'a> {
                 max_open: self.opens.configured_cap(self.limits.max_open),
                 ..self.limits
             },
-            policy: Policy::default(),
+            policy: Policy::new(self.limits.share_cpus),
             opens: Opens::default(),
             done: Vec::new(),
             stats: self.stats,

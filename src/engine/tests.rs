@@ -436,7 +436,9 @@ fn engine_windowed<'a>(
         depth: 16,
         max_open: 4,
         warm_window,
+        small_window: warm_window,
         offload_depth: 2,
+        share_cpus: false,
     };
     let mut e = Engine::new(Box::new(io), Pool::with_capacity(pool).unwrap(), limits);
     e.poison = Some(POISON);
@@ -805,6 +807,62 @@ fn cached_files_read_in_small_reads_stay_within_the_window() {
     for order in ORDERS {
         read_warm(Some(true), 60 << 10, 128 << 10, order, None);
     }
+}
+
+/// Reads `sizes` as cached files through an engine that counts itself among the process's
+/// readers, with the given windows; checks the bytes and returns the stats and the log.
+fn read_counted(sizes: &[usize], order: (bool, bool), windows: (usize, usize)) -> (Stats, Log) {
+    let f = files(sizes);
+    let mut io = Scripted::new(|_| Act::Full).ordered(order);
+    io.cached = Some(true);
+    let log = io.log.clone();
+    let limits = Limits {
+        read_size: 64 << 10,
+        direct: false,
+        depth: 16,
+        max_open: 4,
+        small_window: windows.0,
+        warm_window: windows.1,
+        offload_depth: 2,
+        share_cpus: true,
+    };
+    let mut e = Engine::new(Box::new(io), Pool::with_capacity(1 << 20).unwrap(), limits);
+    e.poison = Some(POISON);
+    queue_paths(&mut e, &f);
+    assert_exact(&read_all(&mut e), &f.data);
+    let stats = e.stats();
+    drop(e);
+    let log = mem::take(&mut *log.lock().unwrap());
+    (stats, log)
+}
+
+#[test]
+fn with_a_reader_per_cpu_reads_are_copied_inline_and_small_ones_kept_close() {
+    // Readers counted by this process, one per CPU: none is left over for kernel workers
+    // (other tests' readers only add to the count).
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let others: Vec<Policy> = (0..cpus).map(|_| Policy::new(true)).collect();
+    let small = [5000, 1, 0, 12_000, 8192, 4096, 9000, 12_288, 100, 7000];
+    for order in ORDERS {
+        let (stats, log) = read_counted(&WARM_SIZES, order, (32 << 10, 256 << 10));
+        assert_eq!(stats.reads_offloaded, 0, "{order:?}");
+        assert!(log.reads.iter().all(|c| !c.offload));
+        assert!(stats.peak_pool_bytes <= 256 << 10, "{order:?}: {stats:?}");
+        // Small reads only: the read-ahead holds no more than the small window.
+        let (stats, _) = read_counted(&small, order, (32 << 10, 256 << 10));
+        assert!(stats.peak_pool_bytes <= 32 << 10, "{order:?}: {stats:?}");
+    }
+    drop(others);
+}
+
+#[test]
+fn a_reader_counts_itself_while_it_lives() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut counted: Vec<Policy> = (0..cpus - 1).map(|_| Policy::new(true)).collect();
+    // Uncounted policies (the engine's tests) always may offload.
+    assert!(Policy::new(false).may_offload());
+    counted.push(Policy::new(true));
+    assert!(!counted[0].may_offload(), "{cpus} readers on {cpus} CPUs");
 }
 
 /// A source that opens paths itself, completing opens and reads in `order`, and counts the
