@@ -22,7 +22,7 @@
 //! `--drop-caches` (root), the whole page cache. The warm runs follow the cold std run, which
 //! leaves every file cached. It prints first the cold and the warm ratio ours ÷ std (medians,
 //! and the range of the rounds' own ratios), naming the baseline
-//! (`BufReader::with_capacity(read_size, File)` per file), then each kind's table of runs as
+//! (`BufReader::with_capacity(std_buffer, File)` per file), then each kind's table of runs as
 //! `--compare` prints it. A progress bar counts the runs. See `support/rounds.rs`.
 //!
 //! # The scenarios of BENCHMARKS.md
@@ -43,9 +43,9 @@
 //! # memory with 100,000 queued files (goal: peak RSS <= pool + 16 MiB)
 //! cargo run --release --example scan -- --data-set tiny-100k --compare
 //! # a validator's startup scan, records on 2 threads, warm (goal: >= 1.0x std 1 MiB readers)
-//! cargo run --release --example scan -- --data-set accounts --compare --records --threads 2 --read-size 1M
+//! cargo run --release --example scan -- --data-set accounts --compare --records --threads 2
 //! # the same, cold, O_DIRECT (goal: >= 2.0x std 32 KiB readers, today's validator path)
-//! cargo run --release --example scan -- --data-set accounts --compare --records --threads 2 --drop-caches --direct --read-size 32K
+//! cargo run --release --example scan -- --data-set accounts --compare --records --threads 2 --drop-caches --direct --std-buffer 32K
 //! # a slow, remote-like disk: 1 ms a read over FUSE (root; measured 4.1x std, 5 rounds 3.2-4.3x)
 //! cargo run --release --example scan -- --data-set fuse-latency --compare --rounds 5
 //! ```
