@@ -394,9 +394,12 @@ impl Pool {
     /// lent or not as `lent` says.
     fn index_of(&self, region: &Region, lent: bool) -> usize {
         assert_eq!(region.pool, self.id, "a token of another pool");
-        // The consumer's region is nearly always the oldest live one: look there first.
-        let i = match self.live.front() {
-            Some(l) if l.start == region.start => 0,
+        // The consumer's region is nearly always the oldest live one, and a region being lent
+        // the newest: look there first.
+        let last = self.live.len().wrapping_sub(1);
+        let i = match (self.live.front(), self.live.back()) {
+            (Some(l), _) if l.start == region.start => 0,
+            (_, Some(l)) if l.start == region.start => last,
             _ => self
                 .live
                 .binary_search_by_key(&region.start, |l| l.start)

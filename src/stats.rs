@@ -23,7 +23,8 @@ pub struct Stats {
     /// Reads that returned fewer bytes than asked before the file's end.
     pub short_reads: u64,
     /// Reads handed to kernel workers to copy from the page cache, so the copy overlaps the
-    /// consumer's work.
+    /// consumer's work. None while the process has as many readers alive as CPUs: then every
+    /// CPU is consuming, and each reader copies on its own thread.
     pub reads_offloaded: u64,
     /// Reads submitted again after `EINTR`, `EAGAIN`, `ECANCELED`, or `EFAULT` (which the
     /// kernel returns for a read whose submitting thread exited: the reader moved threads),
