@@ -12,25 +12,25 @@
 
 mod common;
 
-use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use common::*;
 use readahead::{Backend, SequentialFileReader};
 
-/// Writes `path` out to the disk and drops it from the page cache.
-fn evict(path: &Path) {
-    let f = File::open(path).unwrap();
-    f.sync_all().unwrap();
-    // SAFETY: posix_fadvise only reads its arguments; `f` is open.
-    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    assert_eq!(
-        rc,
-        0,
-        "posix_fadvise: {}",
-        std::io::Error::from_raw_os_error(rc)
-    );
+/// Writes `path` out to the disk and drops it from the page cache; whether that worked, so
+/// that its reads will wait for the disk. Says why not on stderr: where the filesystem keeps
+/// files in memory (tmpfs), no read waits and these tests would test nothing.
+fn evict(path: &Path) -> bool {
+    evict_from_page_cache(path);
+    let cold = evicted(path);
+    if !cold {
+        eprintln!(
+            "skipping: {} stays in the page cache (a tmpfs $TMPDIR?), so no read of it waits \
+             for the disk",
+            path.display()
+        );
+    }
+    cold
 }
 
 /// An io_uring reader with `paths` queued (so their first reads are submitted) by a thread
@@ -66,7 +66,9 @@ fn a_read_submitted_by_an_exited_thread_reads_exactly() {
     let files = make_files(&[256 << 10, 5000]);
     let want = oracle_all(&files.paths);
     for round in 0..10 {
-        evict(&files.paths[0]);
+        if !evict(&files.paths[0]) {
+            return;
+        }
         let mut r = queued_by_an_exited_thread(&files.paths);
         assert_files_eq(&read_all_ok(&mut r), &want, &format!("round {round}"));
     }
@@ -96,7 +98,9 @@ fn child_reads_many_reads_submitted_by_an_exited_thread() {
     let files = make_files(&[8 << 20, 5000]);
     let want = oracle_all(&files.paths);
     for round in 0..5 {
-        evict(&files.paths[0]);
+        if !evict(&files.paths[0]) {
+            break;
+        }
         let mut r = queued_by_an_exited_thread(&files.paths);
         let got = read_all_files(&mut r);
         let what = format!("round {round}");

@@ -444,6 +444,44 @@ pub fn evict_from_page_cache(path: &Path) {
     }
 }
 
+/// Whether no page of `path` is in the page cache (`mincore` over a mapping of it): what
+/// [`evict_from_page_cache`] did, checked. `false` where pages stay (tmpfs keeps every file in
+/// memory, and no read of it waits for a disk), and where it cannot be told.
+#[cfg(unix)]
+pub fn evicted(path: &Path) -> bool {
+    use std::os::fd::AsRawFd;
+    let Ok(file) = File::open(path) else {
+        return false;
+    };
+    let len = file.metadata().map_or(0, |m| m.len() as usize);
+    if len == 0 {
+        return false;
+    }
+    // SAFETY: a fresh read-only shared mapping of `len` bytes of a file kept open; checked.
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        return false;
+    }
+    // SAFETY: sysconf reads no memory of ours.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    let mut resident = vec![0u8; len.div_ceil(page)];
+    // SAFETY: `resident` has one byte for each page of the mapping just made, which is unmapped
+    // right after; mincore reads no byte of the file.
+    let rc = unsafe { libc::mincore(addr, len, resident.as_mut_ptr().cast()) };
+    // SAFETY: the mapping made above, with its length; nothing refers to it.
+    unsafe { libc::munmap(addr, len) };
+    rc == 0 && resident.iter().all(|b| b & 1 == 0)
+}
+
 /// The line a child test prints once it has done all its work, so that the parent can tell
 /// it ran: a child test that was filtered out, or returned early, prints nothing.
 pub const CHILD_DONE: &str = "child test: done";
