@@ -394,17 +394,16 @@ impl Pool {
     /// lent or not as `lent` says.
     fn index_of(&self, region: &Region, lent: bool) -> usize {
         assert_eq!(region.pool, self.id, "a token of another pool");
+        let search = || self.live.binary_search_by_key(&region.start, |l| l.start);
         // The consumer's region is nearly always the oldest live one, and a region being lent
         // the newest: look there first.
-        let last = self.live.len().wrapping_sub(1);
         let i = match (self.live.front(), self.live.back()) {
             (Some(l), _) if l.start == region.start => 0,
-            (_, Some(l)) if l.start == region.start => last,
-            _ => self
-                .live
-                .binary_search_by_key(&region.start, |l| l.start)
+            (_, Some(l)) if l.start == region.start => self.live.len() - 1,
+            _ => search()
                 .unwrap_or_else(|_| panic!("region at {} is not live in this pool", region.start)),
         };
+        debug_assert_eq!(search(), Ok(i), "starts are unique and ordered");
         let live = &self.live[i];
         assert!(
             !live.freed && live.len == region.len,

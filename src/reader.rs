@@ -10,7 +10,7 @@ use crate::backend::sync::SyncIo;
 use crate::backend::{self, RingConfig};
 use crate::config::ReaderBuilder;
 use crate::consts::{Backend, OFFLOAD_DEPTH, SMALL_WINDOW, WARM_WINDOW};
-use crate::engine::{Engine, Limits};
+use crate::engine::{Engine, Limits, READERS};
 use crate::error::Error;
 use crate::io::Io;
 use crate::pool::Pool;
@@ -43,6 +43,15 @@ impl ReaderBuilder {
 /// middle of a scan. `'a` is the lifetime of the files borrowed with
 /// [`add_file_to_prefetch`](Self::add_file_to_prefetch); a reader that borrows none is
 /// `'static`.
+///
+/// # Several readers
+///
+/// For many files on many cores, run a reader per thread (file `i` to thread `i mod N`). The
+/// readers of a process count themselves while they live: with fewer of them than CPUs, large
+/// reads of files in the page cache are copied by kernel workers while the consumer works on
+/// the bytes before them; with as many as CPUs (idle ones count too) every CPU is consuming,
+/// so each reader copies on its own thread, and keeps small reads within 512 KiB of its
+/// consumer, where the CPU's cache still holds them ([`Stats::reads_offloaded`] shows which).
 ///
 /// # Examples
 ///
@@ -106,7 +115,7 @@ impl<'a> SequentialFileReader<'a> {
             warm_window: WARM_WINDOW.max(config.read_size).min(config.buffer_size),
             small_window: SMALL_WINDOW.min(config.buffer_size),
             offload_depth: OFFLOAD_DEPTH,
-            share_cpus: true,
+            readers: Some(&READERS),
         };
         let ring_config = RingConfig {
             depth: config.queue_depth,

@@ -408,7 +408,7 @@ fn the_real_ring_never_exposes_a_byte_no_read_wrote() {
             warm_window: 32 << 10,
             small_window: 32 << 10,
             offload_depth: 2,
-            share_cpus: false,
+            readers: None,
         };
         let mut e = crate::engine::Engine::new(Box::new(ring), pool, limits);
         e.poison = Some(SENTINEL);

@@ -29,52 +29,85 @@ pub(super) struct Policy {
     /// The last answer of `io.cached`: (file id, offset, cached). Reads that do not ask go
     /// by it.
     hint: Option<(u64, u64, bool)>,
-    /// This reader, counted among the process's readers while it lives (where
-    /// `Limits::share_cpus` asks for it).
+    /// This reader, counted among the readers that share the CPUs while it lives (where
+    /// `Limits::readers` names a count).
     counted: Option<Counted>,
 }
 
-/// Readers alive in this process that share its CPUs with kernel workers (`Counted`).
-static READERS: AtomicUsize = AtomicUsize::new(0);
-
-/// One reader counted in `READERS` for as long as it lives.
+/// The readers alive that share some CPUs with the kernel workers copying for them.
 #[derive(Debug)]
-struct Counted;
+pub(crate) struct Readers {
+    alive: AtomicUsize,
+    /// How many CPUs they share; 0 for as many as this process may run on.
+    cpus: usize,
+}
+
+/// Every reader of this process.
+pub(crate) static READERS: Readers = Readers::new(0);
+
+impl Readers {
+    /// No reader yet, sharing `cpus` CPUs (0: as many as this process may run on).
+    pub(crate) const fn new(cpus: usize) -> Self {
+        Readers {
+            alive: AtomicUsize::new(0),
+            cpus,
+        }
+    }
+
+    fn cpus(&self) -> usize {
+        static PROCESS_CPUS: OnceLock<usize> = OnceLock::new();
+        match self.cpus {
+            0 => *PROCESS_CPUS
+                .get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+            n => n,
+        }
+    }
+
+    /// Whether a CPU is left over for kernel workers: fewer readers are alive than there are
+    /// CPUs. With a reader per CPU, every CPU is busy consuming, so a copy handed to a worker
+    /// only moves work between them and adds a wake-up on each side.
+    fn cpu_to_spare(&self) -> bool {
+        self.alive.load(Ordering::Relaxed) < self.cpus()
+    }
+}
+
+/// One reader counted in its `Readers` for as long as it lives.
+#[derive(Debug)]
+struct Counted(&'static Readers);
 
 impl Counted {
-    fn new() -> Self {
-        READERS.fetch_add(1, Ordering::Relaxed);
-        Counted
+    fn new(readers: &'static Readers) -> Self {
+        readers.alive.fetch_add(1, Ordering::Relaxed);
+        Counted(readers)
     }
 }
 
 impl Drop for Counted {
     fn drop(&mut self) {
-        READERS.fetch_sub(1, Ordering::Relaxed);
+        self.0.alive.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
-/// Whether a CPU is left over for kernel workers: fewer readers are alive than there are
-/// CPUs. With a reader per CPU, every CPU is busy consuming, so a copy handed to a worker
-/// only moves work between them and adds a wake-up on each side.
-fn cpu_to_spare() -> bool {
-    static CPUS: OnceLock<usize> = OnceLock::new();
-    let cpus = *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    READERS.load(Ordering::Relaxed) < cpus
-}
-
 impl Policy {
-    /// A policy for a reader that counts itself among the process's readers when `share_cpus`.
-    pub(super) fn new(share_cpus: bool) -> Self {
+    /// A policy for a reader, counted among `readers` where given.
+    pub(super) fn new(readers: Option<&'static Readers>) -> Self {
         Policy {
-            counted: share_cpus.then(Counted::new),
+            counted: readers.map(Counted::new),
+            ..Policy::default()
+        }
+    }
+
+    /// A fresh policy for the same reader (rebound to new files), which stays counted once.
+    pub(super) fn renewed(&mut self) -> Self {
+        Policy {
+            counted: self.counted.take(),
             ..Policy::default()
         }
     }
 
     /// Whether large cached reads may go to kernel workers now.
     pub(super) fn may_offload(&self) -> bool {
-        self.counted.is_none() || cpu_to_spare()
+        self.counted.as_ref().is_none_or(|c| c.0.cpu_to_spare())
     }
 
     /// Whether the last range asked about was in the page cache.

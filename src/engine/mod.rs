@@ -50,6 +50,7 @@ use crate::stats::Stats;
 
 use chunks::Chunks;
 use issue::Policy;
+pub(crate) use issue::{Readers, READERS};
 use opens::Opens;
 use records::Spill;
 
@@ -67,9 +68,9 @@ pub(crate) struct Limits {
     pub(crate) small_window: usize,
     /// Offloaded reads in flight at most.
     pub(crate) offload_depth: usize,
-    /// Whether the reader offloads only while the process has fewer readers than CPUs (a
-    /// process-wide count; off in the engine's tests, which run many engines at once).
-    pub(crate) share_cpus: bool,
+    /// The readers this one shares the CPUs with ([`READERS`]: the process's), counted to
+    /// offload only while a CPU is left over; `None`: offload whenever cached.
+    pub(crate) readers: Option<&'static Readers>,
 }
 
 /// The queue, the pool and a backend, worked together.
@@ -105,7 +106,7 @@ impl<'a> Engine<'a> {
             queue: Queue::default(),
             chunks: Chunks::default(),
             limits,
-            policy: Policy::new(limits.share_cpus),
+            policy: Policy::new(limits.readers),
             opens: Opens::default(),
             done: Vec::new(),
             stats: Stats::default(),
@@ -141,7 +142,7 @@ impl<'a> Engine<'a> {
                 max_open: self.opens.configured_cap(self.limits.max_open),
                 ..self.limits
             },
-            policy: Policy::new(self.limits.share_cpus),
+            policy: self.policy.renewed(),
             opens: Opens::default(),
             done: Vec::new(),
             stats: self.stats,

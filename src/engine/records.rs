@@ -81,6 +81,7 @@ impl Engine<'_> {
         if self.spill.pending() == 0 {
             // Most records lie inside the front chunk: no run to measure, no waiting.
             if let Some(len) = self.front_unread(n) {
+                debug_assert!(self.run_len(n).0 == len, "the run the slow path would find");
                 return Ok(self.expose_run(len));
             }
             match self.gather(n)? {

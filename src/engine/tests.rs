@@ -438,7 +438,7 @@ fn engine_windowed<'a>(
         warm_window,
         small_window: warm_window,
         offload_depth: 2,
-        share_cpus: false,
+        readers: None,
     };
     let mut e = Engine::new(Box::new(io), Pool::with_capacity(pool).unwrap(), limits);
     e.poison = Some(POISON);
@@ -809,9 +809,14 @@ fn cached_files_read_in_small_reads_stay_within_the_window() {
     }
 }
 
-/// Reads `sizes` as cached files through an engine that counts itself among the process's
-/// readers, with the given windows; checks the bytes and returns the stats and the log.
-fn read_counted(sizes: &[usize], order: (bool, bool), windows: (usize, usize)) -> (Stats, Log) {
+/// Reads `sizes` as cached files through an engine counted among `readers`, with the given
+/// windows (small, warm); checks the bytes and returns the stats and the log.
+fn read_counted(
+    sizes: &[usize],
+    order: (bool, bool),
+    readers: &'static Readers,
+    windows: (usize, usize),
+) -> (Stats, Log) {
     let f = files(sizes);
     let mut io = Scripted::new(|_| Act::Full).ordered(order);
     io.cached = Some(true);
@@ -824,7 +829,7 @@ fn read_counted(sizes: &[usize], order: (bool, bool), windows: (usize, usize)) -
         small_window: windows.0,
         warm_window: windows.1,
         offload_depth: 2,
-        share_cpus: true,
+        readers: Some(readers),
     };
     let mut e = Engine::new(Box::new(io), Pool::with_capacity(1 << 20).unwrap(), limits);
     e.poison = Some(POISON);
@@ -838,31 +843,45 @@ fn read_counted(sizes: &[usize], order: (bool, bool), windows: (usize, usize)) -
 
 #[test]
 fn with_a_reader_per_cpu_reads_are_copied_inline_and_small_ones_kept_close() {
-    // Readers counted by this process, one per CPU: none is left over for kernel workers
-    // (other tests' readers only add to the count).
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let others: Vec<Policy> = (0..cpus).map(|_| Policy::new(true)).collect();
+    // One CPU, and this engine on it: none is left over for kernel workers.
+    static ONE_CPU: Readers = Readers::new(1);
     let small = [5000, 1, 0, 12_000, 8192, 4096, 9000, 12_288, 100, 7000];
+    let windows = (32 << 10, 256 << 10);
     for order in ORDERS {
-        let (stats, log) = read_counted(&WARM_SIZES, order, (32 << 10, 256 << 10));
+        let (stats, log) = read_counted(&WARM_SIZES, order, &ONE_CPU, windows);
         assert_eq!(stats.reads_offloaded, 0, "{order:?}");
         assert!(log.reads.iter().all(|c| !c.offload));
         assert!(stats.peak_pool_bytes <= 256 << 10, "{order:?}: {stats:?}");
         // Small reads only: the read-ahead holds no more than the small window.
-        let (stats, _) = read_counted(&small, order, (32 << 10, 256 << 10));
+        let (stats, _) = read_counted(&small, order, &ONE_CPU, windows);
         assert!(stats.peak_pool_bytes <= 32 << 10, "{order:?}: {stats:?}");
     }
-    drop(others);
+    // With a CPU to spare, the same engine offloads and keeps the warm window.
+    static TWO_CPUS: Readers = Readers::new(2);
+    let (stats, _) = read_counted(&WARM_SIZES, (false, false), &TWO_CPUS, windows);
+    assert!(stats.reads_offloaded > 0, "{stats:?}");
+    let (stats, _) = read_counted(&small, (false, false), &TWO_CPUS, windows);
+    assert!(stats.peak_pool_bytes > 32 << 10, "{stats:?}");
 }
 
 #[test]
-fn a_reader_counts_itself_while_it_lives() {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut counted: Vec<Policy> = (0..cpus - 1).map(|_| Policy::new(true)).collect();
-    // Uncounted policies (the engine's tests) always may offload.
-    assert!(Policy::new(false).may_offload());
-    counted.push(Policy::new(true));
-    assert!(!counted[0].may_offload(), "{cpus} readers on {cpus} CPUs");
+fn a_reader_counts_itself_while_it_lives_and_once_when_renewed() {
+    static TWO_CPUS: Readers = Readers::new(2);
+    let mut first = Policy::new(Some(&TWO_CPUS));
+    assert!(first.may_offload(), "one reader on two CPUs");
+    let second = Policy::new(Some(&TWO_CPUS));
+    assert!(!first.may_offload() && !second.may_offload(), "two on two");
+    // Rebinding renews the policy: the reader still counts once.
+    let renewed = first.renewed();
+    drop(first);
+    assert!(
+        !renewed.may_offload() && !second.may_offload(),
+        "still two on two"
+    );
+    drop(second);
+    assert!(renewed.may_offload(), "one left on two CPUs");
+    // Uncounted policies (the engine's other tests) offload whenever cached.
+    assert!(Policy::new(None).may_offload());
 }
 
 /// A source that opens paths itself, completing opens and reads in `order`, and counts the
