@@ -570,15 +570,21 @@ mod tests {
         Run::from_fio(round, config, fio)
     }
 
-    #[test]
-    fn fio_is_left_out_of_the_agreement_and_in_the_ratios_once_per_configuration() {
+    /// One round: ours, std at half its speed, and each fio configuration.
+    fn round_with_fio() -> [Run; 4] {
         let [k256, m1] = &fio::CONFIGS;
-        let runs = [
+        [
             run(1, Role::Ours, 100, 1.0, "ab"),
             run(1, Role::Std, 100, 2.0, "ab"),
             fio_run(1, k256, 90, 0.5),
             fio_run(1, m1, 90, 0.25),
-        ];
+        ]
+    }
+
+    #[test]
+    fn fio_is_left_out_of_the_agreement_and_in_the_ratios_once_per_configuration() {
+        let [k256, m1] = &fio::CONFIGS;
+        let runs = round_with_fio();
         assert!(check_agreement(&runs).is_ok());
         let ratios = ratios(&medians(&runs));
         let roles: Vec<Role> = ratios.iter().map(|&(role, _, _)| role).collect();
@@ -591,12 +597,7 @@ mod tests {
     #[test]
     fn each_fio_configuration_has_its_rows_and_its_ratio() {
         let [k256, m1] = &fio::CONFIGS;
-        let runs = [
-            run(1, Role::Ours, 100, 1.0, "ab"),
-            run(1, Role::Std, 100, 2.0, "ab"),
-            fio_run(1, k256, 90, 0.5),
-            fio_run(1, m1, 90, 0.25),
-        ];
+        let runs = round_with_fio();
         let text = report(&runs, 1);
         for config in [k256, m1] {
             let rows = text.lines().filter(|l| l.contains(config.name)).count();

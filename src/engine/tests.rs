@@ -430,7 +430,16 @@ fn engine_windowed<'a>(
     read_size: usize,
     warm_window: usize,
 ) -> Engine<'a> {
-    let limits = Limits {
+    let limits = limits(read_size, warm_window);
+    let mut e = Engine::new(Box::new(io), Pool::with_capacity(pool).unwrap(), limits);
+    e.poison = Some(POISON);
+    e
+}
+
+/// The engine's settings in these tests: one window for every cached read, offloading
+/// whenever cached (no count of readers).
+fn limits(read_size: usize, warm_window: usize) -> Limits {
+    Limits {
         read_size,
         direct: false,
         depth: 16,
@@ -439,10 +448,7 @@ fn engine_windowed<'a>(
         small_window: warm_window,
         offload_depth: 2,
         readers: None,
-    };
-    let mut e = Engine::new(Box::new(io), Pool::with_capacity(pool).unwrap(), limits);
-    e.poison = Some(POISON);
-    e
+    }
 }
 
 /// Every queued file, read through `fill_buf`/`consume`: its bytes or its error's message.
@@ -822,14 +828,9 @@ fn read_counted(
     io.cached = Some(true);
     let log = io.log.clone();
     let limits = Limits {
-        read_size: 64 << 10,
-        direct: false,
-        depth: 16,
-        max_open: 4,
         small_window: windows.0,
-        warm_window: windows.1,
-        offload_depth: 2,
         readers: Some(readers),
+        ..limits(64 << 10, windows.1)
     };
     let mut e = Engine::new(Box::new(io), Pool::with_capacity(1 << 20).unwrap(), limits);
     e.poison = Some(POISON);
