@@ -1,10 +1,12 @@
-//! The FIFO of files: where each comes from, its limit, how far it has been asked for and
-//! consumed, and its error. No syscalls here.
+//! The FIFO of files: where each comes from, the range to read of it, where it stands, and
+//! how far it has been asked for and consumed. No syscalls here.
 //!
-//! Invariants of a [`FileEntry`]:
-//! - `consumed <= next_read` once reads are issued from the start; both `<= end` once sized.
-//! - `end` is `u64::MAX` until the file is sized, then `min(limit, size)`, and only ever
-//!   lowered after that (a read that found the file's end earlier).
+//! Each file is in one [`State`] at a time, so an offset means one thing: where a file
+//! ends and where it failed are never the same field. Invariants of a [`FileEntry`]:
+//! - `consumed <= next_read` once reads are issued, but where an `O_DIRECT` read starts
+//!   aligned below the consumer; both stay `<= stop()` once set up.
+//! - `sized_end` is `None` until the file is opened and sized, then `min(start + limit,
+//!   size)`; only `rewind` goes back to it.
 //! - `fd` is the descriptor reads go to; an entry with reads in flight keeps it (`in_flight`).
 
 use std::collections::VecDeque;
@@ -12,11 +14,31 @@ use std::collections::VecDeque;
 use crate::error::{Error, FileName};
 use crate::source::{FdRef, RawFd, Source};
 
+/// Where one queued file stands.
+#[derive(Debug)]
+pub(crate) enum State {
+    /// Waiting to be opened (a path) or sized (a file handed in).
+    Queued,
+    /// The backend is opening it (a path).
+    Opening,
+    /// Open and sized: its bytes run to `sized_end`.
+    Reading,
+    /// A read found its end of file at `len`, before the size it had when it was opened (it
+    /// shrank): it ends there, as std's reads end at an end of file.
+    Ended { len: u64 },
+    /// Reading at `at` failed: every byte before `at` is good, and reading at `at` gives
+    /// `error` until the reader moves on.
+    Failed { error: Box<Error>, at: u64 },
+}
+
 /// One queued file.
 #[derive(Debug)]
 pub(crate) struct FileEntry<'a> {
     pub(crate) id: u64,
     pub(crate) source: Source<'a>,
+    /// The first byte to read.
+    pub(crate) start: u64,
+    /// The most bytes to read from `start` (`u64::MAX`: to the end of file).
     pub(crate) limit: u64,
     /// The descriptor reads go to, once set up.
     pub(crate) fd: Option<FdRef<'a>>,
@@ -24,79 +46,150 @@ pub(crate) struct FileEntry<'a> {
     pub(crate) direct: bool,
     /// Whether `fd` is a descriptor the reader opened (counts against `max_open_files`).
     pub(crate) opened_here: bool,
-    /// Whether the backend is opening the file (a path) now.
-    pub(crate) opening: bool,
-    /// Whether the file's size is known (it was opened at least once).
-    pub(crate) sized: bool,
-    /// `min(limit, size)` once sized, `u64::MAX` before.
-    pub(crate) sized_end: u64,
-    /// Where the file ends: `sized_end`, or lower if a read found the end earlier.
-    pub(crate) end: u64,
+    state: State,
+    /// `min(start + limit, size)` once sized, with the size the file had then.
+    sized_end: Option<u64>,
     /// The first byte no read has been issued for.
     pub(crate) next_read: u64,
     /// The offset of the next byte the consumer gets.
     pub(crate) consumed: u64,
     /// Reads of this file in flight.
     pub(crate) in_flight: usize,
-    /// Why the file cannot be read further (boxed: most files never have one).
-    pub(crate) error: Option<Box<Error>>,
 }
 
 impl<'a> FileEntry<'a> {
-    fn new(id: u64, source: Source<'a>, limit: u64) -> Self {
+    fn new(id: u64, source: Source<'a>, start: u64, limit: u64) -> Self {
         FileEntry {
             id,
             source,
+            start,
             limit,
             fd: None,
             direct: false,
             opened_here: false,
-            opening: false,
-            sized: false,
-            sized_end: u64::MAX,
-            end: u64::MAX,
-            next_read: 0,
-            consumed: 0,
+            state: State::Queued,
+            sized_end: None,
+            next_read: start,
+            consumed: start,
             in_flight: 0,
-            error: None,
         }
     }
 
-    /// Records the file's size once known.
-    pub(crate) fn set_size(&mut self, size: u64) {
-        self.sized = true;
-        self.sized_end = size.min(self.limit);
-        self.end = self.sized_end;
+    pub(crate) fn state(&self) -> &State {
+        &self.state
+    }
+
+    /// The file's error, once it failed.
+    pub(crate) fn error(&self) -> Option<&Error> {
+        match &self.state {
+            State::Failed { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+
+    /// Where the consumer's bytes stop: the end as sized, the end a read found, or the
+    /// offset of the failure (`u64::MAX` before the file is set up). What the consumer
+    /// meets there is `state`'s: an end, or the error.
+    pub(crate) fn stop(&self) -> u64 {
+        match self.state {
+            State::Queued | State::Opening => self.sized_end.unwrap_or(u64::MAX),
+            State::Reading => self.sized_end.expect("sized while reading"),
+            State::Ended { len } => len,
+            State::Failed { at, .. } => at,
+        }
+    }
+
+    /// Whether the file was opened and sized (whatever happened since).
+    pub(crate) fn is_sized(&self) -> bool {
+        self.sized_end.is_some()
+    }
+
+    /// Whether the backend is opening the file now.
+    pub(crate) fn is_opening(&self) -> bool {
+        matches!(self.state, State::Opening)
+    }
+
+    /// The backend started opening the file.
+    pub(crate) fn set_opening(&mut self) {
+        // Queued, or sized once and opened again (its descriptor was closed meanwhile).
+        debug_assert!(self.fd.is_none() && matches!(self.state, State::Queued | State::Reading));
+        self.state = State::Opening;
+    }
+
+    /// The open the backend started came back (to be retried, or handled by the caller).
+    pub(crate) fn set_open_returned(&mut self) {
+        debug_assert!(self.is_opening());
+        self.state = State::Queued;
+    }
+
+    /// Records the file's size once opened: it is read up to `min(start + limit, size)`.
+    /// An `O_DIRECT` file's first read starts aligned, below the consumer where need be.
+    pub(crate) fn set_size(&mut self, size: u64, align: u64) {
+        self.sized_end = Some(self.start.saturating_add(self.limit).min(size));
+        self.state = State::Reading;
+        if self.next_read == self.consumed {
+            self.next_read = self.consumed / align * align;
+        }
+    }
+
+    /// The file could not be set up, or reading at `at` failed: it fails there, unless its
+    /// bytes already stop before (an earlier end or failure stays: the bytes before it were
+    /// the file's). Whether the file failed just now, not before.
+    pub(crate) fn fail(&mut self, error: Error, at: u64) -> bool {
+        if at > self.stop() {
+            return false; // Past where its bytes already stop: nothing it could change.
+        }
+        let first = self.error().is_none();
+        self.state = State::Failed {
+            error: Box::new(error),
+            at,
+        };
+        first
+    }
+
+    /// A read found the end of file at `at`: the file ends there if that is before where
+    /// its bytes stopped so far.
+    pub(crate) fn end_at(&mut self, at: u64) {
+        if at < self.stop() {
+            self.state = State::Ended { len: at };
+        }
     }
 
     /// Whether the engine has more to do for this file: open it, or issue reads.
     pub(crate) fn wants_reads(&self) -> bool {
-        self.error.is_none() && (!self.sized || self.next_read < self.end)
+        match self.state {
+            State::Queued | State::Opening => true,
+            State::Reading | State::Ended { .. } => self.next_read < self.stop(),
+            State::Failed { .. } => false,
+        }
     }
 
     /// Whether the file is a path waiting to be opened (not open, not opening, not failed).
     pub(crate) fn wants_open(&self) -> bool {
         matches!(self.source, Source::Path(_))
             && self.fd.is_none()
-            && !self.opening
+            && !self.is_opening()
             && self.wants_reads()
     }
 
-    /// Whether every byte of the file has been asked for.
+    /// Whether every byte of the file has been asked for (it was sized, and did not fail).
     pub(crate) fn all_issued(&self) -> bool {
-        self.sized && self.next_read >= self.end
+        matches!(self.state, State::Reading | State::Ended { .. }) && self.next_read >= self.stop()
     }
 
     /// Whether nothing of the file is in flight and nothing more will be asked for: every
     /// byte was asked for, or it failed. Its descriptor may be closed then, not before (a
     /// read in flight may still need it to be continued).
     pub(crate) fn reads_finished(&self) -> bool {
-        self.in_flight == 0 && (self.error.is_some() || (self.sized && self.next_read >= self.end))
+        self.in_flight == 0
+            && !matches!(self.state, State::Queued | State::Opening)
+            && !self.wants_reads()
     }
 
-    /// The identity `activate_file` matches on: the caller's descriptor plus the limit.
+    /// The identity `activate_file` matches on: the caller's descriptor plus the limit, of a
+    /// file read from its start.
     pub(crate) fn matches(&self, fd: RawFd, limit: u64) -> bool {
-        self.source.raw_fd() == Some(fd) && self.limit == limit
+        self.source.raw_fd() == Some(fd) && self.start == 0 && self.limit == limit
     }
 
     /// How errors name this file.
@@ -104,13 +197,15 @@ impl<'a> FileEntry<'a> {
         self.source.name()
     }
 
-    /// Forgets every read, to read the file again from byte 0.
+    /// Forgets every read, its end and its error, to read the file again from its start.
     pub(crate) fn rewind(&mut self) {
         debug_assert_eq!(self.in_flight, 0, "rewind with reads in flight");
-        self.next_read = 0;
-        self.consumed = 0;
-        self.end = self.sized_end;
-        self.error = None;
+        self.consumed = self.start;
+        self.next_read = self.start;
+        self.state = match self.sized_end {
+            Some(_) => State::Reading,
+            None => State::Queued,
+        };
     }
 }
 
@@ -130,10 +225,13 @@ pub(crate) struct Queue<'a> {
 }
 
 impl<'a> Queue<'a> {
-    pub(crate) fn push(&mut self, source: Source<'a>, limit: u64) {
+    /// Queues `limit` bytes of a file from `start`; its id.
+    pub(crate) fn push(&mut self, source: Source<'a>, start: u64, limit: u64) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
-        self.files.push_back(FileEntry::new(id, source, limit));
+        self.files
+            .push_back(FileEntry::new(id, source, start, limit));
+        id
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -181,6 +279,19 @@ impl<'a> Queue<'a> {
         Some(e)
     }
 
+    /// Removes the file queued last, if its id is `id`.
+    pub(crate) fn pop_back(&mut self, id: u64) {
+        if self.files.back().is_none_or(|e| e.id != id) {
+            return;
+        }
+        let e = self.files.pop_back().expect("checked");
+        self.cursor = self.cursor.min(self.files.len());
+        self.open_cursor = self.open_cursor.min(self.files.len());
+        if e.opened_here && e.fd.is_some() {
+            self.open_here -= 1;
+        }
+    }
+
     /// The index of the first file matching `activate_file`'s identity.
     pub(crate) fn position(&self, fd: RawFd, limit: u64) -> Option<usize> {
         self.files.iter().position(|e| e.matches(fd, limit))
@@ -216,6 +327,7 @@ impl<'a> Queue<'a> {
 
 #[cfg(test)]
 mod tests {
+    use std::io;
     use std::os::fd::AsRawFd;
     use std::path::Path;
 
@@ -225,11 +337,19 @@ mod tests {
         Source::Path(Path::new(p).into())
     }
 
+    fn eio(at: u64) -> Error {
+        Error::Read {
+            path: FileName::Path("p".into()),
+            offset: at,
+            source: io::Error::from_raw_os_error(libc::EIO),
+        }
+    }
+
     #[test]
     fn ids_follow_order_and_survive_pops() {
         let mut q = Queue::default();
         for p in ["a", "b", "c"] {
-            q.push(path(p), u64::MAX);
+            q.push(path(p), 0, u64::MAX);
         }
         assert_eq!(q.by_id_mut(1).unwrap().name(), FileName::Path("b".into()));
         q.pop_front();
@@ -243,13 +363,13 @@ mod tests {
         let mut q = Queue::default();
         let f = tempfile::tempfile().unwrap();
         for _ in 0..3 {
-            q.push(path("x"), 10);
+            q.push(path("x"), 0, 10);
         }
         assert_eq!(q.next_with_work(), Some(0));
         let e = q.get_mut(0).unwrap();
         e.fd = Some(FdRef::Borrowed(&f));
-        e.set_size(100);
-        assert_eq!(e.end, 10, "the limit caps the end");
+        e.set_size(100, 1);
+        assert_eq!(e.stop(), 10, "the limit caps the end");
         e.next_read = 10;
         assert_eq!(q.next_with_work(), Some(1));
         q.pop_front();
@@ -258,27 +378,102 @@ mod tests {
     }
 
     #[test]
-    fn matches_on_descriptor_and_limit() {
+    fn matches_on_descriptor_and_limit_from_the_start() {
         let f = tempfile::tempfile().unwrap();
         let mut q = Queue::default();
-        q.push(path("p"), 5);
-        q.push(Source::Borrowed(&f), 5);
-        q.push(Source::Borrowed(&f), 7);
+        q.push(path("p"), 0, 5);
+        q.push(Source::Borrowed(&f), 0, 5);
+        q.push(Source::Borrowed(&f), 0, 7);
+        q.push(Source::Borrowed(&f), 3, 9);
         assert_eq!(q.position(f.as_raw_fd(), 7), Some(2));
         assert_eq!(q.position(f.as_raw_fd(), 5), Some(1));
         assert_eq!(q.position(f.as_raw_fd(), 6), None);
+        assert_eq!(
+            q.position(f.as_raw_fd(), 9),
+            None,
+            "a range is not from the start"
+        );
     }
 
     #[test]
-    fn rewind_restores_the_sized_end() {
+    fn rewind_restores_the_sized_end_and_forgets_the_failure() {
         let mut q = Queue::default();
-        q.push(path("p"), u64::MAX);
+        q.push(path("p"), 0, u64::MAX);
         let e = q.front_mut().unwrap();
-        e.set_size(1000);
-        e.end = 300; // a read found the end early
+        e.set_size(1000, 1);
+        e.end_at(300); // a read found the end early
         e.next_read = 300;
         e.consumed = 200;
         e.rewind();
-        assert_eq!((e.next_read, e.consumed, e.end), (0, 0, 1000));
+        assert_eq!((e.next_read, e.consumed, e.stop()), (0, 0, 1000));
+        assert!(matches!(e.state(), State::Reading));
+        e.fail(eio(500), 500);
+        e.rewind();
+        assert!(e.error().is_none());
+        assert_eq!(e.stop(), 1000);
+    }
+
+    #[test]
+    fn a_failure_is_never_an_end() {
+        let mut q = Queue::default();
+        q.push(path("p"), 0, u64::MAX);
+        let e = q.front_mut().unwrap();
+        e.set_size(1000, 1);
+        e.next_read = 1000;
+        assert!(e.all_issued());
+        assert!(e.fail(eio(600), 600), "the first failure counts");
+        assert_eq!(e.stop(), 600, "bytes stop at the failure");
+        assert!(!e.all_issued(), "a failed file is not at its end");
+        assert!(!e.wants_reads());
+        assert!(e.reads_finished());
+        assert!(
+            !e.fail(eio(400), 400),
+            "an earlier failure is the same file's"
+        );
+        assert_eq!(e.stop(), 400);
+        e.end_at(500);
+        assert!(
+            e.error().is_some(),
+            "an end past the failure changes nothing"
+        );
+        e.end_at(100);
+        assert!(
+            matches!(e.state(), State::Ended { len: 100 }),
+            "bytes end first"
+        );
+        assert!(
+            !e.fail(eio(200), 200),
+            "a failure past the end is not the file's"
+        );
+        assert!(e.error().is_none());
+    }
+
+    #[test]
+    fn a_range_starts_at_its_offset_and_ends_at_its_length() {
+        let mut q = Queue::default();
+        q.push(path("p"), 5000, 3000);
+        let e = q.front_mut().unwrap();
+        assert_eq!((e.consumed, e.next_read), (5000, 5000));
+        e.set_size(1 << 20, 4096);
+        assert_eq!(e.stop(), 8000);
+        assert_eq!(
+            (e.consumed, e.next_read),
+            (5000, 4096),
+            "direct reads start aligned"
+        );
+        e.set_size(6000, 1);
+        assert_eq!(e.stop(), 6000, "the file's end comes first");
+    }
+
+    #[test]
+    fn opening_is_a_state_of_its_own() {
+        let mut q = Queue::default();
+        q.push(path("p"), 0, u64::MAX);
+        let e = q.front_mut().unwrap();
+        assert!(e.wants_open());
+        e.set_opening();
+        assert!(e.is_opening() && !e.wants_open() && e.wants_reads());
+        e.set_open_returned();
+        assert!(e.wants_open());
     }
 }

@@ -146,10 +146,11 @@ impl<'a> SequentialFileReader<'a> {
     ///
     /// # Errors
     ///
-    /// Errors of the ring while starting reads. A file that cannot be read (a pipe, say)
-    /// gets its error when it is read, naming it.
+    /// Errors of the ring while starting reads; the file is then not queued (it is queued
+    /// and `Ok`, or not queued and `Err`). A file that cannot be read (a pipe, say) gets its
+    /// error when it is read, naming it.
     pub fn add_file_to_prefetch(&mut self, file: &'a File, read_limit: u64) -> io::Result<()> {
-        self.engine.push(Source::Borrowed(file), read_limit)
+        self.engine.push(Source::Borrowed(file), 0, read_limit)
     }
 
     /// Queues a file the reader takes ownership of (and closes once it is done with it).
@@ -158,7 +159,8 @@ impl<'a> SequentialFileReader<'a> {
     ///
     /// As [`add_file_to_prefetch`](Self::add_file_to_prefetch).
     pub fn add_owned_file_to_prefetch(&mut self, file: File, read_limit: u64) -> io::Result<()> {
-        self.engine.push(Source::Owned(Arc::new(file)), read_limit)
+        self.engine
+            .push(Source::Owned(Arc::new(file)), 0, read_limit)
     }
 
     /// Queues a path, to read all of it. It is opened (read-only, close-on-exec, `O_NOATIME`
@@ -166,12 +168,85 @@ impl<'a> SequentialFileReader<'a> {
     ///
     /// # Errors
     ///
-    /// Errors of the ring while starting reads. A path that cannot be opened or read gets its
-    /// error when it is read: the error names the path, and
-    /// [`move_to_next_file`](Self::move_to_next_file) goes on to the next file.
+    /// Errors of the ring while starting reads; the path is then not queued. A path that
+    /// cannot be opened or read gets its error when it is read: the error names the path,
+    /// and [`move_to_next_file`](Self::move_to_next_file) goes on to the next file.
     pub fn add_path_to_prefetch(&mut self, path: impl AsRef<Path>) -> io::Result<()> {
+        self.add_path_range_to_prefetch(path, 0, u64::MAX)
+    }
+
+    /// Queues `len` bytes of a path from byte `start` (`len = u64::MAX`: to its end), for
+    /// files whose data ends before their size (preallocated storage files, whose length
+    /// lives in an index). The range ends early, without error, where the file does.
+    ///
+    /// The current file's [`file_offset`](Self::file_offset) counts from the file's byte 0,
+    /// so it starts at `start`. Only the range is read (with [`direct_io`], from `start`
+    /// aligned down to 4 KiB).
+    ///
+    /// [`direct_io`]: ReaderBuilder::direct_io
+    ///
+    /// # Errors
+    ///
+    /// As [`add_path_to_prefetch`](Self::add_path_to_prefetch).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::Read;
+    /// use readahead::SequentialFileReader;
+    ///
+    /// # fn main() -> std::io::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("f");
+    /// # std::fs::write(&path, b"header:payload:padding")?;
+    /// let mut reader = SequentialFileReader::new()?;
+    /// reader.add_path_range_to_prefetch(&path, 7, 7)?;
+    /// assert_eq!(reader.file_offset(), 7);
+    /// let mut payload = String::new();
+    /// reader.read_to_string(&mut payload)?;
+    /// assert_eq!(payload, "payload");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn add_path_range_to_prefetch(
+        &mut self,
+        path: impl AsRef<Path>,
+        start: u64,
+        len: u64,
+    ) -> io::Result<()> {
         self.engine
-            .push(Source::Path(path.as_ref().into()), u64::MAX)
+            .push(Source::Path(path.as_ref().into()), start, len)
+    }
+
+    /// Queues `len` bytes of a file the caller keeps open, from byte `start`; see
+    /// [`add_path_range_to_prefetch`](Self::add_path_range_to_prefetch) and
+    /// [`add_file_to_prefetch`](Self::add_file_to_prefetch).
+    ///
+    /// # Errors
+    ///
+    /// As [`add_file_to_prefetch`](Self::add_file_to_prefetch).
+    pub fn add_file_range_to_prefetch(
+        &mut self,
+        file: &'a File,
+        start: u64,
+        len: u64,
+    ) -> io::Result<()> {
+        self.engine.push(Source::Borrowed(file), start, len)
+    }
+
+    /// Queues `len` bytes of a file the reader takes ownership of, from byte `start`; see
+    /// [`add_path_range_to_prefetch`](Self::add_path_range_to_prefetch).
+    ///
+    /// # Errors
+    ///
+    /// As [`add_file_to_prefetch`](Self::add_file_to_prefetch).
+    pub fn add_owned_file_range_to_prefetch(
+        &mut self,
+        file: File,
+        start: u64,
+        len: u64,
+    ) -> io::Result<()> {
+        self.engine.push(Source::Owned(Arc::new(file)), start, len)
     }
 
     /// Makes `(file, read_limit)` the current file.

@@ -413,7 +413,7 @@ fn the_real_ring_never_exposes_a_byte_no_read_wrote() {
         let mut e = crate::engine::Engine::new(Box::new(ring), pool, limits);
         e.poison = Some(SENTINEL);
         for (p, _) in &files {
-            e.push(crate::source::Source::Path(p.as_path().into()), u64::MAX)
+            e.push(crate::source::Source::Path(p.as_path().into()), 0, u64::MAX)
                 .unwrap();
         }
         for (i, (p, data)) in files.iter().enumerate() {

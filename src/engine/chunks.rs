@@ -165,6 +165,16 @@ impl Engine<'_> {
         self.queue.pop_front();
     }
 
+    /// Drops the file queued last, `id`, and whatever was issued for it (its chunks are the
+    /// last ones: chunks are in queue order).
+    pub(super) fn drop_back_file(&mut self, id: u64) {
+        while self.chunks.live.back().is_some_and(|c| c.file == id) {
+            let c = self.chunks.live.pop_back().expect("checked");
+            self.drop_chunk(c);
+        }
+        self.queue.pop_back(id);
+    }
+
     /// Forgets what was read of the current file, to read it again from its start. Files
     /// behind it keep their read-ahead.
     pub(super) fn restart_front(&mut self) {

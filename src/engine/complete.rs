@@ -71,7 +71,7 @@ impl<'a> Engine<'a> {
             .expect("a live chunk's file is queued");
         chunk.filled = chunk.from + n;
         debug_assert!(chunk.filled <= chunk.want);
-        let to_end = entry.end.saturating_sub(chunk.offset);
+        let to_end = entry.stop().saturating_sub(chunk.offset);
         let short = chunk.filled < chunk.want && (chunk.filled as u64) < to_end;
         if short {
             // A short read before the end as sized: read the rest into the same region.
@@ -134,15 +134,19 @@ impl<'a> Engine<'a> {
         chunk.filled = chunk.from;
         chunk.region = Some(region);
         let at = chunk.offset + chunk.from as u64;
-        entry.end = entry.end.min(at);
         entry.in_flight -= 1;
-        if let Some(source) = error {
-            entry.error = Some(Box::new(Error::Read {
-                path: entry.name(),
-                offset: at,
-                source,
-            }));
-            self.stats.files_failed += 1;
+        match error {
+            Some(source) => {
+                let error = Error::Read {
+                    path: entry.name(),
+                    offset: at,
+                    source,
+                };
+                if entry.fail(error, at) {
+                    self.stats.files_failed += 1;
+                }
+            }
+            None => entry.end_at(at),
         }
         self.drop_chunks_after(i);
     }

@@ -249,7 +249,7 @@ impl<'a> Engine<'a> {
             return self.issue_read(idx);
         }
         // Reads go in queue order: the next ones wait for this file's open.
-        if entry.opening || (idx > 0 && self.descriptors() >= self.limits.max_open) {
+        if entry.is_opening() || (idx > 0 && self.descriptors() >= self.limits.max_open) {
             return Step::Blocked;
         }
         if self.start_open(idx) {
@@ -266,7 +266,7 @@ impl<'a> Engine<'a> {
     /// reads and the offload depth allow.
     fn issue_read(&mut self, idx: usize) -> Step {
         let entry = self.queue.get_mut(idx).expect("index from the queue");
-        let len = (entry.end - entry.next_read).min(self.limits.read_size as u64) as usize;
+        let len = (entry.stop() - entry.next_read).min(self.limits.read_size as u64) as usize;
         let read_len = if entry.direct {
             len.next_multiple_of(DIRECT_ALIGN)
         } else {

@@ -7,7 +7,7 @@ use std::io;
 use std::mem;
 
 use super::Engine;
-use crate::consts::MAX_RETRIES;
+use crate::consts::{DIRECT_ALIGN, MAX_RETRIES};
 use crate::error::Error;
 use crate::io::{finish_open, Opened};
 use crate::source::Source;
@@ -76,7 +76,7 @@ impl<'a> Engine<'a> {
         if !self.io.start_open(entry.id, path, direct) {
             return false;
         }
-        entry.opening = true;
+        entry.set_opening();
         self.opens.in_flight += 1;
         true
     }
@@ -118,7 +118,7 @@ impl<'a> Engine<'a> {
         self.queue
             .get_mut(idx)
             .expect("index from the queue")
-            .opening = false;
+            .set_open_returned();
         if !self.start_open(idx) {
             // The backend cannot open it now: opened when it is needed, on this thread.
             self.queue.open_cursor = self.queue.open_cursor.min(idx);
@@ -130,11 +130,10 @@ impl<'a> Engine<'a> {
     fn finish_open(&mut self, idx: usize, result: Result<File, i32>) {
         let direct = self.limits.direct;
         let entry = self.queue.get_mut(idx).expect("index from the queue");
+        entry.set_open_returned();
         let Source::Path(path) = &entry.source else {
             unreachable!("only paths are opened by the backend")
         };
-        debug_assert!(entry.opening);
-        entry.opening = false;
         let opened = match result {
             Ok(file) => finish_open(file, direct, path),
             Err(libc::EMFILE | libc::ENFILE) => {
@@ -227,7 +226,8 @@ impl<'a> Engine<'a> {
                 entry.fd = Some(opened.fd);
                 entry.direct = opened.direct;
                 entry.opened_here = opened.opened_here;
-                entry.set_size(opened.size);
+                let align = if opened.direct { DIRECT_ALIGN } else { 1 };
+                entry.set_size(opened.size, align as u64);
                 let finished = entry.reads_finished();
                 if opened.opened_here {
                     self.queue.open_here += 1;
@@ -239,8 +239,10 @@ impl<'a> Engine<'a> {
                 }
             }
             Err(e) => {
-                entry.error = Some(Box::new(e));
-                self.stats.files_failed += 1;
+                let at = entry.consumed;
+                if entry.fail(e, at) {
+                    self.stats.files_failed += 1;
+                }
             }
         }
     }

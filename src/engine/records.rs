@@ -6,6 +6,7 @@ use std::mem;
 
 use super::Engine;
 use crate::consts::DIRECT_ALIGN;
+use crate::queue::State;
 
 /// Bytes of the current file copied out of the pool because they straddle the pool's end or
 /// regions that are not adjacent. While any wait, the consumer reads them first.
@@ -98,7 +99,7 @@ impl Engine<'_> {
     /// least `n` of them (and at least one).
     fn front_unread(&self, n: usize) -> Option<usize> {
         let (front, c) = (self.queue.front()?, self.chunks.live.front()?);
-        let unread = c.valid(front.end).saturating_sub(c.pos);
+        let unread = c.valid(front.stop()).saturating_sub(c.pos);
         (c.file == front.id && c.region.is_some() && unread >= n.max(1)).then_some(unread)
     }
 
@@ -111,9 +112,16 @@ impl Engine<'_> {
             }
             let (run, chunks) = self.run_len(n);
             let front = self.queue.front().expect("bytes were exposed");
-            let left = front.end.saturating_sub(front.consumed);
-            if run >= n || run as u64 >= left {
+            if run >= n {
                 return Ok(Gather::InPlace(run));
+            }
+            if run as u64 >= front.stop().saturating_sub(front.consumed) {
+                // Every byte up to where the file's bytes stop is here: fewer than `n` say
+                // that the file ends there, so they are returned only if it does.
+                return match front.error() {
+                    Some(e) => Err(e.duplicate().into()),
+                    None => Ok(Gather::InPlace(run)),
+                };
             }
             let (id, next) = (front.id, self.chunks.live.get(chunks));
             match next {
@@ -141,7 +149,7 @@ impl Engine<'_> {
     /// How many bytes lie contiguous in the pool from the consumer's position, counting no
     /// further than `n` once reached, and over how many chunks.
     fn run_len(&self, n: usize) -> (usize, usize) {
-        let end = self.queue.front().expect("a current file").end;
+        let end = self.queue.front().expect("a current file").stop();
         let mut chunks = self.chunks.live.iter();
         let first = chunks.next().expect("a readable front chunk");
         let (mut run, mut count, mut prev) = (first.valid(end) - first.pos, 1, first);
@@ -205,15 +213,29 @@ impl Engine<'_> {
     /// Passes over `n` bytes of the current file; see `SequentialFileReader::skip`.
     pub(crate) fn skip(&mut self, n: u64) -> io::Result<u64> {
         self.exposed = 0;
-        let spilled = self.spill.skip(n);
-        if spilled == n || !self.ensure_sized()? {
-            self.stats.bytes_skipped += spilled;
-            return Ok(spilled);
+        let in_file = n.saturating_sub(self.spill.pending() as u64);
+        if in_file > 0 && self.ensure_sized()? {
+            self.check_passable(in_file)?;
         }
-        let skipped = spilled + self.skip_in_file(n - spilled);
+        let mut skipped = self.spill.skip(n);
+        if skipped < n && self.queue.front().is_some() {
+            skipped += self.skip_in_file(n - skipped);
+            self.refill()?;
+        }
         self.stats.bytes_skipped += skipped;
-        self.refill()?;
         Ok(skipped)
+    }
+
+    /// The current file's error, where skipping `n` bytes from the consumer would pass the
+    /// offset it failed at: a skip never passes a failure for an end (and moves nothing then).
+    fn check_passable(&self, n: u64) -> io::Result<()> {
+        let front = self.queue.front().expect("sized, so current");
+        match front.state() {
+            State::Failed { error, at } if front.consumed.saturating_add(n) > *at => {
+                Err(error.duplicate().into())
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Moves the consumer `n` bytes on in the current file (fewer at its end): chunks wholly
@@ -221,7 +243,7 @@ impl Engine<'_> {
     fn skip_in_file(&mut self, n: u64) -> u64 {
         let front = self.queue.front_mut().expect("sized, so current");
         let (id, from) = (front.id, front.consumed);
-        let to = from.saturating_add(n).min(front.end.max(from));
+        let to = from.saturating_add(n).min(front.stop().max(from));
         front.consumed = to;
         while let Some(c) = self.chunks.live.front_mut() {
             if c.file != id {
@@ -244,21 +266,22 @@ impl Engine<'_> {
     }
 
     /// Opens the current file if it is not yet, so that its size is known; `false` with no
-    /// current file, its error if it cannot be opened.
+    /// current file, its error if it cannot be opened. (A file that failed later was sized:
+    /// where it failed is for the caller to check.)
     fn ensure_sized(&mut self) -> io::Result<bool> {
         loop {
             let Some(front) = self.queue.front() else {
                 return Ok(false);
             };
-            if let Some(e) = &front.error {
-                return Err(e.duplicate().into());
-            }
-            if front.sized {
+            if front.is_sized() {
                 return Ok(true);
+            }
+            if let Some(e) = front.error() {
+                return Err(e.duplicate().into());
             }
             self.schedule()?;
             let front = self.queue.front().expect("still current");
-            if !front.sized && front.error.is_none() {
+            if !front.is_sized() && front.error().is_none() {
                 if self.io.in_flight() == 0 {
                     return Err(io::Error::other(
                         "readahead: the current file could not be opened (this is a bug)",

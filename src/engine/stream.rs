@@ -40,11 +40,17 @@ impl<'a> Engine<'a> {
         self.queue.front().map(|f| f.id)
     }
 
-    /// Queues a file; it becomes current if the queue was empty. Its opening and reading
-    /// start at once where the pipeline has room.
-    pub(crate) fn push(&mut self, source: Source<'a>, limit: u64) -> io::Result<()> {
-        self.queue.push(source, limit);
-        self.schedule_unless_ahead()
+    /// Queues `limit` bytes of a file from `start`; it becomes current if the queue was
+    /// empty. Its opening and reading start at once where the pipeline has room. Where
+    /// starting them fails (the ring broke), the file is not queued: it is queued and `Ok`,
+    /// or not queued and `Err`.
+    pub(crate) fn push(&mut self, source: Source<'a>, start: u64, limit: u64) -> io::Result<()> {
+        let id = self.queue.push(source, start, limit);
+        let scheduled = self.schedule_unless_ahead();
+        if scheduled.is_err() {
+            self.drop_back_file(id);
+        }
+        scheduled
     }
 
     /// The current file's next bytes, `&[]` at its end: what waits in the spill, else the
@@ -71,7 +77,7 @@ impl<'a> Engine<'a> {
             unreachable!("the loop breaks only on a readable chunk")
         };
         let region = c.region.as_ref().expect("checked readable");
-        let bytes = self.pool.bytes(region, c.pos..c.valid(front.end));
+        let bytes = self.pool.bytes(region, c.pos..c.valid(front.stop()));
         self.exposed = bytes.len();
         Ok(bytes)
     }
@@ -83,7 +89,7 @@ impl<'a> Engine<'a> {
         };
         match self.chunks.live.front() {
             Some(c) if c.file == front.id && c.region.is_some() => {
-                if c.pos < c.valid(front.end) {
+                if c.pos < c.valid(front.stop()) {
                     return Ok(Front::Readable);
                 }
                 self.pop_chunk();
@@ -99,7 +105,7 @@ impl<'a> Engine<'a> {
     /// for room where there is none).
     fn issue_for_front(&mut self) -> io::Result<Front> {
         let front = self.queue.front().expect("a current file");
-        if let Some(e) = &front.error {
+        if let Some(e) = front.error() {
             return Err(e.duplicate().into());
         }
         if front.all_issued() {
@@ -108,7 +114,7 @@ impl<'a> Engine<'a> {
         let id = front.id;
         self.schedule()?;
         let issued = self.chunks.live.front().is_some_and(|c| c.file == id);
-        let failed = self.queue.front().is_some_and(|f| f.error.is_some());
+        let failed = self.queue.front().is_some_and(|f| f.error().is_some());
         if !issued && !failed {
             if self.io.in_flight() == 0 {
                 if self.drop_read_ahead() {
@@ -147,7 +153,7 @@ impl<'a> Engine<'a> {
         let mut left = amt;
         for c in self.chunks.live.iter_mut() {
             debug_assert!(c.file == front.id && c.region.is_some());
-            let take = left.min(c.valid(front.end).saturating_sub(c.pos));
+            let take = left.min(c.valid(front.stop()).saturating_sub(c.pos));
             c.pos += take;
             left -= take;
             if left == 0 {
@@ -179,7 +185,7 @@ impl<'a> Engine<'a> {
                     self.drop_front_file();
                 }
                 let front = self.queue.front().expect("found at i");
-                if front.consumed > 0 || front.error.is_some() {
+                if front.consumed > front.start || front.error().is_some() {
                     self.restart_front();
                 }
             }
@@ -187,7 +193,7 @@ impl<'a> Engine<'a> {
                 while !self.queue.is_empty() {
                     self.drop_front_file();
                 }
-                self.queue.push(Source::Borrowed(file), limit);
+                self.queue.push(Source::Borrowed(file), 0, limit);
             }
         }
         self.refill()

@@ -119,6 +119,8 @@ struct Scripted<'a> {
     opened: Vec<(u64, Result<File, i32>)>,
     /// The directory whose descriptors `Log::peak_descriptors` counts.
     watch: Option<PathBuf>,
+    /// Whether `submit` fails, as a broken ring's does.
+    fail_submit: bool,
     log: Arc<Mutex<Log>>,
 }
 
@@ -136,6 +138,7 @@ impl<'a> Scripted<'a> {
             open_errors: HashMap::new(),
             opened: Vec::new(),
             watch: None,
+            fail_submit: false,
             log: Arc::default(),
         }
     }
@@ -257,6 +260,9 @@ impl<'a> Io<'a> for Scripted<'a> {
         self.cancelled.insert(id);
     }
     fn submit(&mut self) -> io::Result<()> {
+        if self.fail_submit {
+            return Err(io::Error::from_raw_os_error(libc::EBADF));
+        }
         Ok(())
     }
     fn reap(&mut self, wait: bool, out: &mut Vec<ReadDone<'a>>) -> io::Result<()> {
@@ -353,6 +359,7 @@ impl<'a> Io<'a> for Scripted<'a> {
             open_errors: s.open_errors,
             opened: s.opened,
             watch: s.watch,
+            fail_submit: s.fail_submit,
             log: s.log,
         })
     }
@@ -490,7 +497,8 @@ fn read_all_checking(
 
 fn queue_paths(e: &mut Engine<'_>, f: &Files) {
     for p in &f.paths {
-        e.push(Source::Path(p.as_path().into()), u64::MAX).unwrap();
+        e.push(Source::Path(p.as_path().into()), 0, u64::MAX)
+            .unwrap();
     }
 }
 
@@ -661,8 +669,8 @@ fn activating_a_partly_read_file_restarts_it() {
     let mut io = Scripted::new(|_| Act::Full);
     io.lazy = true;
     let mut e = engine(io, 32 << 10, 4096);
-    e.push(Source::Borrowed(&file), u64::MAX).unwrap();
-    e.push(Source::Path(f.paths[1].as_path().into()), u64::MAX)
+    e.push(Source::Borrowed(&file), 0, u64::MAX).unwrap();
+    e.push(Source::Path(f.paths[1].as_path().into()), 0, u64::MAX)
         .unwrap();
     let n = e.fill_buf().unwrap().len();
     e.consume(n - 10);
@@ -1101,12 +1109,12 @@ fn moving_past_a_file_being_opened_loses_nothing() {
         let log = io.log.clone();
         let mut e = engine(io, 64 << 10, 8192);
         queue_paths(&mut e, &f);
-        assert!(e.queue.front().unwrap().opening, "{order:?}");
+        assert!(e.queue.front().unwrap().is_opening(), "{order:?}");
         assert!(e.move_to_next_file().unwrap());
         // File 1's open started when it was queued; moving on reaped it, unless the source
         // completes only when the engine waits.
         let lazy = order.1;
-        assert_eq!(e.queue.front().unwrap().opening, lazy, "{order:?}");
+        assert_eq!(e.queue.front().unwrap().is_opening(), lazy, "{order:?}");
         assert!(e.move_to_next_file().unwrap());
         assert_exact(&read_all(&mut e), &f.data[2..]);
         assert_pool_empty(&e);
@@ -1175,7 +1183,8 @@ fn paths_the_source_opens_that_are_not_files_fail_alone() {
     for order in ORDERS {
         let mut e = engine(opening(&f, order), 64 << 10, 8192);
         for p in [&f.paths[0], &sub, &missing, &f.paths[1]] {
-            e.push(Source::Path(p.as_path().into()), u64::MAX).unwrap();
+            e.push(Source::Path(p.as_path().into()), 0, u64::MAX)
+                .unwrap();
         }
         let got = read_all(&mut e);
         assert_eq!(got[0].as_ref().unwrap(), &f.data[0]);
@@ -1402,4 +1411,181 @@ fn a_run_larger_than_the_pool_is_refused_and_the_engine_goes_on() {
     assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
     assert_exact(&read_all(&mut e), &f.data);
     assert_pool_empty(&e);
+}
+
+/// A parser's loop over a file that fails at `fail` (a read of `read_size` bytes there
+/// gets `EIO`): records of `n` bytes with `fill_buf_at_least`, and, once it answers with the
+/// error, the bytes before it with `fill_buf`. Returns every byte before the error and the
+/// error's message; panics if a short answer came before the failure, like an end would.
+fn records_until_the_error(e: &mut Engine<'_>, n: usize, len: usize) -> (Vec<u8>, String) {
+    let mut got = Vec::new();
+    while let Ok(run) = e.fill_buf_at_least(n) {
+        assert!(
+            run.len() >= n || got.len() + run.len() == len,
+            "a short answer ({} bytes at {}) where the file does not end",
+            run.len(),
+            got.len()
+        );
+        assert!(
+            !run.is_empty(),
+            "an end at {} where the file fails",
+            got.len()
+        );
+        let take = run.len().min(n);
+        got.extend_from_slice(&run[..take]);
+        e.consume(take);
+    }
+    let err = loop {
+        match e.fill_buf() {
+            Ok([]) => panic!("an end at {} where the file fails", got.len()),
+            Ok(buf) => {
+                let k = buf.len();
+                got.extend_from_slice(buf);
+                e.consume(k);
+            }
+            Err(err) => break err.to_string(),
+        }
+    };
+    (got, err)
+}
+
+/// A read error inside a record comes out as the file's error, never as a short record
+/// that looks like the end of the file: in every completion order, for records that fit
+/// before the failure and records that straddle it, in place and copied.
+#[test]
+fn a_record_across_a_failure_is_the_error_never_a_short_answer() {
+    let f = files(&[40_000, 3000]);
+    for order in ORDERS {
+        for n in [1, 136, 1000, 4096, 5000, 3 * 4096] {
+            let io = fail_at(3 * 4096, 4096, libc::EIO).ordered(order);
+            let mut e = engine(io, 5 * 4096, 4096);
+            queue_paths(&mut e, &f);
+            let (got, err) = records_until_the_error(&mut e, n, f.data[0].len());
+            assert!(
+                got == f.data[0][..3 * 4096],
+                "{order:?} n={n}: {} bytes",
+                got.len()
+            );
+            assert!(err.contains("offset 12288"), "{order:?} n={n}: {err}");
+            assert!(e.fill_buf_at_least(1).is_err(), "the error sticks");
+            assert!(e.fill_buf().is_err(), "the error sticks");
+            assert!(e.move_to_next_file().unwrap());
+            assert_exact(&read_all(&mut e), &f.data[1..]);
+            assert_pool_empty(&e);
+        }
+    }
+}
+
+/// `skip` passes over bytes before a failure, but never the failure itself: a skip that
+/// would is the file's error and moves nothing.
+#[test]
+fn a_skip_across_a_failure_is_the_error_and_moves_nothing() {
+    let f = files(&[40_000, 100]);
+    for order in ORDERS {
+        let io = fail_at(2 * 4096, 4096, libc::EIO).ordered(order);
+        let mut e = engine(io, 8 * 4096, 4096);
+        queue_paths(&mut e, &f);
+        // Reading the first bytes waits for the first read; the failing one comes back by
+        // the time the record loop reaches it.
+        assert_eq!(e.fill_buf_at_least(100).unwrap()[..100], f.data[0][..100]);
+        e.consume(100);
+        let before = e.file_offset();
+        while e.fill_buf_at_least(4096).is_ok() {
+            e.consume(1);
+            assert!(
+                e.file_offset() < 2 * 4096,
+                "{order:?}: read past the failure"
+            );
+        }
+        let at = e.file_offset();
+        let left = 2 * 4096 - at;
+        assert!(at > before);
+        let err = e.skip(left + 1).unwrap_err();
+        assert!(err.to_string().contains("offset 8192"), "{order:?}: {err}");
+        assert_eq!(
+            e.file_offset(),
+            at,
+            "{order:?}: a failed skip moves nothing"
+        );
+        assert_eq!(
+            e.skip(left).unwrap(),
+            left,
+            "{order:?}: up to the failure is fine"
+        );
+        assert!(e.skip(1).is_err());
+        assert!(e.fill_buf().is_err());
+        assert!(e.move_to_next_file().unwrap());
+        assert_exact(&read_all(&mut e), &f.data[1..]);
+        assert_pool_empty(&e);
+    }
+}
+
+/// A file that shrank after it was sized ends where its reads end (std's answer: an end),
+/// and `fill_buf_at_least` says so with a short answer, not an error.
+#[test]
+fn a_file_that_ends_early_is_an_end_not_an_error() {
+    let f = files(&[30_000, 100]);
+    let io = Scripted::new(|c| {
+        if c.offset >= 8192 {
+            Act::Eof
+        } else {
+            Act::Full
+        }
+    });
+    let mut e = engine(io, 64 << 10, 4096);
+    queue_paths(&mut e, &f);
+    let run = e.fill_buf_at_least(10_000).unwrap();
+    assert_eq!(
+        run,
+        &f.data[0][..8192],
+        "every byte before the end, then the end"
+    );
+    e.consume(8192);
+    assert!(e.fill_buf().unwrap().is_empty());
+    assert_eq!(e.skip(10).unwrap(), 0);
+    assert!(e.move_to_next_file().unwrap());
+    assert_exact(&read_all(&mut e), &f.data[1..]);
+}
+
+/// A range of a file: its bytes from `start` for `len`, ending early at the file's end.
+#[test]
+fn ranges_read_their_bytes_only() {
+    let f = files(&[50_000, 9000, 20_000]);
+    for order in ORDERS {
+        let io = first_attempts(1, Act::Short(1000)).ordered(order);
+        let mut e = engine(io, 8 * 4096, 4096);
+        let ranges = [(0, 10_000), (4097, 100_000), (12_345, 0), (19_999, 5)];
+        for (i, &(start, len)) in ranges.iter().enumerate() {
+            let p = f.paths[i.min(2)].as_path();
+            e.push(Source::Path(p.into()), start, len).unwrap();
+        }
+        let want: Vec<Vec<u8>> = ranges
+            .iter()
+            .enumerate()
+            .map(|(i, &(start, len))| {
+                let d = &f.data[i.min(2)];
+                let from = (start as usize).min(d.len());
+                d[from..(start + len).min(d.len() as u64) as usize].to_vec()
+            })
+            .collect();
+        assert_eq!(e.file_offset(), 0);
+        assert_exact(&read_all(&mut e), &want);
+        assert_pool_empty(&e);
+    }
+}
+
+/// Queuing is all or nothing: where starting the file's reads fails (a broken ring), the
+/// file is not queued and the error comes back.
+#[test]
+fn a_file_whose_reads_cannot_start_is_not_queued() {
+    let f = files(&[10_000, 10_000]);
+    let mut io = Scripted::new(|_| Act::Full);
+    io.fail_submit = true;
+    let mut e = engine(io, 64 << 10, 4096);
+    let err = e
+        .push(Source::Path(f.paths[0].as_path().into()), 0, u64::MAX)
+        .unwrap_err();
+    assert!(err.to_string().contains("submit"), "{err}");
+    assert_eq!(e.current_index(), None, "not queued");
+    assert!(!e.move_to_next_file().unwrap());
 }
