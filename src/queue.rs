@@ -125,10 +125,11 @@ impl<'a> FileEntry<'a> {
     /// Records the file's size once opened: it is read up to `min(start + limit, size)`.
     /// An `O_DIRECT` file's first read starts aligned, below the consumer where need be.
     pub(crate) fn set_size(&mut self, size: u64, align: u64) {
-        self.sized_end = Some(self.start.saturating_add(self.limit).min(size));
+        let end = self.start.saturating_add(self.limit).min(size);
+        self.sized_end = Some(end);
         self.state = State::Reading;
         if self.next_read == self.consumed {
-            self.next_read = self.consumed / align * align;
+            self.next_read = aligned_start(self.consumed, end, align);
         }
     }
 
@@ -206,6 +207,17 @@ impl<'a> FileEntry<'a> {
             Some(_) => State::Reading,
             None => State::Queued,
         };
+    }
+}
+
+/// Where reads start for a consumer at `at` in a file whose bytes stop at `stop`: `at`,
+/// aligned down to `align` for `O_DIRECT`; but at the end there is nothing to read, and an
+/// aligned read of bytes before it would be asked for nothing (and could fail for nothing).
+pub(crate) fn aligned_start(at: u64, stop: u64, align: u64) -> u64 {
+    if at >= stop {
+        at
+    } else {
+        at / align * align
     }
 }
 
@@ -463,6 +475,14 @@ mod tests {
         );
         e.set_size(6000, 1);
         assert_eq!(e.stop(), 6000, "the file's end comes first");
+        q.push(path("p"), 8000, 100);
+        let e = q.get_mut(1).unwrap();
+        e.set_size(8000, 4096);
+        assert_eq!(
+            e.next_read, 8000,
+            "at the end, no aligned read of bytes before it"
+        );
+        assert!(e.all_issued());
     }
 
     #[test]

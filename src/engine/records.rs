@@ -6,7 +6,7 @@ use std::mem;
 
 use super::Engine;
 use crate::consts::DIRECT_ALIGN;
-use crate::queue::State;
+use crate::queue::{aligned_start, State};
 
 /// Bytes of the current file copied out of the pool because they straddle the pool's end or
 /// regions that are not adjacent. While any wait, the consumer reads them first.
@@ -243,13 +243,17 @@ impl Engine<'_> {
     fn skip_in_file(&mut self, n: u64) -> u64 {
         let front = self.queue.front_mut().expect("sized, so current");
         let (id, from) = (front.id, front.consumed);
-        let to = from.saturating_add(n).min(front.stop().max(from));
+        let stop = front.stop();
+        let to = from.saturating_add(n).min(stop.max(from));
         front.consumed = to;
         while let Some(c) = self.chunks.live.front_mut() {
             if c.file != id {
                 break;
             }
-            if c.offset + c.want as u64 > to {
+            // A chunk with a byte of the file past `to` is kept; one whose bytes past `to`
+            // lie past the file's end has nothing left to give (and its read, if it fails,
+            // fails for nothing).
+            if (c.offset + c.want as u64).min(stop) > to {
                 c.pos = c.pos.max((to - c.offset) as usize);
                 break;
             }
@@ -260,7 +264,7 @@ impl Engine<'_> {
         if front.next_read < to {
             // O_DIRECT reads start aligned; the consumer starts inside the first one.
             let align = if front.direct { DIRECT_ALIGN as u64 } else { 1 };
-            front.next_read = to / align * align;
+            front.next_read = aligned_start(to, front.stop(), align);
         }
         to - from
     }

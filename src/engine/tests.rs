@@ -1589,3 +1589,61 @@ fn a_file_whose_reads_cannot_start_is_not_queued() {
     assert_eq!(e.current_index(), None, "not queued");
     assert!(!e.move_to_next_file().unwrap());
 }
+
+/// With `O_DIRECT`, a skip to the end of a file issues no aligned read of the bytes before
+/// the end (which would be asked for nothing, and could fail for nothing): the file ends.
+#[test]
+fn a_direct_skip_to_the_end_reads_nothing_more() {
+    let f = files(&[150_000, 100]);
+    let last = 150_000 / 4096 * 4096;
+    let io = Scripted::new(move |c| {
+        if c.offset == last {
+            Act::Fail(libc::EIO)
+        } else {
+            Act::Full
+        }
+    });
+    let log = io.log.clone();
+    let Some(mut e) = direct_engine(io, &f) else {
+        return;
+    };
+    // A pool of 8 reads: the read-ahead is far from the end when the skip passes it.
+    e.pool = Pool::with_capacity(8 * 4096).unwrap();
+    e.limits.read_size = 4096;
+    queue_paths(&mut e, &f);
+    assert_eq!(e.fill_buf_at_least(10).unwrap()[..10], f.data[0][..10]);
+    assert_eq!(e.skip(1 << 20).unwrap(), 150_000);
+    assert!(e.fill_buf().unwrap().is_empty(), "the end, not an error");
+    let late = log.lock().unwrap().reads.iter().any(|c| c.offset == last);
+    assert!(!late, "the last block was read after the skip passed it");
+    assert!(e.move_to_next_file().unwrap());
+    assert_exact(&read_all(&mut e), &f.data[1..]);
+}
+
+/// A skip to a file's end drops the reads in flight that hold nothing of the file past it:
+/// with `O_DIRECT` the last read is rounded up past the end, and were it kept and to fail,
+/// the file would fail for bytes nobody wants.
+#[test]
+fn a_skip_to_the_end_drops_the_last_read_in_flight() {
+    let f = files(&[20_000, 100]);
+    for order in ORDERS {
+        // The last read: 3,616 bytes of the file, asked as 4,096.
+        let io = fail_at(16_384, 4096, libc::EIO).ordered(order);
+        let Some(mut e) = direct_engine(io, &f) else {
+            return;
+        };
+        e.limits.read_size = 8192;
+        queue_paths(&mut e, &f);
+        assert_eq!(e.fill_buf_at_least(10).unwrap()[..10], f.data[0][..10]);
+        if e.queue.front().unwrap().error().is_some() {
+            continue; // This order completed the failing read first: nothing to check.
+        }
+        assert_eq!(e.skip(1 << 20).unwrap(), 20_000, "{order:?}");
+        assert!(
+            e.fill_buf().unwrap().is_empty(),
+            "{order:?}: the end, not an error"
+        );
+        assert!(e.move_to_next_file().unwrap());
+        assert_exact(&read_all(&mut e), &f.data[1..]);
+    }
+}

@@ -28,6 +28,10 @@ pub fn check_file(m: &FaultMount, i: usize, got: &Got, read_size: usize, what: &
     let spec = m.spec(i);
     let f = &spec.faults;
     let what = format!("{what}: file {i} ({spec:?})");
+    assert!(
+        !got.short_not_at_end,
+        "{what}: a short answer, which says the file ends, where it goes on or fails"
+    );
     // Whatever happened, every byte that came out is the file's own, at its own offset; but
     // past a short reply (a shrunk file's replies past its new end are short) the kernel may
     // hand out the zeros it put in place of what the reply left out (see the shrink and
@@ -39,7 +43,10 @@ pub fn check_file(m: &FaultMount, i: usize, got: &Got, read_size: usize, what: &
         (None, Some(to)) if to < spec.size && page_cache => len.min(to as usize),
         _ => len,
     };
-    let own = m.bytes(i, 0, len);
+    let mut own = m.bytes(i, 0, len);
+    for &(at, k) in &got.skipped {
+        own[at as usize..(at + k) as usize].fill(0); // never read: zeros in `got` too
+    }
     assert_bytes_eq(&got.bytes[..exact], &own[..exact], &what);
     assert_own_or_zero(&got.bytes[exact..], &own[exact..], &what);
     let path = m.path(i).display().to_string();
@@ -59,9 +66,14 @@ pub fn check_file(m: &FaultMount, i: usize, got: &Got, read_size: usize, what: &
         return;
     }
     if let Some(at) = f.eio_at.filter(|&at| at < spec.final_size()) {
-        let e = got.error.as_ref().unwrap_or_else(|| panic!("{what}: read"));
-        check_read_error(e, at, got, read_size, &path, &what);
-        return;
+        match &got.error {
+            Some(e) => return check_read_error(e, at, got, read_size, &path, &what),
+            // Only a skip over the failing byte may pass it without reading it.
+            None => assert!(
+                skipped(got, at, at + 1),
+                "{what}: read past {at} without error"
+            ),
+        }
     }
     if let Some(e) = &got.error {
         panic!("{what}: {e}");
@@ -71,6 +83,14 @@ pub fn check_file(m: &FaultMount, i: usize, got: &Got, read_size: usize, what: &
         Some(to) if to < spec.size && page_cache => {
             assert!((to..=spec.size).contains(&len), "{what}: {len} bytes")
         }
+        // Skips stop at the size the file had when opened: past its new end, they are not
+        // read, so cannot tell.
+        Some(to) if to < spec.size && len > to => {
+            assert!(
+                len <= spec.size && skipped(got, to, len),
+                "{what}: shrunk, {len} bytes"
+            )
+        }
         Some(to) if to < spec.size => assert_eq!(len, to, "{what}: shrunk"),
         Some(to) => assert!((spec.size..=to).contains(&len), "{what}: grew, {len} bytes"),
         None if f.short_replies.is_some() && page_cache => {
@@ -78,6 +98,17 @@ pub fn check_file(m: &FaultMount, i: usize, got: &Got, read_size: usize, what: &
         }
         None => assert_eq!(len, spec.size, "{what}"),
     }
+}
+
+/// Whether every byte of `from..to` was passed over with `skip`.
+fn skipped(got: &Got, from: u64, to: u64) -> bool {
+    let mut at = from;
+    for &(start, len) in &got.skipped {
+        if start <= at && at < start + len {
+            at = start + len;
+        }
+    }
+    at >= to
 }
 
 /// Asserts every byte of `got` is that of `want` or a zero.
@@ -98,12 +129,19 @@ fn check_read_error(e: &io::Error, at: u64, got: &Got, read_size: usize, path: &
         panic!("{what}: not a read error: {e:?}");
     };
     assert_eq!(source.raw_os_error(), Some(libc::EIO), "{what}: {e}");
-    // In page-cache mode the kernel fills whole pages, so a read fails from the page of `at`.
+    // In page-cache mode the kernel fills whole pages, so a read fails from the page of `at`
+    // (and from past `at` in that page, where a skip moved the next read there).
     let page = at / 4096 * 4096;
     assert!(
-        *offset <= at && offset + read_size as u64 > page,
+        *offset < page + 4096 && offset + read_size as u64 > page,
         "{what}: the read at {offset} failed, not one over the page of {at}"
     );
+    if got.skipped.is_empty() {
+        assert!(
+            *offset <= at,
+            "{what}: the read at {offset} failed, past {at}"
+        );
+    }
     assert_names(e, &format!("at offset {offset}"));
     assert_eq!(
         got.bytes.len() as u64,
