@@ -39,6 +39,18 @@ impl ReaderBuilder {
 /// [`move_to_next_file`](Self::move_to_next_file) or [`activate_file`](Self::activate_file);
 /// nothing bleeds over from the next file.
 ///
+/// # Ends and errors
+///
+/// Every way out of a file answers from one state of that file, the same on both backends:
+/// it is read to its end, or to where it failed. **An error is never an end of file**: the
+/// bytes before a failure come out, then the error (naming the file, the operation and the
+/// offset), and it sticks until [`move_to_next_file`](Self::move_to_next_file) or
+/// [`activate_file`](Self::activate_file). So `fill_buf` returning `&[]`, `read` returning 0,
+/// and [`fill_buf_at_least(n)`](Self::fill_buf_at_least) or [`skip(n)`](Self::skip) answering
+/// with fewer than `n` bytes all mean one thing: the file ends there. A file that ends before
+/// the size it had when it was opened (cut while queued) ends where its reads end, as std's
+/// reads do; a parser sees the record torn there.
+///
 /// `SequentialFileReader<'a>` is `Send`: it may move to another thread between calls, in the
 /// middle of a scan. `'a` is the lifetime of the files borrowed with
 /// [`add_file_to_prefetch`](Self::add_file_to_prefetch); a reader that borrows none is
@@ -253,8 +265,9 @@ impl<'a> SequentialFileReader<'a> {
     ///
     /// - Queued files ahead of it are dropped.
     /// - If it is at the front and untouched, what was read ahead for it is used.
-    /// - If it was partly read (or failed), it is read again from byte 0; the files queued
-    ///   behind it keep what was read ahead for them.
+    /// - If it was partly read, or failed, it is read again from byte 0 (its error is
+    ///   forgotten: reading it again may succeed); the files queued behind it keep what was
+    ///   read ahead for them.
     /// - If it is not queued, the queue is emptied and it is queued alone.
     ///
     /// A queued file is identified by its descriptor plus its limit.
@@ -267,7 +280,8 @@ impl<'a> SequentialFileReader<'a> {
     }
 
     /// Drops the rest of the current file, without waiting to read it, and returns whether
-    /// another file is now current.
+    /// another file is now current. Whatever the current file's state (read to its end, part
+    /// read, failed), it is dropped; its error, if nobody read it, goes with it.
     ///
     /// # Errors
     ///
@@ -283,7 +297,10 @@ impl<'a> SequentialFileReader<'a> {
     }
 
     /// At least `n` contiguous bytes of the current file, or every byte left in it when fewer
-    /// remain (so `len() < n` means the file ends first; `&[]` at its end).
+    /// remain: `len() < n` means the file ends first (a record torn by the end), `&[]` that
+    /// it has ended. Never fewer than `n` because of a failure: where the file fails before
+    /// `n` bytes, the answer is the file's error (the bytes before the failure still come out
+    /// of [`fill_buf`](BufRead::fill_buf), then the error again).
     ///
     /// For parsers of records: ask for a header, read the record's length from it, then ask
     /// for the whole record and [`consume`](BufRead::consume) it. The bytes are returned in
@@ -297,17 +314,45 @@ impl<'a> SequentialFileReader<'a> {
     ///
     /// [`io::ErrorKind::InvalidInput`] if `n` is more than the pool holds
     /// ([`ReaderBuilder::buffer_size`]): the reader goes on, and a smaller `n` works. The
-    /// current file's error, as [`fill_buf`](BufRead::fill_buf) returns it.
+    /// current file's error where it fails before `n` bytes, as
+    /// [`fill_buf`](BufRead::fill_buf) returns it.
     ///
     /// # Examples
     ///
-    /// Records of an 8-byte little-endian length and that many bytes:
+    /// Records of an 8-byte little-endian length and that many bytes. A parser meets three
+    /// cases: a whole record; a record torn by the end of the file (fewer bytes than asked);
+    /// and an error, which `?` passes on (it is never a short answer):
     ///
     /// ```
-    /// use std::io::BufRead;
+    /// use std::io::{self, BufRead};
     /// use readahead::SequentialFileReader;
     ///
-    /// # fn main() -> std::io::Result<()> {
+    /// fn bodies(reader: &mut SequentialFileReader<'_>) -> io::Result<Vec<Vec<u8>>> {
+    ///     let mut bodies = Vec::new();
+    ///     loop {
+    ///         let header = reader.fill_buf_at_least(8)?; // an error: the file's, named
+    ///         if header.is_empty() {
+    ///             return Ok(bodies); // the end of the file, between records
+    ///         }
+    ///         let len = match header.get(..8) {
+    ///             Some(h) => u64::from_le_bytes(h.try_into().unwrap()) as usize,
+    ///             None => return Err(torn(reader)), // the file ends inside a header
+    ///         };
+    ///         let record = reader.fill_buf_at_least(8 + len)?;
+    ///         if record.len() < 8 + len {
+    ///             return Err(torn(reader)); // the file ends inside a record
+    ///         }
+    ///         bodies.push(record[8..8 + len].to_vec()); // a whole record
+    ///         reader.consume(8 + len);
+    ///     }
+    /// }
+    ///
+    /// fn torn(reader: &SequentialFileReader<'_>) -> io::Error {
+    ///     let at = reader.file_offset();
+    ///     io::Error::new(io::ErrorKind::UnexpectedEof, format!("a record torn at {at}"))
+    /// }
+    ///
+    /// # fn main() -> io::Result<()> {
     /// # let dir = tempfile::tempdir()?;
     /// # let path = dir.path().join("records");
     /// # let mut data = Vec::new();
@@ -315,21 +360,16 @@ impl<'a> SequentialFileReader<'a> {
     /// #     data.extend_from_slice(&(body.len() as u64).to_le_bytes());
     /// #     data.extend_from_slice(body);
     /// # }
-    /// # std::fs::write(&path, data)?;
+    /// # std::fs::write(&path, &data)?;
+    /// # let torn_path = dir.path().join("torn");
+    /// # std::fs::write(&torn_path, &data[..data.len() - 10])?;
     /// let mut reader = SequentialFileReader::new()?;
     /// reader.add_path_to_prefetch(&path)?;
-    /// let mut bodies = Vec::new();
-    /// loop {
-    ///     let header = reader.fill_buf_at_least(8)?;
-    ///     if header.len() < 8 {
-    ///         break; // the end of the file (or a torn header)
-    ///     }
-    ///     let len = u64::from_le_bytes(header[..8].try_into().unwrap()) as usize;
-    ///     let record = reader.fill_buf_at_least(8 + len)?;
-    ///     bodies.push(record[8..8 + len].to_vec());
-    ///     reader.consume(8 + len);
-    /// }
-    /// assert_eq!(bodies, [&b"one"[..], b"three", b""]);
+    /// reader.add_path_to_prefetch(&torn_path)?;
+    /// assert_eq!(bodies(&mut reader)?, [&b"one"[..], b"three", b""]);
+    /// reader.move_to_next_file()?;
+    /// let err = bodies(&mut reader).unwrap_err();
+    /// assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
     /// # Ok(())
     /// # }
     /// ```
@@ -338,7 +378,10 @@ impl<'a> SequentialFileReader<'a> {
     }
 
     /// Skips `n` bytes of the current file from the next byte [`fill_buf`](BufRead::fill_buf)
-    /// would return; returns how many were skipped (fewer only at the file's end or limit).
+    /// would return; returns how many were skipped: fewer only at the file's end or limit
+    /// (`0` at its end). A skip never passes a failure for an end: where the file is known to
+    /// fail inside the `n` bytes, the answer is its error, and nothing is skipped (skipping
+    /// up to the failure works, and reading there gives the error).
     ///
     /// What is skipped is not read: regions wholly inside the range are freed unread, reads
     /// in flight for it are cancelled or their bytes dropped, and reads not yet issued for it
@@ -347,7 +390,8 @@ impl<'a> SequentialFileReader<'a> {
     ///
     /// # Errors
     ///
-    /// The current file's error (it cannot be opened, say), naming it.
+    /// The current file's error (it cannot be opened, or it failed inside the `n` bytes),
+    /// naming it.
     ///
     /// # Examples
     ///
@@ -485,15 +529,14 @@ impl Read for SequentialFileReader<'_> {
         Ok(n)
     }
 
-    /// Copies straight from the pool, one chunk at a time.
+    /// Copies straight from the pool, one chunk at a time. At the current file's end before
+    /// `buf` is full: an [`UnexpectedEof`](io::ErrorKind::UnexpectedEof) error naming the
+    /// file and the offset (as std's `read_exact`); at a failure, the file's error.
     fn read_exact(&mut self, mut buf: &mut [u8]) -> io::Result<()> {
         while !buf.is_empty() {
             let avail = self.fill_buf()?;
             if avail.is_empty() {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "the current file ended first",
-                ));
+                return Err(self.engine.ended_early(buf.len()));
             }
             let n = avail.len().min(buf.len());
             buf[..n].copy_from_slice(&avail[..n]);
@@ -519,6 +562,9 @@ impl Read for SequentialFileReader<'_> {
 }
 
 impl BufRead for SequentialFileReader<'_> {
+    /// The current file's next bytes: `&[]` at its end (until the reader moves on); at a
+    /// failure, the bytes before it, then its error (again on every call until the reader
+    /// moves on). Never bytes of another file.
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
         self.engine.fill_buf()
     }

@@ -129,6 +129,20 @@ impl<'a> Engine<'a> {
         Ok(Front::Again)
     }
 
+    /// The error of a read that wanted `missing` more bytes of the current file than it has:
+    /// which file, and where it ended.
+    pub(crate) fn ended_early(&self, missing: usize) -> io::Error {
+        let name = self.queue.front().map(|f| f.name().to_string());
+        let name = name.as_deref().unwrap_or("no current file");
+        io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!(
+                "{name} ended at offset {}, {missing} bytes short of what was asked",
+                self.file_offset()
+            ),
+        )
+    }
+
     /// Marks `amt` bytes of the last `fill_buf` (or `fill_buf_at_least`) as read; clamps to
     /// what it returned.
     pub(crate) fn consume(&mut self, amt: usize) {
