@@ -100,6 +100,7 @@ impl<'a> ReadReq<'a> {
         let (loan, ptr) = self.loan.into_kernel();
         let read = KernelRead {
             id: self.id,
+            direct: self.direct,
             offload: self.offload,
             loan,
             fd: self.fd,
@@ -112,6 +113,7 @@ impl<'a> ReadReq<'a> {
         ReadDone {
             id: self.id,
             result,
+            direct: self.direct,
             offload: self.offload,
             loan: self.loan,
             _fd: self.fd,
@@ -125,6 +127,7 @@ impl<'a> ReadReq<'a> {
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone
 pub(crate) struct KernelRead<'a> {
     id: u64,
+    direct: bool,
     offload: bool,
     loan: KernelLoan,
     fd: FdRef<'a>,
@@ -138,6 +141,7 @@ impl<'a> KernelRead<'a> {
         ReadDone {
             id: self.id,
             result,
+            direct: self.direct,
             offload: self.offload,
             loan: reap(self.loan),
             _fd: self.fd,
@@ -150,6 +154,9 @@ impl<'a> KernelRead<'a> {
 pub(crate) struct ReadDone<'a> {
     pub(crate) id: u64,
     pub(crate) result: i32,
+    /// Whether the read was issued with `O_DIRECT` (the file may have gone buffered since:
+    /// its `EINVAL` then calls for the read again, not for the file to fail).
+    pub(crate) direct: bool,
     /// Whether the read was offloaded (see [`ReadReq::offload`]).
     pub(crate) offload: bool,
     pub(crate) loan: Loan,
@@ -202,9 +209,11 @@ pub(crate) trait Io<'a>: Send {
     fn cached(&mut self, _fd: &FdRef<'a>, _offset: u64, _len: u64) -> Option<bool> {
         None
     }
-    /// Switches a file that refused `O_DIRECT` reads to buffered ones.
-    fn reopen_buffered(&mut self, source: &Source<'a>) -> Result<Opened<'a>, Error> {
-        open_source(source, false)
+    /// Switches the descriptor of a file that refused `O_DIRECT` reads to buffered ones:
+    /// the same descriptor, never the file reopened by its path, which may name another
+    /// file by now.
+    fn clear_direct(&mut self, fd: &FdRef<'a>) -> io::Result<()> {
+        sys::clear_direct(fd.file())
     }
     /// The same backend (ring, registrations), free to name descriptors of another lifetime.
     ///

@@ -14,6 +14,7 @@ use std::mem;
 use super::*;
 use crate::consts::{MAX_RETRIES, OFFLOAD_MIN};
 use crate::io::open_source;
+use crate::source::RawFd;
 use crate::sys::open_flags;
 
 /// What the script says one read returns.
@@ -72,8 +73,9 @@ struct Log {
     opens: Vec<OpenCall>,
     /// Paths opened with `Io::open` (on the engine's thread).
     sync_opens: Vec<PathBuf>,
-    /// Paths reopened without `O_DIRECT` (`Io::reopen_buffered`).
-    buffered_reopens: Vec<PathBuf>,
+    /// Descriptors `O_DIRECT` was turned off on (`Io::clear_direct`), with the paths they
+    /// were open on.
+    direct_cleared: Vec<(RawFd, PathBuf)>,
     /// The most descriptors on files under `Scripted::watch` plus opens in flight, counted
     /// whenever an open is started (`start_open`) or done on the engine's thread
     /// (`Io::open`), the only times the count can grow.
@@ -311,12 +313,14 @@ impl<'a> Io<'a> for Scripted<'a> {
         self.note_descriptors();
         opened
     }
-    fn reopen_buffered(&mut self, source: &Source<'a>) -> Result<Opened<'a>, Error> {
-        if let Source::Path(path) = source {
-            let mut log = self.log.lock().unwrap();
-            log.buffered_reopens.push(path.to_path_buf());
-        }
-        open_source(source, false)
+    fn clear_direct(&mut self, fd: &FdRef<'a>) -> io::Result<()> {
+        let path = std::fs::read_link(format!("/proc/self/fd/{}", fd.raw())).unwrap();
+        self.log
+            .lock()
+            .unwrap()
+            .direct_cleared
+            .push((fd.raw(), path));
+        crate::sys::clear_direct(fd.file())
     }
     fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> bool {
         if !self.async_open {
@@ -1280,29 +1284,36 @@ fn read_with_direct_reads_refused(f: &Files) -> Option<Arc<Mutex<Log>>> {
 }
 
 #[test]
-fn einval_on_a_direct_read_reopens_the_file_buffered() {
+fn einval_on_a_direct_read_goes_on_buffered_on_the_same_descriptor() {
     let f = files(&[12_345, 100]);
     let Some(log) = read_with_direct_reads_refused(&f) else {
         return;
     };
     let log = log.lock().unwrap();
-    assert_eq!(log.buffered_reopens, f.paths, "each file once");
+    let cleared: Vec<_> = log.direct_cleared.iter().map(|(_, p)| p.clone()).collect();
+    let paths: Vec<_> = f.paths.iter().map(|p| p.canonicalize().unwrap()).collect();
+    assert_eq!(cleared, paths, "each file once");
+    assert_eq!(
+        log.sync_opens, f.paths,
+        "each file opened once, never again"
+    );
     assert!(log.reads.iter().any(|c| !c.direct));
 }
 
 #[test]
-fn einval_on_a_replaced_descriptor_reads_on_the_new_one() {
+fn einval_on_reads_issued_direct_before_it_was_turned_off_reads_them_again() {
     let f = files(&[200_000]);
     let Some(log) = read_with_direct_reads_refused(&f) else {
         return;
     };
     let log = log.lock().unwrap();
-    // Several reads were in flight on the O_DIRECT descriptor when the first failed: the
-    // file was reopened once, and the others went on with the buffered descriptor.
+    // Several reads were in flight with O_DIRECT when the first failed: it was turned off
+    // once, and the others were read again, buffered, on the same descriptor.
     let direct = log.reads.iter().filter(|c| c.direct).count();
     assert!(direct > 1, "{direct} direct reads");
-    assert_eq!(log.buffered_reopens.len(), 1);
+    assert_eq!(log.direct_cleared.len(), 1);
 }
+
 #[test]
 fn a_short_direct_read_before_the_end_is_read_on() {
     let f = files(&[100_000, 33_333, 5000]);
@@ -1402,4 +1413,41 @@ fn a_run_larger_than_the_pool_is_refused_and_the_engine_goes_on() {
     assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
     assert_exact(&read_all(&mut e), &f.data);
     assert_pool_empty(&e);
+}
+
+/// The first direct read of the first file is refused (`EINVAL`), once another file has
+/// been renamed over its path: the reader goes on buffered with the file it opened, never
+/// with what the path names by then.
+#[test]
+fn a_file_renamed_over_before_direct_reads_are_refused_is_not_read() {
+    let f = files(&[12_345, 100]);
+    let other = f.dir().join("other");
+    std::fs::write(&other, content(7, 12_345)).unwrap();
+    let (from, to) = (other.clone(), f.paths[0].clone());
+    let mut renamed = false;
+    let io = Scripted::new(move |c| {
+        if !c.direct {
+            return Act::Full;
+        }
+        if !renamed {
+            std::fs::rename(&from, &to).unwrap();
+            renamed = true;
+        }
+        Act::Fail(libc::EINVAL)
+    });
+    let log = io.log.clone();
+    let Some(mut e) = direct_engine(io, &f) else {
+        return;
+    };
+    queue_paths(&mut e, &f);
+    assert_exact(&read_all(&mut e), &f.data);
+    assert_pool_empty(&e);
+    drop(e);
+    assert_eq!(fds_under(&f.dir()), 0);
+    assert!(log.lock().unwrap().reads.iter().any(|c| c.direct));
+    assert_ne!(
+        std::fs::read(&f.paths[0]).unwrap(),
+        f.data[0],
+        "renamed over"
+    );
 }

@@ -239,6 +239,32 @@ pub(crate) fn clear_nonblock(file: &File) -> io::Result<()> {
     Ok(())
 }
 
+/// Turns direct I/O off on a descriptor the reader opened with it, where the filesystem
+/// refused a direct read: the same descriptor, so the same file, whatever its path names by
+/// now (`fcntl(F_SETFL)` without `O_DIRECT`).
+#[cfg(not(target_vendor = "apple"))]
+pub(crate) fn clear_direct(file: &File) -> io::Result<()> {
+    let flags = status_flags(file)?;
+    if !is_direct(flags) {
+        return Ok(());
+    }
+    // SAFETY: a plain fcntl on a descriptor `file` keeps open; no memory is passed.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags & !DIRECT) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Turns direct I/O (`F_NOCACHE`) off on a descriptor the reader turned it on for.
+#[cfg(target_vendor = "apple")]
+pub(crate) fn clear_direct(file: &File) -> io::Result<()> {
+    // SAFETY: a plain fcntl on a descriptor `file` keeps open; no memory is passed.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_NOCACHE, 0) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Tells the kernel a range of a file will be read soon (`POSIX_FADV_WILLNEED`), so its
 /// readahead starts now. A hint: failures are ignored.
 #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]

@@ -62,6 +62,11 @@ pub(crate) fn clear_nonblock(_file: &File) -> io::Result<()> {
     Ok(())
 }
 
+/// Nothing to turn off: files are never opened for direct I/O here.
+pub(crate) fn clear_direct(_file: &File) -> io::Result<()> {
+    Ok(())
+}
+
 /// No read-ahead hint on this platform.
 pub(crate) fn fadvise_willneed(_file: &File, _offset: u64, _len: u64) {
     // Nothing to ask for.
