@@ -164,6 +164,10 @@ impl<'a> SequentialFileReader<'a> {
     /// Queues a path, to read all of it. It is opened (read-only, close-on-exec, `O_NOATIME`
     /// where permitted) only when the read-ahead reaches it, so any number can be queued.
     ///
+    /// `O_NOATIME` (Linux) keeps a scan from writing access times. The kernel refuses it for
+    /// files the process does not own: the file is then opened without it, and so are the
+    /// reader's later files, rather than each trying it again.
+    ///
     /// # Errors
     ///
     /// Errors of the ring while starting reads. A path that cannot be opened or read gets its

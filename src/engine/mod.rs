@@ -30,8 +30,6 @@ mod opens;
 mod records;
 mod stream;
 
-#[cfg(test)]
-use std::fs::File;
 use std::io;
 use std::mem;
 #[cfg(test)]

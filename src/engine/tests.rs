@@ -13,9 +13,9 @@ use std::mem;
 
 use super::*;
 use crate::consts::{MAX_RETRIES, OFFLOAD_MIN};
-use crate::io::open_source;
+use crate::io::{open_source, OpenResult};
 use crate::source::RawFd;
-use crate::sys::open_flags;
+use crate::sys::Opener;
 
 /// What the script says one read returns.
 #[derive(Clone, Copy, Debug)]
@@ -118,7 +118,9 @@ struct Scripted<'a> {
     /// Errnos the next opens of a path get, in turn; after them it is really opened.
     open_errors: HashMap<PathBuf, VecDeque<i32>>,
     /// Opens completed and not yet taken.
-    opened: Vec<(u64, Result<File, i32>)>,
+    opened: Vec<(u64, OpenResult)>,
+    /// The flags paths are opened with.
+    opener: Opener,
     /// The directory whose descriptors `Log::peak_descriptors` counts.
     watch: Option<PathBuf>,
     log: Arc<Mutex<Log>>,
@@ -137,6 +139,7 @@ impl<'a> Scripted<'a> {
             async_open: false,
             open_errors: HashMap::new(),
             opened: Vec::new(),
+            opener: Opener::default(),
             watch: None,
             log: Arc::default(),
         }
@@ -191,12 +194,14 @@ impl<'a> Scripted<'a> {
             .open_errors
             .get_mut(&call.path)
             .and_then(VecDeque::pop_front);
+        let flags = self.opener.flags(call.direct);
         let result = match scripted {
             Some(errno) => Err(errno),
             None => OpenOptions::new()
                 .read(true)
-                .custom_flags(open_flags(call.direct))
+                .custom_flags(flags)
                 .open(&call.path)
+                .map(|file| (file, flags))
                 .map_err(|e| e.raw_os_error().expect("an OS error")),
         };
         self.opened.push((call.file, result));
@@ -306,7 +311,7 @@ impl<'a> Io<'a> for Scripted<'a> {
         Ok(())
     }
     fn open(&mut self, source: &Source<'a>, direct: bool) -> Result<Opened<'a>, Error> {
-        let opened = open_source(source, direct);
+        let opened = open_source(source, direct, &mut self.opener);
         if let Source::Path(path) = source {
             self.log.lock().unwrap().sync_opens.push(path.to_path_buf());
         }
@@ -336,7 +341,7 @@ impl<'a> Io<'a> for Scripted<'a> {
         self.note_descriptors();
         true
     }
-    fn take_opened(&mut self, out: &mut Vec<(u64, Result<File, i32>)>) {
+    fn take_opened(&mut self, out: &mut Vec<(u64, OpenResult)>) {
         out.append(&mut self.opened);
     }
     fn cached(&mut self, _fd: &FdRef<'a>, _offset: u64, _len: u64) -> Option<bool> {
@@ -356,6 +361,7 @@ impl<'a> Io<'a> for Scripted<'a> {
             async_open: s.async_open,
             open_errors: s.open_errors,
             opened: s.opened,
+            opener: s.opener,
             watch: s.watch,
             log: s.log,
         })
@@ -1252,7 +1258,7 @@ fn open_retries_are_bounded() {
 fn direct_engine<'a>(io: Scripted<'a>, f: &Files) -> Option<Engine<'a>> {
     let probe = OpenOptions::new()
         .read(true)
-        .custom_flags(open_flags(true))
+        .custom_flags(Opener::default().flags(true))
         .open(&f.paths[0]);
     if let Err(err) = probe {
         eprintln!("skipped: {:?} refuses O_DIRECT ({err})", f.dir());
