@@ -141,8 +141,11 @@ impl<'a> SequentialFileReader<'a> {
     /// start (`u64::MAX`: all of it). It becomes current if the queue was empty; its reads
     /// start at once where the pipeline has room.
     ///
-    /// The reader reads at explicit offsets and never moves the file's position (but on
-    /// Windows, whose positional reads, `seek_read`, move it).
+    /// A regular file or a block device. The reader reads at explicit offsets and never
+    /// moves the file's position, not even for a moment (but on Windows, whose positional
+    /// reads, `seek_read`, move it): a block device is sized by asking the device
+    /// (`BLKGETSIZE64` on Linux), not by seeking to its end. Where the platform has no such
+    /// question (Unixes but Linux, FreeBSD and macOS), a block device is that file's error.
     ///
     /// # Errors
     ///

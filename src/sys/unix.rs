@@ -219,19 +219,13 @@ pub(crate) fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<us
 
 /// The size of a regular file or block device; anything else cannot be read ahead.
 pub(crate) fn file_size(file: &File) -> Result<u64, SizeError> {
-    use std::io::{Seek, SeekFrom};
     let meta = file.metadata().map_err(SizeError::Io)?;
     let ft = meta.file_type();
     if ft.is_file() {
         return Ok(meta.len());
     }
     if ft.is_block_device() {
-        // A block device's size is where seeking to its end lands; put the position back.
-        let mut f = file;
-        let here = f.stream_position().map_err(SizeError::Io)?;
-        let size = f.seek(SeekFrom::End(0)).map_err(SizeError::Io)?;
-        f.seek(SeekFrom::Start(here)).map_err(SizeError::Io)?;
-        return Ok(size);
+        return device_size(file).map_err(SizeError::Io);
     }
     let kind = if ft.is_dir() {
         "directory"
@@ -245,6 +239,118 @@ pub(crate) fn file_size(file: &File) -> Result<u64, SizeError> {
         "special file"
     };
     Err(SizeError::NotAFile(kind))
+}
+
+/// The size in bytes of a block device, asked of the device (`ioctl(BLKGETSIZE64)`) rather
+/// than found by seeking to its end: the descriptor may be the caller's, whose file position
+/// (shared with every descriptor dup'ed from it) is not the reader's to move.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn device_size(file: &File) -> io::Result<u64> {
+    /// `_IOR(0x12, 114, size_t)` of `<linux/fs.h>`: the direction bits sit higher on these
+    /// architectures (`_IOC_READ` is 2 in 3 bits from bit 29, not in 2 from bit 30).
+    #[cfg(any(
+        target_arch = "mips",
+        target_arch = "mips64",
+        target_arch = "powerpc",
+        target_arch = "powerpc64",
+        target_arch = "sparc",
+        target_arch = "sparc64"
+    ))]
+    const READ: u64 = 2 << 29;
+    #[cfg(not(any(
+        target_arch = "mips",
+        target_arch = "mips64",
+        target_arch = "powerpc",
+        target_arch = "powerpc64",
+        target_arch = "sparc",
+        target_arch = "sparc64"
+    )))]
+    const READ: u64 = 2 << 30;
+    const SIZE_T: u64 = std::mem::size_of::<usize>() as u64;
+    const BLKGETSIZE64: u64 = READ | SIZE_T << 16 | 0x12 << 8 | 114;
+    let mut size: u64 = 0;
+    // SAFETY: BLKGETSIZE64 writes one u64 through the pointer, to `size`, live across the
+    // call; the descriptor is open (`file`).
+    let ret = unsafe {
+        libc::ioctl(
+            file.as_raw_fd(),
+            BLKGETSIZE64 as libc::Ioctl,
+            &mut size as *mut u64,
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(size)
+}
+
+/// The size in bytes of a disk device (`ioctl(DIOCGMEDIASIZE)`), asked of the device rather
+/// than found by seeking to its end, which would move the caller's file position.
+#[cfg(target_os = "freebsd")]
+fn device_size(file: &File) -> io::Result<u64> {
+    /// `_IOR('d', 129, off_t)` of `<sys/disk.h>`.
+    const DIOCGMEDIASIZE: libc::c_ulong =
+        0x4000_0000 | 8 << 16 | (b'd' as libc::c_ulong) << 8 | 129;
+    let mut size: libc::off_t = 0;
+    // SAFETY: DIOCGMEDIASIZE writes one off_t through the pointer, to `size`, live across
+    // the call; the descriptor is open (`file`).
+    let ret = unsafe {
+        libc::ioctl(
+            file.as_raw_fd(),
+            DIOCGMEDIASIZE,
+            &mut size as *mut libc::off_t,
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(size as u64)
+}
+
+/// The size in bytes of a disk device: its block count times its block size
+/// (`ioctl(DKIOCGETBLOCKCOUNT)`, `ioctl(DKIOCGETBLOCKSIZE)`), asked of the device rather
+/// than found by seeking to its end, which would move the caller's file position.
+#[cfg(target_vendor = "apple")]
+fn device_size(file: &File) -> io::Result<u64> {
+    /// `_IOR('d', 24, uint32_t)` and `_IOR('d', 25, uint64_t)` of `<sys/disk.h>`.
+    const DKIOCGETBLOCKSIZE: libc::c_ulong =
+        0x4000_0000 | 4 << 16 | (b'd' as libc::c_ulong) << 8 | 24;
+    const DKIOCGETBLOCKCOUNT: libc::c_ulong =
+        0x4000_0000 | 8 << 16 | (b'd' as libc::c_ulong) << 8 | 25;
+    let mut block: u32 = 0;
+    let mut count: u64 = 0;
+    // SAFETY: each ioctl writes one value of the type its number names through the pointer,
+    // to `block` and `count`, live across the calls; the descriptor is open (`file`).
+    let ret = unsafe {
+        let fd = file.as_raw_fd();
+        let r = libc::ioctl(fd, DKIOCGETBLOCKSIZE, &mut block as *mut u32);
+        if r < 0 {
+            r
+        } else {
+            libc::ioctl(fd, DKIOCGETBLOCKCOUNT, &mut count as *mut u64)
+        }
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    count
+        .checked_mul(u64::from(block))
+        .ok_or_else(|| io::Error::other("the disk reports more bytes than 64 bits hold"))
+}
+
+/// No way here to size a block device without seeking it, which would move the caller's
+/// file position (shared with every descriptor dup'ed from it): refused.
+#[cfg(not(any(
+    target_os = "linux",
+    target_os = "android",
+    target_os = "freebsd",
+    target_vendor = "apple"
+)))]
+fn device_size(_file: &File) -> io::Result<u64> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "block devices cannot be sized on this platform without moving their file position",
+    ))
 }
 
 /// `fcntl(file, cmd, arg)` with an integer argument: what it returns, or the error.
