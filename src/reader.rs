@@ -228,7 +228,7 @@ impl<'a> SequentialFileReader<'a> {
     /// # Errors
     ///
     /// [`io::ErrorKind::InvalidInput`] if `n` is more than the pool holds
-    /// ([`ReaderBuilder::buffer_size`]): the reader goes on, and a smaller `n` works. The
+    /// ([`capacity`](Self::capacity)): the reader goes on, and a smaller `n` works. The
     /// current file's error, as [`fill_buf`](BufRead::fill_buf) returns it.
     ///
     /// # Examples
@@ -389,6 +389,28 @@ impl<'a> SequentialFileReader<'a> {
         Ok(SequentialFileReader {
             engine: self.engine.rebind()?,
         })
+    }
+
+    /// The size in bytes of the buffer pool: [`ReaderBuilder::buffer_size`] rounded up to
+    /// whole pages and to at least one read. The most bytes
+    /// [`fill_buf_at_least`](Self::fill_buf_at_least) can be asked for.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use readahead::SequentialFileReader;
+    ///
+    /// # fn main() -> Result<(), readahead::Error> {
+    /// let reader = SequentialFileReader::builder()
+    ///     .buffer_size(1024)
+    ///     .read_size(512)
+    ///     .build()?;
+    /// assert_eq!(reader.capacity(), 4096); // one page
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn capacity(&self) -> usize {
+        self.engine.capacity()
     }
 
     /// The backend in use: [`Backend::IoUring`] or [`Backend::Sync`], never `Auto`.

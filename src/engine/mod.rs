@@ -159,6 +159,11 @@ impl<'a> Engine<'a> {
         self.stats
     }
 
+    /// The pool's size in bytes.
+    pub(crate) fn capacity(&self) -> usize {
+        self.pool.capacity()
+    }
+
     #[cfg(test)]
     pub(crate) fn pool(&self) -> &Pool {
         &self.pool
