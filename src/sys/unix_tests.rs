@@ -134,3 +134,27 @@ fn child_opens_files_it_does_not_own() {
     }
     eprintln!("child: done");
 }
+
+#[test]
+fn clear_direct_turns_o_direct_off_on_the_same_descriptor() {
+    let dir = tempfile::tempdir().unwrap();
+    let (paths, data) = make_files(dir.path(), 1);
+    let (file, flags) = Opener::default().open(&paths[0], true).unwrap();
+    if flags & libc::O_DIRECT == 0 {
+        eprintln!("skipped: {} refuses O_DIRECT", dir.path().display());
+        return;
+    }
+    assert_ne!(status_flags(&file).unwrap() & libc::O_DIRECT, 0);
+    clear_direct(&file).unwrap();
+    let now = status_flags(&file).unwrap();
+    assert_eq!(now & libc::O_DIRECT, 0, "flags {now:o}");
+    assert_eq!(
+        now & libc::O_NOATIME,
+        flags & libc::O_NOATIME,
+        "the rest kept"
+    );
+    // A read O_DIRECT refuses (unaligned) now goes through.
+    let mut buf = [0u8; 10];
+    assert_eq!(read_at(&file, &mut buf, 3).unwrap(), 10);
+    assert_eq!(buf, data[0][3..13]);
+}
