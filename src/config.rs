@@ -65,8 +65,12 @@ impl ReaderBuilder {
 
     /// The size in bytes of the whole buffer pool: all read-ahead, across files, lives in it.
     ///
-    /// Default [`DEFAULT_BUFFER_SIZE`]. It must hold at least one read of
-    /// [`read_size`](Self::read_size) (rounded up to 4 KiB).
+    /// Default [`DEFAULT_BUFFER_SIZE`]. Any size but 0 works: the pool is rounded up to whole
+    /// pages (4 KiB; every read takes whole pages of it) and to at least one read of
+    /// [`read_size`](Self::read_size), so `buffer_size(1024).read_size(512)` makes a pool of
+    /// 4096 bytes. [`SequentialFileReader::capacity`](crate::SequentialFileReader::capacity)
+    /// says what it is, as does the reader's `Debug`. A pool that holds one read at a time
+    /// reads one read at a time: give it room for many (the default holds 64) to read ahead.
     pub fn buffer_size(mut self, bytes: usize) -> Self {
         self.buffer_size = bytes;
         self
@@ -137,7 +141,7 @@ impl ReaderBuilder {
         self
     }
 
-    /// The settings, checked, with read size aligned.
+    /// The settings, checked, with the read size aligned and the pool's size rounded up.
     pub(crate) fn validate(mut self) -> Result<ReaderBuilder, Error> {
         let invalid = |what, why: String| Err(Error::InvalidConfig { what, why });
         if self.read_size == 0 {
@@ -161,17 +165,7 @@ impl ReaderBuilder {
         if self.buffer_size == 0 {
             return invalid(
                 "buffer_size",
-                "0 bytes cannot hold a read; use at least the read_size".into(),
-            );
-        }
-        let one_read = self.read_size.next_multiple_of(PAGE);
-        if self.buffer_size < one_read {
-            return invalid(
-                "buffer_size",
-                format!(
-                    "{} bytes cannot hold one read of {} bytes (rounded up to {one_read}); raise buffer_size or lower read_size",
-                    self.buffer_size, self.read_size
-                ),
+                "0 bytes cannot hold a read; use at least 1".into(),
             );
         }
         if self.buffer_size > isize::MAX as usize / 2 {
@@ -180,6 +174,7 @@ impl ReaderBuilder {
                 format!("{} bytes is too large to allocate", self.buffer_size),
             );
         }
+        self.buffer_size = pool_size(self.buffer_size, self.read_size);
         if !(1..=4096).contains(&self.queue_depth) {
             return invalid(
                 "queue_depth",
@@ -194,6 +189,12 @@ impl ReaderBuilder {
         }
         Ok(self)
     }
+}
+
+/// The pool for `buffer_size` and reads of up to `read_size` bytes: whole pages (every
+/// region of the pool is), and room for at least one read.
+fn pool_size(buffer_size: usize, read_size: usize) -> usize {
+    buffer_size.max(read_size).next_multiple_of(PAGE)
 }
 
 #[cfg(test)]
@@ -218,14 +219,16 @@ mod tests {
     }
 
     #[test]
-    fn pool_must_hold_one_aligned_read() {
-        let msg = err(ReaderBuilder::new().buffer_size(4096).read_size(4097));
-        assert!(msg.contains("cannot hold one read"), "{msg}");
-        let _ = ReaderBuilder::new()
-            .buffer_size(8192)
-            .read_size(4097)
-            .validate()
-            .unwrap();
+    fn the_pool_is_rounded_up_to_pages_and_one_read() {
+        let pool = |buffer, read| {
+            let b = ReaderBuilder::new().buffer_size(buffer).read_size(read);
+            b.validate().unwrap().buffer_size
+        };
+        assert_eq!(pool(1, 1), PAGE);
+        assert_eq!(pool(1024, 512), PAGE);
+        assert_eq!(pool(PAGE, PAGE + 1), 2 * PAGE);
+        assert_eq!(pool(3 * PAGE - 1, PAGE), 3 * PAGE);
+        assert_eq!(pool(8 * PAGE, PAGE), 8 * PAGE);
     }
 
     #[test]

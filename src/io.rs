@@ -17,7 +17,7 @@ use crate::consts::Backend;
 use crate::error::{Error, FileName};
 use crate::pool::{KernelLoan, Loan};
 use crate::source::{FdRef, Source};
-use crate::sys;
+use crate::sys::{self, Opener};
 
 /// One read for a backend: `len` bytes of `fd` at `offset`, into `loan` from `buf_off`.
 #[derive(Debug)]
@@ -100,6 +100,7 @@ impl<'a> ReadReq<'a> {
         let (loan, ptr) = self.loan.into_kernel();
         let read = KernelRead {
             id: self.id,
+            direct: self.direct,
             offload: self.offload,
             loan,
             fd: self.fd,
@@ -112,6 +113,7 @@ impl<'a> ReadReq<'a> {
         ReadDone {
             id: self.id,
             result,
+            direct: self.direct,
             offload: self.offload,
             loan: self.loan,
             _fd: self.fd,
@@ -125,6 +127,7 @@ impl<'a> ReadReq<'a> {
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone
 pub(crate) struct KernelRead<'a> {
     id: u64,
+    direct: bool,
     offload: bool,
     loan: KernelLoan,
     fd: FdRef<'a>,
@@ -138,6 +141,7 @@ impl<'a> KernelRead<'a> {
         ReadDone {
             id: self.id,
             result,
+            direct: self.direct,
             offload: self.offload,
             loan: reap(self.loan),
             _fd: self.fd,
@@ -150,12 +154,19 @@ impl<'a> KernelRead<'a> {
 pub(crate) struct ReadDone<'a> {
     pub(crate) id: u64,
     pub(crate) result: i32,
+    /// Whether the read was issued with `O_DIRECT` (the file may have gone buffered since:
+    /// its `EINVAL` then calls for the read again, not for the file to fail).
+    pub(crate) direct: bool,
     /// Whether the read was offloaded (see [`ReadReq::offload`]).
     pub(crate) offload: bool,
     pub(crate) loan: Loan,
     /// Keeps the descriptor open until the completion is handled.
     pub(crate) _fd: FdRef<'a>,
 }
+
+/// What came of an open the backend started: the file and the flags it was opened with, or
+/// `errno`.
+pub(crate) type OpenResult = Result<(File, i32), i32>;
 
 /// A file set up for reading.
 pub(crate) struct Opened<'a> {
@@ -181,18 +192,18 @@ pub(crate) trait Io<'a>: Send {
     fn in_flight(&self) -> usize;
     /// Cancels everything and waits until every read has come back.
     fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>) -> io::Result<()>;
-    /// Opens (if it is a path) and sizes a queued file.
-    fn open(&mut self, source: &Source<'a>, direct: bool) -> Result<Opened<'a>, Error> {
-        open_source(source, direct)
-    }
-    /// Starts opening a queued path (with `sys::open_flags`) without blocking; `false`
-    /// where the backend cannot, and the path is opened with [`open`](Self::open) instead.
-    /// The result comes back through [`take_opened`](Self::take_opened), after a `reap`.
+    /// Opens (if it is a path) and sizes a queued file ([`open_source`], with the backend's
+    /// [`Opener`], the one its [`start_open`](Self::start_open) takes its flags from).
+    fn open(&mut self, source: &Source<'a>, direct: bool) -> Result<Opened<'a>, Error>;
+    /// Starts opening a queued path (with the flags of the backend's [`Opener`]) without
+    /// blocking; `false` where the backend cannot, and the path is opened with
+    /// [`open`](Self::open) instead. The result comes back through
+    /// [`take_opened`](Self::take_opened), after a `reap`.
     fn start_open(&mut self, _file: u64, _path: &Path, _direct: bool) -> bool {
         false
     }
-    /// Opens started by `start_open` that completed: (file id, the file or `errno`).
-    fn take_opened(&mut self, _out: &mut Vec<(u64, Result<File, i32>)>) {}
+    /// Opens started by `start_open` that completed: (file id, what came of it).
+    fn take_opened(&mut self, _out: &mut Vec<(u64, OpenResult)>) {}
     /// Whether the pool is registered with the kernel (reads are `READ_FIXED`).
     fn registered(&self) -> bool {
         false
@@ -202,9 +213,11 @@ pub(crate) trait Io<'a>: Send {
     fn cached(&mut self, _fd: &FdRef<'a>, _offset: u64, _len: u64) -> Option<bool> {
         None
     }
-    /// Switches a file that refused `O_DIRECT` reads to buffered ones.
-    fn reopen_buffered(&mut self, source: &Source<'a>) -> Result<Opened<'a>, Error> {
-        open_source(source, false)
+    /// Switches the descriptor of a file that refused `O_DIRECT` reads to buffered ones:
+    /// the same descriptor, never the file reopened by its path, which may name another
+    /// file by now.
+    fn clear_direct(&mut self, fd: &FdRef<'a>) -> io::Result<()> {
+        sys::clear_direct(fd.file())
     }
     /// The same backend (ring, registrations), free to name descriptors of another lifetime.
     ///
@@ -239,59 +252,82 @@ impl<'a> Io<'a> for Detached {
     fn shutdown(&mut self, _out: &mut Vec<ReadDone<'a>>) -> io::Result<()> {
         Ok(())
     }
+    fn open(&mut self, _source: &Source<'a>, _direct: bool) -> Result<Opened<'a>, Error> {
+        unreachable!("a detached engine opens no files")
+    }
     fn rebind<'b>(self: Box<Self>) -> Box<dyn Io<'b> + 'b> {
         self
     }
 }
 
-/// Opens (for a path, or to get `O_DIRECT`) and sizes a queued file.
-pub(crate) fn open_source<'a>(source: &Source<'a>, direct: bool) -> Result<Opened<'a>, Error> {
-    let (fd, direct) = match source {
+/// Opens (for a path, or to get `O_DIRECT`) and sizes a queued file, with `opener`'s flags.
+pub(crate) fn open_source<'a>(
+    source: &Source<'a>,
+    direct: bool,
+    opener: &mut Opener,
+) -> Result<Opened<'a>, Error> {
+    match source {
         Source::Path(path) => {
-            let (file, direct) = sys::open_path(path, direct).map_err(|source| Error::Open {
+            let (file, flags) = opener.open(path, direct).map_err(|source| Error::Open {
                 path: FileName::Path(path.to_path_buf()),
                 source,
             })?;
-            return finish_open(file, direct, path);
+            finish_open(file, flags, direct, path)
         }
-        Source::Borrowed(f) => match direct.then(|| sys::reopen_direct(f)).flatten() {
-            Some(f) => (FdRef::Shared(Arc::new(f)), true),
-            None => (FdRef::Borrowed(f), false),
-        },
-        Source::Owned(f) => match direct.then(|| sys::reopen_direct(f)).flatten() {
-            Some(f) => (FdRef::Shared(Arc::new(f)), true),
-            None => (FdRef::Shared(f.clone()), false),
-        },
-    };
-    // A descriptor reopened for O_DIRECT was opened here, with O_NONBLOCK.
-    let opened_here = direct;
-    let size = sys::file_size(fd.file()).and_then(|size| {
-        if opened_here {
-            sys::clear_nonblock(fd.file()).map_err(sys::SizeError::Io)?;
-        }
-        Ok(size)
-    });
-    let size = size.map_err(|e| e.naming(sys::name_of(fd.file())))?;
+        Source::Borrowed(f) => handed_in(f, FdRef::Borrowed(f), direct, opener),
+        Source::Owned(f) => handed_in(f, FdRef::Shared(f.clone()), direct, opener),
+    }
+}
+
+/// Sizes a file handed in (`fd`, on `file`), first reopened for direct I/O where asked and
+/// possible.
+fn handed_in<'a>(
+    file: &File,
+    fd: FdRef<'a>,
+    direct: bool,
+    opener: &mut Opener,
+) -> Result<Opened<'a>, Error> {
+    let name = || sys::name_of(file);
+    if let Some((reopened, flags)) = direct.then(|| sys::reopen_direct(file, opener)).flatten() {
+        let size = sys::file_size(&reopened).map_err(|e| e.naming(name()))?;
+        sys::clear_nonblock(&reopened, flags).map_err(|source| Error::Open {
+            path: name(),
+            source,
+        })?;
+        return Ok(Opened {
+            fd: FdRef::Shared(Arc::new(reopened)),
+            direct: true,
+            opened_here: true,
+            size,
+        });
+    }
+    let size = sys::file_size(fd.file()).map_err(|e| e.naming(name()))?;
     Ok(Opened {
         fd,
-        direct,
-        opened_here,
+        direct: false,
+        opened_here: false,
         size,
     })
 }
 
-/// Sizes a file just opened from `path` (here or by the ring, with `sys::open_flags`), and
-/// clears the `O_NONBLOCK` it was opened with.
-pub(crate) fn finish_open<'a>(file: File, direct: bool, path: &Path) -> Result<Opened<'a>, Error> {
+/// Sizes a file just opened from `path` (here or by the ring) with `flags` from an
+/// [`Opener`], where direct I/O was asked (`direct`) or not, and clears the `O_NONBLOCK` it
+/// was opened with.
+pub(crate) fn finish_open<'a>(
+    file: File,
+    flags: i32,
+    direct: bool,
+    path: &Path,
+) -> Result<Opened<'a>, Error> {
     let name = || FileName::Path(path.to_path_buf());
     let size = sys::file_size(&file).map_err(|e| e.naming(name()))?;
-    sys::clear_nonblock(&file).map_err(|source| Error::Open {
+    sys::clear_nonblock(&file, flags).map_err(|source| Error::Open {
         path: name(),
         source,
     })?;
     Ok(Opened {
+        direct: sys::bypasses_cache(&file, flags, direct),
         fd: FdRef::Shared(Arc::new(file)),
-        direct,
         opened_here: true,
         size,
     })

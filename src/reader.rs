@@ -153,8 +153,11 @@ impl<'a> SequentialFileReader<'a> {
     /// start (`u64::MAX`: all of it). It becomes current if the queue was empty; its reads
     /// start at once where the pipeline has room.
     ///
-    /// The reader reads at explicit offsets and never moves the file's position (but on
-    /// Windows, whose positional reads, `seek_read`, move it).
+    /// A regular file or a block device. The reader reads at explicit offsets and never
+    /// moves the file's position, not even for a moment (but on Windows, whose positional
+    /// reads, `seek_read`, move it): a block device is sized by asking the device
+    /// (`BLKGETSIZE64` on Linux), not by seeking to its end. Where the platform has no such
+    /// question (Unixes but Linux, FreeBSD and macOS), a block device is that file's error.
     ///
     /// # Errors
     ///
@@ -177,6 +180,10 @@ impl<'a> SequentialFileReader<'a> {
 
     /// Queues a path, to read all of it. It is opened (read-only, close-on-exec, `O_NOATIME`
     /// where permitted) only when the read-ahead reaches it, so any number can be queued.
+    ///
+    /// `O_NOATIME` (Linux) keeps a scan from writing access times. The kernel refuses it for
+    /// files the process does not own: the file is then opened without it, and so are the
+    /// reader's later files, rather than each trying it again.
     ///
     /// # Errors
     ///
@@ -313,7 +320,7 @@ impl<'a> SequentialFileReader<'a> {
     /// # Errors
     ///
     /// [`io::ErrorKind::InvalidInput`] if `n` is more than the pool holds
-    /// ([`ReaderBuilder::buffer_size`]): the reader goes on, and a smaller `n` works. The
+    /// ([`capacity`](Self::capacity)): the reader goes on, and a smaller `n` works. The
     /// current file's error where it fails before `n` bytes, as
     /// [`fill_buf`](BufRead::fill_buf) returns it.
     ///
@@ -501,6 +508,28 @@ impl<'a> SequentialFileReader<'a> {
         Ok(SequentialFileReader {
             engine: self.engine.rebind()?,
         })
+    }
+
+    /// The size in bytes of the buffer pool: [`ReaderBuilder::buffer_size`] rounded up to
+    /// whole pages and to at least one read. The most bytes
+    /// [`fill_buf_at_least`](Self::fill_buf_at_least) can be asked for.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use readahead::SequentialFileReader;
+    ///
+    /// # fn main() -> Result<(), readahead::Error> {
+    /// let reader = SequentialFileReader::builder()
+    ///     .buffer_size(1024)
+    ///     .read_size(512)
+    ///     .build()?;
+    /// assert_eq!(reader.capacity(), 4096); // one page
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn capacity(&self) -> usize {
+        self.engine.capacity()
     }
 
     /// The backend in use: [`Backend::IoUring`] or [`Backend::Sync`], never `Auto`.

@@ -38,23 +38,53 @@ fn zero_sizes_are_refused_and_named() {
     }
 }
 
+/// What `ReaderBuilder::buffer_size` documents the pool gets: the size asked, rounded up to
+/// whole pages and to at least one read (`read_size`, in whole pages).
+fn pool_for(buffer_size: usize, read_size: usize) -> usize {
+    buffer_size.max(read_size).next_multiple_of(4096)
+}
+
 #[test]
-fn a_pool_smaller_than_one_aligned_read_is_refused() {
-    for (_, b) in builders() {
-        let msg = refused(b.clone().buffer_size(4096).read_size(4097), "buffer_size");
-        assert!(msg.contains("4097"), "{msg}: says which read");
-        refused(
-            b.clone().buffer_size(64 << 10).read_size(65 << 10),
-            "buffer_size",
-        );
-        // A read takes at least a page of the pool.
-        refused(b.clone().buffer_size(1).read_size(1), "buffer_size");
-        refused(b.clone().buffer_size(4095).read_size(100), "buffer_size");
-        // Direct reads are rounded up to 4 KiB: 5000 needs 8192.
-        refused(
-            b.clone().direct_io(true).buffer_size(8191).read_size(5000),
-            "buffer_size",
-        );
+fn a_pool_smaller_than_one_aligned_read_is_rounded_up_and_reads() {
+    let files = make_files(&[10_000, 3, 0, 9000, 4096]);
+    let want = oracle_all(&files.paths);
+    for (backend, b) in builders() {
+        // (buffer_size, read_size, direct): as small as std's `BufReader::with_capacity`
+        // takes, and as a validator's own reader is tested with (1,024 bytes, 512 a read).
+        for (buffer, read, direct) in [
+            (1024, 512, false),
+            (1, 1, false),
+            (4095, 100, false),
+            (4096, 4097, false),
+            (64 << 10, 65 << 10, false),
+            (1024, 512, true),
+            // Direct reads are whole pages: 5000 is 8192.
+            (8191, 5000, true),
+        ] {
+            let what = format!("{backend:?}: buffer {buffer}, read {read}, direct {direct}");
+            let b = b.clone().buffer_size(buffer).read_size(read);
+            let mut r = b
+                .direct_io(direct)
+                .build()
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let capacity = r.capacity();
+            let read = if direct {
+                read.next_multiple_of(4096)
+            } else {
+                read
+            };
+            assert_eq!(capacity, pool_for(buffer, read), "{what}");
+            for p in &files.paths {
+                r.add_path_to_prefetch(p).unwrap();
+            }
+            assert_files_eq(&read_all_ok(&mut r), &want, &what);
+            // The whole pool holds one run of bytes, and no more.
+            r.add_path_to_prefetch(&files.paths[0]).unwrap();
+            let run = r.fill_buf_at_least(capacity).unwrap();
+            assert_eq!(run, &want[0][..capacity.min(want[0].len())], "{what}");
+            let e = r.fill_buf_at_least(capacity + 1).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidInput, "{what}: {e}");
+        }
     }
 }
 

@@ -7,8 +7,10 @@ use std::collections::VecDeque;
 use std::io;
 
 use crate::consts::Backend;
-use crate::io::{Io, ReadDone, ReadReq};
-use crate::sys::{fadvise_willneed, read_at};
+use crate::error::Error;
+use crate::io::{open_source, Io, Opened, ReadDone, ReadReq};
+use crate::source::Source;
+use crate::sys::{fadvise_willneed, read_at, Opener};
 
 /// Reads with `pread`, one at a time, when the consumer waits.
 #[derive(Debug, Default)]
@@ -17,6 +19,8 @@ pub(crate) struct SyncIo<'a> {
     pending: VecDeque<ReadReq<'a>>,
     /// Reads done (or cancelled) and not yet collected.
     finished: Vec<ReadDone<'a>>,
+    /// The flags paths are opened with, and what the kernel refused of them.
+    opener: Opener,
 }
 
 impl<'a> Io<'a> for SyncIo<'a> {
@@ -63,13 +67,20 @@ impl<'a> Io<'a> for SyncIo<'a> {
         Ok(())
     }
 
+    fn open(&mut self, source: &Source<'a>, direct: bool) -> Result<Opened<'a>, Error> {
+        open_source(source, direct, &mut self.opener)
+    }
+
     fn rebind<'b>(self: Box<Self>) -> Box<dyn Io<'b> + 'b> {
         assert_eq!(
             self.in_flight(),
             0,
             "rebinding a backend with reads in flight"
         );
-        Box::new(SyncIo::default())
+        Box::new(SyncIo {
+            opener: self.opener,
+            ..SyncIo::default()
+        })
     }
 }
 

@@ -26,10 +26,11 @@ use std::path::Path;
 use io_uring::{opcode, register::Probe, squeue, types, IoUring};
 
 use crate::consts::Backend;
-use crate::io::{Io, KernelRead, ReadDone, ReadReq};
+use crate::error::Error;
+use crate::io::{open_source, Io, KernelRead, OpenResult, Opened, ReadDone, ReadReq};
 use crate::pool::Pool;
-use crate::source::FdRef;
-use crate::sys::{open_flags, page_cache_holds};
+use crate::source::{FdRef, Source};
+use crate::sys::{page_cache_holds, Opener};
 
 use super::RingConfig;
 
@@ -114,13 +115,13 @@ pub(crate) struct Ring<'a> {
     ready: Vec<ReadDone<'a>>,
     /// Opens the kernel has, by `user_data`: the path it reads, and the flags.
     opens: HashMap<u64, (CString, i32)>,
-    /// Opens completed and not yet collected: (file id, descriptor or errno).
-    opened: Vec<(u64, Result<File, i32>)>,
+    /// Opens completed and not yet collected: (file id, what came of it).
+    opened: Vec<(u64, OpenResult)>,
     /// Whether the kernel opens files for us (`IORING_OP_OPENAT`).
     can_open: bool,
-    /// Whether an open was refused `O_NOATIME` (files the process does not own): later
-    /// opens go without it.
-    no_noatime: bool,
+    /// The flags paths are opened with, and what the kernel refused of them (so that, once
+    /// `O_NOATIME` is refused, later opens go without it).
+    opener: Opener,
     cancels: usize,
     depth: usize,
     /// Whether the pool is registered (reads are `READ_FIXED` with buffer index 0).
@@ -175,7 +176,7 @@ impl<'a> Ring<'a> {
             opens: HashMap::new(),
             opened: Vec::new(),
             can_open,
-            no_noatime: false,
+            opener: Opener::default(),
             cancels: 0,
             depth: depth as usize,
             fixed,
@@ -239,11 +240,11 @@ impl<'a> Ring<'a> {
                 let result = if fd >= 0 {
                     // SAFETY: a successful open's result is a new descriptor, owned by nobody
                     // else; the `File` takes it over and closes it.
-                    Ok(unsafe { File::from_raw_fd(fd) })
+                    Ok((unsafe { File::from_raw_fd(fd) }, flags))
                 } else {
-                    if -fd == libc::EPERM && flags & libc::O_NOATIME != 0 {
-                        self.no_noatime = true;
-                    }
+                    // Remembered, if it is a refusal of a flag: the open itself is done again
+                    // on the engine's thread (`Io::open`).
+                    let _ = self.opener.refused(flags, -fd);
                     Err(-fd)
                 };
                 self.opened.push((cqe.user_data() & !OPEN, result));
@@ -340,10 +341,7 @@ impl<'a> Io<'a> for Ring<'a> {
         let Ok(path) = CString::new(path.as_os_str().as_bytes()) else {
             return false; // Opened here instead, which reports the NUL byte.
         };
-        let mut flags = open_flags(direct);
-        if self.no_noatime {
-            flags &= !libc::O_NOATIME;
-        }
+        let flags = self.opener.flags(direct);
         let user_data = OPEN | file;
         let entry = opcode::OpenAt::new(types::Fd(libc::AT_FDCWD), path.as_ptr())
             .flags(flags)
@@ -358,8 +356,12 @@ impl<'a> Io<'a> for Ring<'a> {
         true
     }
 
-    fn take_opened(&mut self, out: &mut Vec<(u64, Result<File, i32>)>) {
+    fn take_opened(&mut self, out: &mut Vec<(u64, OpenResult)>) {
         out.append(&mut self.opened);
+    }
+
+    fn open(&mut self, source: &Source<'a>, direct: bool) -> Result<Opened<'a>, Error> {
+        open_source(source, direct, &mut self.opener)
     }
 
     fn cancel(&mut self, id: u64) {
@@ -447,7 +449,7 @@ impl<'a> Io<'a> for Ring<'a> {
             opens: mem::take(&mut old.opens),
             opened: mem::take(&mut old.opened),
             can_open: old.can_open,
-            no_noatime: old.no_noatime,
+            opener: old.opener,
             cancels: old.cancels,
             depth: old.depth,
             fixed: old.fixed,

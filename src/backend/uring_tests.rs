@@ -13,7 +13,7 @@ use std::os::fd::AsRawFd;
 
 use super::*;
 use crate::engine::tests::fds_under;
-use crate::sys::status_flags;
+use crate::sys::{status_flags, Opener};
 
 /// Reads of this size, each into its own region.
 const BLOCK: usize = 4096;
@@ -295,7 +295,7 @@ fn opens_come_back_as_files_or_errnos() {
             ring.take_opened(&mut opened);
         }
         opened.sort_by_key(|(id, _)| *id);
-        let [(3, Ok(file)), (5, Err(errno))] = &opened[..] else {
+        let [(3, Ok((file, opened_with))), (5, Err(errno))] = &opened[..] else {
             panic!("{opened:?}")
         };
         assert_eq!(*errno, libc::ENOENT);
@@ -303,7 +303,8 @@ fn opens_come_back_as_files_or_errnos() {
         assert_eq!(std::fs::read_link(link).unwrap(), paths[1]);
         let flags = status_flags(file).unwrap();
         assert_eq!(flags & libc::O_ACCMODE, libc::O_RDONLY);
-        assert_ne!(flags & libc::O_NONBLOCK, 0, "as `open_flags` asks");
+        assert_ne!(flags & libc::O_NONBLOCK, 0, "as `Opener::flags` asks");
+        assert_eq!(*opened_with, Opener::default().flags(false));
         assert_eq!(fds_under(&root), 1);
         drop(opened);
         assert_eq!(fds_under(&root), 0);

@@ -27,9 +27,10 @@ impl<'a> Engine<'a> {
         let ReadDone {
             id,
             result,
+            direct,
             offload,
             loan,
-            _fd: read_fd,
+            _fd,
         } = done;
         if offload {
             self.policy.offloaded -= 1;
@@ -55,7 +56,7 @@ impl<'a> Engine<'a> {
         if result > 0 {
             self.complete_bytes(i, result as usize, region);
         } else {
-            self.complete_end(i, result, region, read_fd.raw());
+            self.complete_end(i, result, region, direct);
         }
         self.release_if_finished(file);
     }
@@ -92,27 +93,28 @@ impl<'a> Engine<'a> {
         entry.in_flight -= 1;
     }
 
-    /// Reopens chunk `i`'s file without `O_DIRECT` and reads the rest of the chunk there;
-    /// gives the region back, with why, where the file cannot be reopened.
+    /// Turns `O_DIRECT` off on chunk `i`'s descriptor (the same descriptor: its path may
+    /// name another file by now) and reads the rest of the chunk buffered; gives the region
+    /// back, with why, where it cannot be turned off.
     fn read_on_buffered(&mut self, i: usize, region: Region) -> Result<(), (Region, io::Error)> {
         let file = self.chunks.live[i].file;
         let entry = self.queue.by_id_mut(file).expect("a live chunk's file");
-        match self.io.reopen_buffered(&entry.source) {
-            Ok(opened) => {
+        let fd = entry.fd.clone().expect("open while reads are in flight");
+        match self.io.clear_direct(&fd) {
+            Ok(()) => {
                 entry.direct = false;
-                entry.fd = Some(opened.fd.clone());
-                self.resubmit(i, region, opened.fd);
+                self.resubmit(i, region, fd);
                 Ok(())
             }
-            Err(e) => Err((region, e.into())),
+            Err(e) => Err((region, e)),
         }
     }
 
     /// End of file (`result == 0`) or an error for chunk `i`: retried where the error is
     /// passing; else the file ends where the read began, failing if it was an error.
-    fn complete_end(&mut self, i: usize, result: i32, region: Region, read_fd: i32) {
+    fn complete_end(&mut self, i: usize, result: i32, region: Region, direct: bool) {
         let region = if result < 0 {
-            match self.retry(i, result, region, read_fd) {
+            match self.retry(i, result, region, direct) {
                 Some(region) => region,
                 None => return,
             }
@@ -152,8 +154,9 @@ impl<'a> Engine<'a> {
     }
 
     /// Retries a failed read where the error is passing (`None`: resubmitted); gives the
-    /// region back where the file must fail.
-    fn retry(&mut self, i: usize, result: i32, region: Region, read_fd: i32) -> Option<Region> {
+    /// region back where the file must fail. `direct`: whether the read was issued with
+    /// `O_DIRECT`.
+    fn retry(&mut self, i: usize, result: i32, region: Region, direct: bool) -> Option<Region> {
         let chunk = &mut self.chunks.live[i];
         let file = chunk.file;
         // EFAULT too: the pool is always mapped, so it comes from the kernel finishing a read
@@ -178,10 +181,10 @@ impl<'a> Engine<'a> {
             .queue
             .by_id_mut(file)
             .expect("a live chunk's file is queued");
-        let current = entry.fd.clone().expect("open while reads are in flight");
-        if -result == libc::EINVAL && current.raw() != read_fd {
-            // Issued on a descriptor the file has since replaced (O_DIRECT was refused).
-            self.resubmit(i, region, current);
+        if -result == libc::EINVAL && direct && !entry.direct {
+            // Issued with O_DIRECT, which the descriptor has dropped since (it was refused).
+            let fd = entry.fd.clone().expect("open while reads are in flight");
+            self.resubmit(i, region, fd);
             return None;
         }
         if -result == libc::EINVAL && entry.direct {

@@ -30,8 +30,6 @@ mod opens;
 mod records;
 mod stream;
 
-#[cfg(test)]
-use std::fs::File;
 use std::io;
 use std::mem;
 #[cfg(test)]
@@ -159,6 +157,11 @@ impl<'a> Engine<'a> {
 
     pub(crate) fn stats(&self) -> Stats {
         self.stats
+    }
+
+    /// The pool's size in bytes.
+    pub(crate) fn capacity(&self) -> usize {
+        self.pool.capacity()
     }
 
     #[cfg(test)]

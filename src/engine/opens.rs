@@ -2,14 +2,13 @@
 //! the cap on descriptors held, running out of them, and closing what is done.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::io;
 use std::mem;
 
 use super::Engine;
 use crate::consts::{DIRECT_ALIGN, MAX_RETRIES};
 use crate::error::Error;
-use crate::io::{finish_open, Opened};
+use crate::io::{finish_open, OpenResult, Opened};
 use crate::source::Source;
 
 /// Opens under way. (The cap on descriptors is `Limits::max_open`, lowered where the
@@ -19,7 +18,7 @@ pub(super) struct Opens {
     /// Opens the backend has started and not yet returned.
     in_flight: usize,
     /// Opens returned by the backend, being handled (kept to reuse its allocation).
-    opened: Vec<(u64, Result<File, i32>)>,
+    opened: Vec<(u64, OpenResult)>,
     /// `max_open_files` as configured, once the cap was lowered.
     configured: Option<usize>,
     /// Files opened since the cap last changed: once as many as the cap went through, the
@@ -105,7 +104,7 @@ impl<'a> Engine<'a> {
     /// Starts the open of the file at `idx` again where it failed with a passing error
     /// (`EINTR`, `EAGAIN`, or `ECANCELED`: the thread that submitted it exited while a
     /// kernel worker held it), at most `MAX_RETRIES` times; whether it did.
-    fn retry_open(&mut self, idx: usize, result: &Result<File, i32>) -> bool {
+    fn retry_open(&mut self, idx: usize, result: &OpenResult) -> bool {
         let id = self.queue.get_mut(idx).expect("index from the queue").id;
         let passing = matches!(result, Err(libc::EINTR | libc::EAGAIN | libc::ECANCELED));
         let tries = self.opens.retries.entry(id).or_default();
@@ -127,7 +126,7 @@ impl<'a> Engine<'a> {
     }
 
     /// Takes the result of an open the backend did for the file at `idx`.
-    fn finish_open(&mut self, idx: usize, result: Result<File, i32>) {
+    fn finish_open(&mut self, idx: usize, result: OpenResult) {
         let direct = self.limits.direct;
         let entry = self.queue.get_mut(idx).expect("index from the queue");
         entry.set_open_returned();
@@ -135,13 +134,14 @@ impl<'a> Engine<'a> {
             unreachable!("only paths are opened by the backend")
         };
         let opened = match result {
-            Ok(file) => finish_open(file, direct, path),
+            Ok((file, flags)) => finish_open(file, flags, direct, path),
             Err(libc::EMFILE | libc::ENFILE) => {
                 self.out_of_descriptors(idx);
                 return;
             }
             // Refused O_NOATIME (not the owner) or O_DIRECT (the filesystem): opened here,
-            // which goes on without them.
+            // which goes on without them (and without O_NOATIME from then on: the backend
+            // remembers).
             Err(libc::EPERM | libc::EINVAL) => self.io.open(&entry.source, direct),
             Err(errno) => Err(Error::Open {
                 path: entry.name(),

@@ -13,8 +13,9 @@ use std::mem;
 
 use super::*;
 use crate::consts::{MAX_RETRIES, OFFLOAD_MIN};
-use crate::io::open_source;
-use crate::sys::open_flags;
+use crate::io::{open_source, OpenResult};
+use crate::source::RawFd;
+use crate::sys::Opener;
 
 /// What the script says one read returns.
 #[derive(Clone, Copy, Debug)]
@@ -72,8 +73,9 @@ struct Log {
     opens: Vec<OpenCall>,
     /// Paths opened with `Io::open` (on the engine's thread).
     sync_opens: Vec<PathBuf>,
-    /// Paths reopened without `O_DIRECT` (`Io::reopen_buffered`).
-    buffered_reopens: Vec<PathBuf>,
+    /// Descriptors `O_DIRECT` was turned off on (`Io::clear_direct`), with the paths they
+    /// were open on.
+    direct_cleared: Vec<(RawFd, PathBuf)>,
     /// The most descriptors on files under `Scripted::watch` plus opens in flight, counted
     /// whenever an open is started (`start_open`) or done on the engine's thread
     /// (`Io::open`), the only times the count can grow.
@@ -116,7 +118,9 @@ struct Scripted<'a> {
     /// Errnos the next opens of a path get, in turn; after them it is really opened.
     open_errors: HashMap<PathBuf, VecDeque<i32>>,
     /// Opens completed and not yet taken.
-    opened: Vec<(u64, Result<File, i32>)>,
+    opened: Vec<(u64, OpenResult)>,
+    /// The flags paths are opened with.
+    opener: Opener,
     /// The directory whose descriptors `Log::peak_descriptors` counts.
     watch: Option<PathBuf>,
     /// Whether `submit` fails, as a broken ring's does.
@@ -137,6 +141,7 @@ impl<'a> Scripted<'a> {
             async_open: false,
             open_errors: HashMap::new(),
             opened: Vec::new(),
+            opener: Opener::default(),
             watch: None,
             fail_submit: false,
             log: Arc::default(),
@@ -192,12 +197,14 @@ impl<'a> Scripted<'a> {
             .open_errors
             .get_mut(&call.path)
             .and_then(VecDeque::pop_front);
+        let flags = self.opener.flags(call.direct);
         let result = match scripted {
             Some(errno) => Err(errno),
             None => OpenOptions::new()
                 .read(true)
-                .custom_flags(open_flags(call.direct))
+                .custom_flags(flags)
                 .open(&call.path)
+                .map(|file| (file, flags))
                 .map_err(|e| e.raw_os_error().expect("an OS error")),
         };
         self.opened.push((call.file, result));
@@ -310,19 +317,21 @@ impl<'a> Io<'a> for Scripted<'a> {
         Ok(())
     }
     fn open(&mut self, source: &Source<'a>, direct: bool) -> Result<Opened<'a>, Error> {
-        let opened = open_source(source, direct);
+        let opened = open_source(source, direct, &mut self.opener);
         if let Source::Path(path) = source {
             self.log.lock().unwrap().sync_opens.push(path.to_path_buf());
         }
         self.note_descriptors();
         opened
     }
-    fn reopen_buffered(&mut self, source: &Source<'a>) -> Result<Opened<'a>, Error> {
-        if let Source::Path(path) = source {
-            let mut log = self.log.lock().unwrap();
-            log.buffered_reopens.push(path.to_path_buf());
-        }
-        open_source(source, false)
+    fn clear_direct(&mut self, fd: &FdRef<'a>) -> io::Result<()> {
+        let path = std::fs::read_link(format!("/proc/self/fd/{}", fd.raw())).unwrap();
+        self.log
+            .lock()
+            .unwrap()
+            .direct_cleared
+            .push((fd.raw(), path));
+        crate::sys::clear_direct(fd.file())
     }
     fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> bool {
         if !self.async_open {
@@ -338,7 +347,7 @@ impl<'a> Io<'a> for Scripted<'a> {
         self.note_descriptors();
         true
     }
-    fn take_opened(&mut self, out: &mut Vec<(u64, Result<File, i32>)>) {
+    fn take_opened(&mut self, out: &mut Vec<(u64, OpenResult)>) {
         out.append(&mut self.opened);
     }
     fn cached(&mut self, _fd: &FdRef<'a>, _offset: u64, _len: u64) -> Option<bool> {
@@ -358,6 +367,7 @@ impl<'a> Io<'a> for Scripted<'a> {
             async_open: s.async_open,
             open_errors: s.open_errors,
             opened: s.opened,
+            opener: s.opener,
             watch: s.watch,
             fail_submit: s.fail_submit,
             log: s.log,
@@ -1257,7 +1267,7 @@ fn open_retries_are_bounded() {
 fn direct_engine<'a>(io: Scripted<'a>, f: &Files) -> Option<Engine<'a>> {
     let probe = OpenOptions::new()
         .read(true)
-        .custom_flags(open_flags(true))
+        .custom_flags(Opener::default().flags(true))
         .open(&f.paths[0]);
     if let Err(err) = probe {
         eprintln!("skipped: {:?} refuses O_DIRECT ({err})", f.dir());
@@ -1289,29 +1299,36 @@ fn read_with_direct_reads_refused(f: &Files) -> Option<Arc<Mutex<Log>>> {
 }
 
 #[test]
-fn einval_on_a_direct_read_reopens_the_file_buffered() {
+fn einval_on_a_direct_read_goes_on_buffered_on_the_same_descriptor() {
     let f = files(&[12_345, 100]);
     let Some(log) = read_with_direct_reads_refused(&f) else {
         return;
     };
     let log = log.lock().unwrap();
-    assert_eq!(log.buffered_reopens, f.paths, "each file once");
+    let cleared: Vec<_> = log.direct_cleared.iter().map(|(_, p)| p.clone()).collect();
+    let paths: Vec<_> = f.paths.iter().map(|p| p.canonicalize().unwrap()).collect();
+    assert_eq!(cleared, paths, "each file once");
+    assert_eq!(
+        log.sync_opens, f.paths,
+        "each file opened once, never again"
+    );
     assert!(log.reads.iter().any(|c| !c.direct));
 }
 
 #[test]
-fn einval_on_a_replaced_descriptor_reads_on_the_new_one() {
+fn einval_on_reads_issued_direct_before_it_was_turned_off_reads_them_again() {
     let f = files(&[200_000]);
     let Some(log) = read_with_direct_reads_refused(&f) else {
         return;
     };
     let log = log.lock().unwrap();
-    // Several reads were in flight on the O_DIRECT descriptor when the first failed: the
-    // file was reopened once, and the others went on with the buffered descriptor.
+    // Several reads were in flight with O_DIRECT when the first failed: it was turned off
+    // once, and the others were read again, buffered, on the same descriptor.
     let direct = log.reads.iter().filter(|c| c.direct).count();
     assert!(direct > 1, "{direct} direct reads");
-    assert_eq!(log.buffered_reopens.len(), 1);
+    assert_eq!(log.direct_cleared.len(), 1);
 }
+
 #[test]
 fn a_short_direct_read_before_the_end_is_read_on() {
     let f = files(&[100_000, 33_333, 5000]);
@@ -1646,4 +1663,41 @@ fn a_skip_to_the_end_drops_the_last_read_in_flight() {
         assert!(e.move_to_next_file().unwrap());
         assert_exact(&read_all(&mut e), &f.data[1..]);
     }
+}
+
+/// The first direct read of the first file is refused (`EINVAL`), once another file has
+/// been renamed over its path: the reader goes on buffered with the file it opened, never
+/// with what the path names by then.
+#[test]
+fn a_file_renamed_over_before_direct_reads_are_refused_is_not_read() {
+    let f = files(&[12_345, 100]);
+    let other = f.dir().join("other");
+    std::fs::write(&other, content(7, 12_345)).unwrap();
+    let (from, to) = (other.clone(), f.paths[0].clone());
+    let mut renamed = false;
+    let io = Scripted::new(move |c| {
+        if !c.direct {
+            return Act::Full;
+        }
+        if !renamed {
+            std::fs::rename(&from, &to).unwrap();
+            renamed = true;
+        }
+        Act::Fail(libc::EINVAL)
+    });
+    let log = io.log.clone();
+    let Some(mut e) = direct_engine(io, &f) else {
+        return;
+    };
+    queue_paths(&mut e, &f);
+    assert_exact(&read_all(&mut e), &f.data);
+    assert_pool_empty(&e);
+    drop(e);
+    assert_eq!(fds_under(&f.dir()), 0);
+    assert!(log.lock().unwrap().reads.iter().any(|c| c.direct));
+    assert_ne!(
+        std::fs::read(&f.paths[0]).unwrap(),
+        f.data[0],
+        "renamed over"
+    );
 }

@@ -41,20 +41,15 @@ const DIRECT: i32 = libc::O_DIRECT;
 #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
 const DIRECT: i32 = 0;
 
-/// The flags `open_path` first tries (read-only is 0): close-on-exec, `O_NOATIME` (Linux),
+/// The flags an [`Opener`] first tries (read-only is 0): close-on-exec, `O_NOATIME` (Linux),
 /// `O_NONBLOCK`, and `O_DIRECT` where asked and the platform has it.
 ///
 /// `O_NONBLOCK`, so that opening a FIFO with no writer does not hang: the opener clears it
 /// (`clear_nonblock`) once the file is known to be a regular file or block device (io_uring
 /// would otherwise fail reads that must wait for the disk with `EAGAIN`).
-pub(crate) fn open_flags(direct: bool) -> i32 {
+fn open_flags(direct: bool) -> i32 {
     let direct = if direct { DIRECT } else { 0 };
     libc::O_RDONLY | libc::O_CLOEXEC | NOATIME | libc::O_NONBLOCK | direct
-}
-
-/// Whether `flags` (from `open_flags`) ask for `O_DIRECT`.
-fn is_direct(flags: i32) -> bool {
-    has(flags, DIRECT)
 }
 
 /// Whether `flags` hold `flag`; never where the platform lacks it (`flag` is 0 there).
@@ -62,47 +57,80 @@ fn has(flags: i32, flag: i32) -> bool {
     flags & flag != 0
 }
 
-/// The flags to open with again after an open with `flags` failed with `errno`, where the
-/// failure is one of a flag the kernel may refuse: `O_NOATIME` (`EPERM`: files the process
-/// does not own) or `O_DIRECT` (`EINVAL`: filesystems such as tmpfs). `None`: the failure
-/// is final.
-fn flags_without_refused(flags: i32, errno: i32) -> Option<i32> {
-    match errno {
-        libc::EPERM if has(flags, NOATIME) => Some(flags & !NOATIME),
-        libc::EINVAL if has(flags, DIRECT) => Some(flags & !DIRECT),
-        _ => None,
+/// How a reader opens paths: the flags it tries, and what the kernel refused so far.
+///
+/// Each backend keeps one, and takes the flags of every open from it (the ring's opens
+/// too). Once the kernel refuses `O_NOATIME` (`EPERM`: the process does not own the file),
+/// the reader's later opens go without it: the files of one scan mostly share an owner, and
+/// trying it again would cost a failed open per file. (Opens already under way when it is
+/// refused still carry it.) `O_DIRECT`, which a filesystem may refuse (`EINVAL`: tmpfs), is
+/// tried for each file, as the next may be on another filesystem.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Opener {
+    /// Whether an open was refused `O_NOATIME`.
+    noatime_refused: bool,
+}
+
+impl Opener {
+    /// The flags to open with: `O_RDONLY | O_CLOEXEC | O_NONBLOCK`, `O_NOATIME` (Linux) until
+    /// it is refused, and `O_DIRECT` where asked and the platform has it. Whoever opens with
+    /// them clears `O_NONBLOCK` after ([`clear_nonblock`]).
+    pub(crate) fn flags(&self, direct: bool) -> i32 {
+        let mut flags = open_flags(direct);
+        if self.noatime_refused {
+            flags &= !NOATIME;
+        }
+        #[cfg(test)]
+        counts::open_tried(flags);
+        flags
+    }
+
+    /// An open with `flags` failed with `errno`: the flags to open with again where the
+    /// failure is one of a flag the kernel may refuse, `O_NOATIME` (`EPERM`; remembered, see
+    /// the type) or `O_DIRECT` (`EINVAL`). `None`: the failure is final.
+    pub(crate) fn refused(&mut self, flags: i32, errno: i32) -> Option<i32> {
+        match errno {
+            libc::EPERM if has(flags, NOATIME) => {
+                self.noatime_refused = true;
+                Some(flags & !NOATIME)
+            }
+            libc::EINVAL if has(flags, DIRECT) => Some(flags & !DIRECT),
+            _ => None,
+        }
+    }
+
+    /// Opens `path` with [`flags`](Self::flags), dropping those the kernel refuses. Returns
+    /// the file and the flags it was opened with.
+    pub(crate) fn open(&mut self, path: &Path, direct: bool) -> io::Result<(File, i32)> {
+        let open = |flags: i32| OpenOptions::new().read(true).custom_flags(flags).open(path);
+        let mut flags = self.flags(direct);
+        loop {
+            match open(flags) {
+                Ok(f) => return Ok((f, flags)),
+                Err(e) => match e.raw_os_error().and_then(|n| self.refused(flags, n)) {
+                    Some(fewer) => {
+                        flags = fewer;
+                        #[cfg(test)]
+                        counts::open_tried(flags);
+                    }
+                    None => return Err(e),
+                },
+            }
+        }
     }
 }
 
-/// Opens a path with `open_flags(direct)`, dropping `O_NOATIME` and `O_DIRECT` where the
-/// kernel refuses them (on macOS, direct I/O is `F_NOCACHE`, set after opening). Returns
-/// whether the file bypasses the page cache.
-pub(crate) fn open_path(path: &Path, direct: bool) -> io::Result<(File, bool)> {
-    let open = |flags: i32| OpenOptions::new().read(true).custom_flags(flags).open(path);
-    let mut flags = open_flags(direct);
-    loop {
-        match open(flags) {
-            Ok(f) => {
-                let uncached = is_direct(flags) || (direct && DIRECT == 0 && set_nocache(&f));
-                return Ok((f, uncached));
-            }
-            Err(e) => match e
-                .raw_os_error()
-                .and_then(|n| flags_without_refused(flags, n))
-            {
-                Some(fewer) => flags = fewer,
-                None => return Err(e),
-            },
-        }
-    }
+/// Whether `file`, opened with `flags` where direct I/O was asked (`direct`), bypasses the
+/// page cache: `O_DIRECT` took, or, on macOS, `fcntl(F_NOCACHE)` is set here.
+pub(crate) fn bypasses_cache(file: &File, flags: i32, direct: bool) -> bool {
+    has(flags, DIRECT) || (direct && DIRECT == 0 && set_nocache(file))
 }
 
 /// Turns the page cache off for `file` (`fcntl(F_NOCACHE)`, macOS's direct I/O); whether it
 /// took.
 #[cfg(target_vendor = "apple")]
 fn set_nocache(file: &File) -> bool {
-    // SAFETY: a plain fcntl on a descriptor `file` keeps open; no memory is passed.
-    unsafe { libc::fcntl(file.as_raw_fd(), libc::F_NOCACHE, 1) == 0 }
+    fcntl(file, libc::F_NOCACHE, 1).is_ok()
 }
 
 /// No way to turn the page cache off for one file here.
@@ -111,21 +139,21 @@ fn set_nocache(_file: &File) -> bool {
     false
 }
 
-/// A second descriptor with direct I/O for a file handed in, where the platform and the
-/// filesystem permit it; `None` where they do not, or where the file is not open for reading
-/// (it must fail as it would without direct I/O, not be reopened for reading), or is an
-/// `O_PATH` descriptor.
+/// A second descriptor with direct I/O for a file handed in, with the flags it was opened
+/// with, where the platform and the filesystem permit it; `None` where they do not, or where
+/// the file is not open for reading (it must fail as it would without direct I/O, not be
+/// reopened for reading), or is an `O_PATH` descriptor.
 ///
 /// Linux reopens through `/proc/self/fd`, which finds the file itself even if it was renamed
 /// or deleted; macOS reopens the path `F_GETPATH` reports; elsewhere there is no way.
-pub(crate) fn reopen_direct(file: &File) -> Option<File> {
+pub(crate) fn reopen_direct(file: &File, opener: &mut Opener) -> Option<(File, i32)> {
     let readable = |f: i32| f & libc::O_ACCMODE != libc::O_WRONLY && !has(f, O_PATH);
     if !status_flags(file).is_ok_and(readable) {
         return None;
     }
     let path = reopen_path(file)?;
-    match open_path(&path, true) {
-        Ok((f, true)) => Some(f),
+    match opener.open(&path, true) {
+        Ok((f, flags)) if bypasses_cache(&f, flags, true) => Some((f, flags)),
         _ => None,
     }
 }
@@ -191,19 +219,13 @@ pub(crate) fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<us
 
 /// The size of a regular file or block device; anything else cannot be read ahead.
 pub(crate) fn file_size(file: &File) -> Result<u64, SizeError> {
-    use std::io::{Seek, SeekFrom};
     let meta = file.metadata().map_err(SizeError::Io)?;
     let ft = meta.file_type();
     if ft.is_file() {
         return Ok(meta.len());
     }
     if ft.is_block_device() {
-        // A block device's size is where seeking to its end lands; put the position back.
-        let mut f = file;
-        let here = f.stream_position().map_err(SizeError::Io)?;
-        let size = f.seek(SeekFrom::End(0)).map_err(SizeError::Io)?;
-        f.seek(SeekFrom::Start(here)).map_err(SizeError::Io)?;
-        return Ok(size);
+        return device_size(file).map_err(SizeError::Io);
     }
     let kind = if ft.is_dir() {
         "directory"
@@ -219,24 +241,161 @@ pub(crate) fn file_size(file: &File) -> Result<u64, SizeError> {
     Err(SizeError::NotAFile(kind))
 }
 
-/// The descriptor's status flags (`fcntl(F_GETFL)`): access mode, `O_NONBLOCK`, ...
-pub(crate) fn status_flags(file: &File) -> io::Result<i32> {
-    // SAFETY: a plain fcntl on a descriptor `file` keeps open; no memory is passed.
-    let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
-    if flags < 0 {
+/// The size in bytes of a block device, asked of the device (`ioctl(BLKGETSIZE64)`) rather
+/// than found by seeking to its end: the descriptor may be the caller's, whose file position
+/// (shared with every descriptor dup'ed from it) is not the reader's to move.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn device_size(file: &File) -> io::Result<u64> {
+    /// `_IOR(0x12, 114, size_t)` of `<linux/fs.h>`: the direction bits sit higher on these
+    /// architectures (`_IOC_READ` is 2 in 3 bits from bit 29, not in 2 from bit 30).
+    #[cfg(any(
+        target_arch = "mips",
+        target_arch = "mips64",
+        target_arch = "powerpc",
+        target_arch = "powerpc64",
+        target_arch = "sparc",
+        target_arch = "sparc64"
+    ))]
+    const READ: u64 = 2 << 29;
+    #[cfg(not(any(
+        target_arch = "mips",
+        target_arch = "mips64",
+        target_arch = "powerpc",
+        target_arch = "powerpc64",
+        target_arch = "sparc",
+        target_arch = "sparc64"
+    )))]
+    const READ: u64 = 2 << 30;
+    const SIZE_T: u64 = std::mem::size_of::<usize>() as u64;
+    const BLKGETSIZE64: u64 = READ | SIZE_T << 16 | 0x12 << 8 | 114;
+    let mut size: u64 = 0;
+    // SAFETY: BLKGETSIZE64 writes one u64 through the pointer, to `size`, live across the
+    // call; the descriptor is open (`file`).
+    let ret = unsafe {
+        libc::ioctl(
+            file.as_raw_fd(),
+            BLKGETSIZE64 as libc::Ioctl,
+            &mut size as *mut u64,
+        )
+    };
+    if ret < 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(flags)
+    Ok(size)
 }
 
-/// Clears `O_NONBLOCK` on a descriptor the reader opened (see `open_flags`).
-pub(crate) fn clear_nonblock(file: &File) -> io::Result<()> {
-    let flags = status_flags(file)?;
-    // SAFETY: a plain fcntl on a descriptor `file` keeps open; no memory is passed.
-    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+/// The size in bytes of a disk device (`ioctl(DIOCGMEDIASIZE)`), asked of the device rather
+/// than found by seeking to its end, which would move the caller's file position.
+#[cfg(target_os = "freebsd")]
+fn device_size(file: &File) -> io::Result<u64> {
+    /// `_IOR('d', 129, off_t)` of `<sys/disk.h>`.
+    const DIOCGMEDIASIZE: libc::c_ulong =
+        0x4000_0000 | 8 << 16 | (b'd' as libc::c_ulong) << 8 | 129;
+    let mut size: libc::off_t = 0;
+    // SAFETY: DIOCGMEDIASIZE writes one off_t through the pointer, to `size`, live across
+    // the call; the descriptor is open (`file`).
+    let ret = unsafe {
+        libc::ioctl(
+            file.as_raw_fd(),
+            DIOCGMEDIASIZE,
+            &mut size as *mut libc::off_t,
+        )
+    };
+    if ret < 0 {
         return Err(io::Error::last_os_error());
     }
+    Ok(size as u64)
+}
+
+/// The size in bytes of a disk device: its block count times its block size
+/// (`ioctl(DKIOCGETBLOCKCOUNT)`, `ioctl(DKIOCGETBLOCKSIZE)`), asked of the device rather
+/// than found by seeking to its end, which would move the caller's file position.
+#[cfg(target_vendor = "apple")]
+fn device_size(file: &File) -> io::Result<u64> {
+    /// `_IOR('d', 24, uint32_t)` and `_IOR('d', 25, uint64_t)` of `<sys/disk.h>`.
+    const DKIOCGETBLOCKSIZE: libc::c_ulong =
+        0x4000_0000 | 4 << 16 | (b'd' as libc::c_ulong) << 8 | 24;
+    const DKIOCGETBLOCKCOUNT: libc::c_ulong =
+        0x4000_0000 | 8 << 16 | (b'd' as libc::c_ulong) << 8 | 25;
+    let mut block: u32 = 0;
+    let mut count: u64 = 0;
+    // SAFETY: each ioctl writes one value of the type its number names through the pointer,
+    // to `block` and `count`, live across the calls; the descriptor is open (`file`).
+    let ret = unsafe {
+        let fd = file.as_raw_fd();
+        let r = libc::ioctl(fd, DKIOCGETBLOCKSIZE, &mut block as *mut u32);
+        if r < 0 {
+            r
+        } else {
+            libc::ioctl(fd, DKIOCGETBLOCKCOUNT, &mut count as *mut u64)
+        }
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    count
+        .checked_mul(u64::from(block))
+        .ok_or_else(|| io::Error::other("the disk reports more bytes than 64 bits hold"))
+}
+
+/// No way here to size a block device without seeking it, which would move the caller's
+/// file position (shared with every descriptor dup'ed from it): refused.
+#[cfg(not(any(
+    target_os = "linux",
+    target_os = "android",
+    target_os = "freebsd",
+    target_vendor = "apple"
+)))]
+fn device_size(_file: &File) -> io::Result<u64> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "block devices cannot be sized on this platform without moving their file position",
+    ))
+}
+
+/// `fcntl(file, cmd, arg)` with an integer argument: what it returns, or the error.
+fn fcntl(file: &File, cmd: i32, arg: i32) -> io::Result<i32> {
+    #[cfg(test)]
+    counts::bump(&counts::FCNTL);
+    // SAFETY: an fcntl whose argument is an integer, not a pointer, on a descriptor `file`
+    // keeps open: no memory of ours is read or written.
+    let ret = unsafe { libc::fcntl(file.as_raw_fd(), cmd, arg) };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(ret)
+}
+
+/// The descriptor's status flags (`fcntl(F_GETFL)`): access mode, `O_NONBLOCK`, ...
+pub(crate) fn status_flags(file: &File) -> io::Result<i32> {
+    fcntl(file, libc::F_GETFL, 0)
+}
+
+/// Clears `O_NONBLOCK` on a descriptor the reader opened with `flags` (see
+/// [`Opener::flags`]): one `fcntl(F_SETFL)` with exactly the flags the open succeeded with,
+/// minus `O_NONBLOCK`. Exactly those: `F_SETFL` sets `O_NOATIME` only for the file's owner,
+/// as `open` does, so it takes `O_NOATIME` where the open took it, and is never asked for it
+/// where the open was refused it.
+pub(crate) fn clear_nonblock(file: &File, flags: i32) -> io::Result<()> {
+    fcntl(file, libc::F_SETFL, flags & !libc::O_NONBLOCK).map(drop)
+}
+
+/// Turns direct I/O off on a descriptor the reader opened with it, where the filesystem
+/// refused a direct read: the same descriptor, so the same file, whatever its path names by
+/// now (`fcntl(F_SETFL)` without `O_DIRECT`).
+#[cfg(not(target_vendor = "apple"))]
+pub(crate) fn clear_direct(file: &File) -> io::Result<()> {
+    let flags = status_flags(file)?;
+    if has(flags, DIRECT) {
+        fcntl(file, libc::F_SETFL, flags & !DIRECT)?;
+    }
     Ok(())
+}
+
+/// Turns direct I/O (`F_NOCACHE`) off on a descriptor the reader turned it on for.
+#[cfg(target_vendor = "apple")]
+pub(crate) fn clear_direct(file: &File) -> io::Result<()> {
+    fcntl(file, libc::F_NOCACHE, 0).map(drop)
 }
 
 /// Tells the kernel a range of a file will be read soon (`POSIX_FADV_WILLNEED`), so its
@@ -405,3 +564,55 @@ impl Drop for Mapping {
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
     }
 }
+
+/// System calls made on this thread, counted for tests that check what a file costs.
+#[cfg(test)]
+pub(crate) mod counts {
+    use std::cell::Cell;
+    use std::thread::LocalKey;
+
+    thread_local! {
+        /// `fcntl` calls.
+        pub(crate) static FCNTL: Cell<usize> = const { Cell::new(0) };
+        /// Opens tried with `O_NOATIME`.
+        pub(crate) static NOATIME_OPENS: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// Counts one more.
+    pub(crate) fn bump(count: &'static LocalKey<Cell<usize>>) {
+        count.with(|c| c.set(c.get() + 1));
+    }
+
+    /// Counts an open about to be tried with `flags`.
+    pub(crate) fn open_tried(flags: i32) {
+        if super::has(flags, super::NOATIME) {
+            bump(&NOATIME_OPENS);
+        }
+    }
+
+    /// The count so far, set back to 0.
+    pub(crate) fn take(count: &'static LocalKey<Cell<usize>>) -> usize {
+        count.with(|c| c.replace(0))
+    }
+}
+
+/// Makes this process `uid` and `gid` (from root), for tests of what a user who owns no
+/// file gets. Every thread of the process changes with it.
+#[cfg(test)]
+pub(crate) fn become_user(uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: setgroups with no groups reads no memory; setgid and setuid take integers.
+    // All three change only the process's credentials.
+    let failed = unsafe {
+        libc::setgroups(0, std::ptr::null()) != 0
+            || libc::setgid(gid) != 0
+            || libc::setuid(uid) != 0
+    };
+    if failed {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "unix_tests.rs"]
+mod tests;

@@ -24,13 +24,25 @@ pub(crate) fn raw_fd(file: &File) -> RawFd {
     file.as_raw_handle() as usize as i32
 }
 
-/// Opens a path for reading. Direct I/O is not offered here: always `false`.
-pub(crate) fn open_path(path: &Path, _direct: bool) -> io::Result<(File, bool)> {
-    Ok((OpenOptions::new().read(true).open(path)?, false))
+/// How a reader opens paths: plainly, as there are no flags to try here (see the Unix
+/// `Opener`).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Opener;
+
+impl Opener {
+    /// Opens `path` for reading. Returns the file and its flags: none here.
+    pub(crate) fn open(&mut self, path: &Path, _direct: bool) -> io::Result<(File, i32)> {
+        Ok((OpenOptions::new().read(true).open(path)?, 0))
+    }
+}
+
+/// Direct I/O is not offered here: never.
+pub(crate) fn bypasses_cache(_file: &File, _flags: i32, _direct: bool) -> bool {
+    false
 }
 
 /// Direct I/O is not offered here: a file handed in is read as it is.
-pub(crate) fn reopen_direct(_file: &File) -> Option<File> {
+pub(crate) fn reopen_direct(_file: &File, _opener: &mut Opener) -> Option<(File, i32)> {
     None
 }
 
@@ -58,7 +70,12 @@ pub(crate) fn file_size(file: &File) -> Result<u64, SizeError> {
 }
 
 /// Nothing to clear: files are not opened non-blocking here.
-pub(crate) fn clear_nonblock(_file: &File) -> io::Result<()> {
+pub(crate) fn clear_nonblock(_file: &File, _flags: i32) -> io::Result<()> {
+    Ok(())
+}
+
+/// Nothing to turn off: files are never opened for direct I/O here.
+pub(crate) fn clear_direct(_file: &File) -> io::Result<()> {
     Ok(())
 }
 

@@ -10,7 +10,10 @@
 pub mod fusecheck;
 #[cfg(target_os = "linux")]
 pub mod fusefs;
+// The filter checks the x86_64 system call numbers.
 pub mod scan;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub mod seccomp;
 
 use std::fs::File;
 use std::io::{self, BufRead, Read};
