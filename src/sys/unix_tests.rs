@@ -135,6 +135,8 @@ fn child_opens_files_it_does_not_own() {
     eprintln!("child: done");
 }
 
+// Linux's flags: `O_DIRECT` is Linux's and FreeBSD's, `O_NOATIME` Linux's alone.
+#[cfg(target_os = "linux")]
 #[test]
 fn clear_direct_turns_o_direct_off_on_the_same_descriptor() {
     let dir = tempfile::tempdir().unwrap();
