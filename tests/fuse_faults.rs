@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use common::fusecheck::{assert_unmounts_clean, check_file, queue_of};
 use common::fusefs::{random_files, FaultMount, Faults, FileSpec, Serve};
-use common::scan::{scan, Queue};
+use common::scan::{scan, scan_with_stats, Queue};
 use common::*;
 use fuser::Errno;
 use readahead::{Backend, ReaderBuilder, SequentialFileReader};
@@ -97,9 +97,13 @@ fn run(what: &str, files: &[FileSpec], setups: Vec<Setup>) -> Option<fusefs::FsS
             .enumerate()
             .map(|(i, f)| queue_of(i, f))
             .collect();
-        let got = within(LIMIT, &name, move || scan(&paths, &queue, b));
+        let (got, reader) = within(LIMIT, &name, move || scan_with_stats(&paths, &queue, b));
         for (i, g) in got.iter().enumerate() {
             check_file(&m, i, g, READ_SIZE, &name);
+        }
+        // FUSE takes O_DIRECT: a setup that claims it read with it.
+        if reader.reads > 0 {
+            assert_eq!(reader.reads_direct > 0, setup.direct, "{name}: {reader:?}");
         }
         let stats = m.stats();
         assert_unmounts_clean(m, &name);

@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::path::PathBuf;
 
-use readahead::ReaderBuilder;
+use readahead::{ReaderBuilder, Stats};
 
 /// How a file is queued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +29,11 @@ pub struct Got {
 
 /// Reads every file with the documented loop, keeping each file's bytes up to its error.
 pub fn scan(paths: &[PathBuf], queue: &[Queue], b: ReaderBuilder) -> Vec<Got> {
+    scan_with_stats(paths, queue, b).0
+}
+
+/// [`scan`], and the reader's counters at the end.
+pub fn scan_with_stats(paths: &[PathBuf], queue: &[Queue], b: ReaderBuilder) -> (Vec<Got>, Stats) {
     let borrowed: Vec<Option<File>> = queue
         .iter()
         .zip(paths)
@@ -62,5 +67,5 @@ pub fn scan(paths: &[PathBuf], queue: &[Queue], b: ReaderBuilder) -> Vec<Got> {
         }
     }
     assert!(!r.move_to_next_file().unwrap(), "a file past the last");
-    got
+    (got, r.stats())
 }
