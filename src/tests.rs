@@ -38,7 +38,9 @@ pub(crate) fn skip_refused(what: &str, why: impl Display) {
     eprintln!("skipping {what}: {why}");
 }
 
-/// Whether io_uring may be used here; where not, see [`skip_refused`].
+/// Whether io_uring may be used here; where not, see [`skip_refused`]. Linux only, as the
+/// ring's tests are.
+#[cfg(target_os = "linux")]
 #[track_caller]
 pub(crate) fn io_uring_here() -> bool {
     match crate::io_uring_available() {
