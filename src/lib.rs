@@ -64,6 +64,10 @@ mod reader;
 mod source;
 mod stats;
 mod sys;
+// What the unit tests share (the rule for a refused io_uring or `O_DIRECT`, a directory on
+// the disk).
+#[cfg(test)]
+mod tests;
 
 pub use config::ReaderBuilder;
 pub use consts::{

@@ -610,12 +610,17 @@ mod tests {
         let mut p = Pool::with_capacity(PAGE).unwrap();
         let r = p.alloc(1).unwrap();
         // The kernel loan is dropped at once, never reaped.
-        let _ = p.lend(r).into_kernel();
+        let (_, ptr) = p.lend(r).into_kernel();
         assert_eq!(
             p.lent(),
             1,
             "the region stays lent, so the pool's drop leaks it"
         );
+        drop(p);
+        // Stands in for the kernel finishing the read late: the memory must still be mapped.
+        // SAFETY: the pool was dropped with a loan out, so it leaked its mapping: `ptr` points
+        // at a live byte of it that no token can reach any more.
+        unsafe { ptr.write(1) };
     }
 
     #[test]

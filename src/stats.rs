@@ -20,6 +20,13 @@ pub struct Stats {
     pub bytes_skipped: u64,
     /// Reads submitted, continuations and retries included.
     pub reads: u64,
+    /// Reads sent on an `O_DIRECT` descriptor (`F_NOCACHE` on macOS), one per read the
+    /// read-ahead issues (the continuations and retries [`reads`](Self::reads) also counts
+    /// are not counted again). 0 without [`direct_io`](crate::ReaderBuilder::direct_io);
+    /// with it, the reads of the files whose filesystem let them be opened with `O_DIRECT`
+    /// (the others are read buffered), a read it then refused (which goes on buffered)
+    /// included.
+    pub reads_direct: u64,
     /// Reads that returned fewer bytes than asked before the file's end.
     pub short_reads: u64,
     /// Reads handed to kernel workers to copy from the page cache, so the copy overlaps the

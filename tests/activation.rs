@@ -48,7 +48,6 @@ fn activating_the_untouched_front_file_uses_what_was_read_ahead() {
         // Wait for the first read to land, without consuming anything.
         let first = r.fill_buf().unwrap().to_vec();
         assert!(!first.is_empty());
-        let reads = r.stats().reads;
         r.activate_file(&f[0], u64::MAX).unwrap();
         assert_eq!(r.file_offset(), 0, "{name}");
         assert_eq!(
@@ -56,11 +55,11 @@ fn activating_the_untouched_front_file_uses_what_was_read_ahead() {
             &first[..],
             "{name}: the same bytes, read once"
         );
-        assert!(
-            r.stats().reads_discarded == 0,
+        assert_eq!(
+            r.stats().reads_discarded,
+            0,
             "{name}: nothing read ahead was thrown away"
         );
-        assert!(r.stats().reads >= reads);
         assert_files_eq(&read_all_ok(&mut r), &want, &name);
         let total: u64 = want.iter().map(|w| w.len() as u64).sum();
         assert_eq!(r.stats().bytes_read, total, "{name}: every byte read once");

@@ -187,35 +187,59 @@ fn a_directory_given_as_a_file_fails_alone_and_names_its_path() {
     check_bad_file(|| File::open(&sub).unwrap(), &needle);
 }
 
+/// A missing path (whose error may also come out of queuing it: then there is nothing to
+/// read) and a directory handed in as a `File` (queued whatever it is, so it always fails
+/// when read).
 #[test]
 fn after_an_error_the_file_keeps_failing_until_the_reader_moves_on() {
     let (files, want) = good_files();
     let missing = files.dir.path().join("missing");
+    let directory = File::open(files.dir.path()).unwrap();
+    let dir_name = files.dir.path().display().to_string();
     for (name, b) in configs() {
+        let mut r = b.clone().build().unwrap();
+        r.add_path_to_prefetch(&files.paths[0]).unwrap();
+        if add_path(&mut r, &missing) {
+            let kind = keeps_failing(r, &files, &want, "missing", &format!("{name} missing"));
+            assert_eq!(kind, ErrorKind::NotFound, "{name}");
+        }
         let mut r = b.build().unwrap();
         r.add_path_to_prefetch(&files.paths[0]).unwrap();
-        if !add_path(&mut r, &missing) {
-            continue; // Failed at queuing: nothing to read.
-        }
-        r.add_path_to_prefetch(&files.paths[2]).unwrap();
-        assert_bytes_eq(&rest_of_file(&mut r).unwrap(), &want[0], &name);
-        assert!(r.move_to_next_file().unwrap());
-        for round in 0..4 {
-            let e = r.fill_buf().unwrap_err();
-            assert_names(&e, "missing");
-            let e = r.read(&mut [0; 10]).unwrap_err();
-            assert_names(&e, "missing");
-            let e = r.read_exact(&mut [0; 10]).unwrap_err();
-            assert_names(&e, "missing");
-            let e = r.read_to_end(&mut Vec::new()).unwrap_err();
-            assert_eq!(e.kind(), ErrorKind::NotFound, "{name}: round {round}");
-            r.consume(10);
-            assert_eq!(r.file_offset(), 0, "{name}");
-        }
-        assert!(r.move_to_next_file().unwrap(), "{name}");
-        assert_bytes_eq(&rest_of_file(&mut r).unwrap(), &want[2], &name);
-        assert!(!r.move_to_next_file().unwrap());
+        r.add_file_to_prefetch(&directory, u64::MAX).unwrap();
+        keeps_failing(r, &files, &want, &dir_name, &format!("{name} directory"));
     }
+}
+
+/// Reads the good file at the front of `r`, then the bad one queued behind it (its errors
+/// naming `needle`) with every way of reading, several times, then a good one queued after
+/// it; returns the kind of the bad file's errors.
+fn keeps_failing<'a>(
+    mut r: SequentialFileReader<'a>,
+    files: &'a Files,
+    want: &[Vec<u8>],
+    needle: &str,
+    name: &str,
+) -> ErrorKind {
+    r.add_path_to_prefetch(&files.paths[2]).unwrap();
+    assert_bytes_eq(&rest_of_file(&mut r).unwrap(), &want[0], name);
+    assert!(r.move_to_next_file().unwrap());
+    let kind = r.fill_buf().unwrap_err().kind();
+    for round in 0..4 {
+        let e = r.fill_buf().unwrap_err();
+        assert_names(&e, needle);
+        let e = r.read(&mut [0; 10]).unwrap_err();
+        assert_names(&e, needle);
+        let e = r.read_exact(&mut [0; 10]).unwrap_err();
+        assert_names(&e, needle);
+        let e = r.read_to_end(&mut Vec::new()).unwrap_err();
+        assert_eq!(e.kind(), kind, "{name}: round {round}: {e}");
+        r.consume(10);
+        assert_eq!(r.file_offset(), 0, "{name}");
+    }
+    assert!(r.move_to_next_file().unwrap(), "{name}");
+    assert_bytes_eq(&rest_of_file(&mut r).unwrap(), &want[2], name);
+    assert!(!r.move_to_next_file().unwrap());
+    kind
 }
 
 #[test]
@@ -426,6 +450,9 @@ fn an_o_path_descriptor_fails_alone() {
 /// must still not be read through, as without direct I/O (the write-only case's rule).
 #[test]
 fn an_o_path_descriptor_is_not_read_with_direct_io() {
+    if !direct_io_here() {
+        return;
+    }
     let (files, want) = good_files();
     for (backend, b) in builders() {
         let o_path = o_path_file(&files.paths[0]);
@@ -439,6 +466,7 @@ fn an_o_path_descriptor_is_not_read_with_direct_io() {
             got[0].as_ref().map_or(0, |v| v.len())
         );
         assert_bytes_eq(got[1].as_ref().unwrap(), &want[2], &format!("{backend:?}"));
+        assert_direct_reads(r.stats(), true, &format!("{backend:?}"));
     }
 }
 

@@ -6,8 +6,9 @@
 //! one of the file's versions held at that offset (never another file's bytes, never stale
 //! pool bytes); the file may end early, but never before what was already consumed or before
 //! the shortest length it had; and the files queued around it read exactly. Every case runs
-//! on every backend, with the default and a small pool, direct I/O off and on; the in-flight
-//! and while-queued ones also with the file queued by path, borrowed and owned.
+//! on every backend, with the default and a small pool, direct I/O off and on (its reads
+//! checked to go out with `O_DIRECT`); the in-flight and while-queued ones also with the file
+//! queued by path, borrowed and owned.
 
 mod common;
 
@@ -24,16 +25,19 @@ const OLD_LEN: usize = 1 << 20;
 /// Bytes of the changing file consumed before an in-flight change.
 const POS: usize = 200_000;
 
-/// Every config of `common::configs`, with direct I/O off and on.
-fn all_configs() -> Vec<(String, ReaderBuilder)> {
+/// Every config of `common::configs`, with direct I/O off and on (on only where the disk
+/// allows it: see `direct_io_here`), and whether it is on.
+fn all_configs() -> Vec<(String, ReaderBuilder, bool)> {
+    let direct = direct_io_here();
     configs()
         .into_iter()
         .flat_map(|(name, b)| {
             [
-                (name.clone(), b.clone()),
-                (format!("{name} direct"), b.direct_io(true)),
+                Some((name.clone(), b.clone(), false)),
+                direct.then(|| (format!("{name} direct"), b.direct_io(true), true)),
             ]
         })
+        .flatten()
         .collect()
 }
 
@@ -130,7 +134,7 @@ fn each_queued(
     max_open: usize,
     mut f: impl FnMut(&mut SequentialFileReader<'_>, &Files, &[Vec<u8>], Way, &str),
 ) {
-    for (name, b) in all_configs() {
+    for (name, b, direct) in all_configs() {
         let b = b.max_open_files(max_open);
         for way in WAYS {
             let what = format!("{name} {way:?}");
@@ -142,6 +146,7 @@ fn each_queued(
             queue(&mut r, way, &files.paths[1], &borrowed);
             r.add_path_to_prefetch(&files.paths[2]).unwrap();
             f(&mut r, &files, &want, way, &what);
+            assert_direct_reads(r.stats(), direct, &what);
         }
     }
 }
@@ -425,7 +430,7 @@ fn replaced_while_queued() {
 #[test]
 fn activating_a_file_truncated_after_it_was_partly_read() {
     let len = 150_001;
-    for (name, b) in all_configs() {
+    for (name, b, direct) in all_configs() {
         let files = make_files_with_big(&[OLD_LEN, 5000], 0);
         let want = oracle_all(&files.paths);
         let f = files.open_all();
@@ -439,6 +444,7 @@ fn activating_a_file_truncated_after_it_was_partly_read() {
             &[want[0][..len].to_vec(), want[1].clone()],
             &name,
         );
+        assert_direct_reads(r.stats(), direct, &name);
     }
 }
 
@@ -446,7 +452,7 @@ fn activating_a_file_truncated_after_it_was_partly_read() {
 /// the files after it: nothing of theirs shows through in the truncated one.
 #[test]
 fn truncated_while_the_next_files_fill_the_pool() {
-    for (name, b) in all_configs() {
+    for (name, b, direct) in all_configs() {
         let files = make_files_with_big(&[OLD_LEN, 20_000, 20_000, 20_000], 0);
         let want = oracle_all(&files.paths);
         let mut r = reader_over(b.clone(), &files.paths);
@@ -461,13 +467,14 @@ fn truncated_while_the_next_files_fill_the_pool() {
         assert_bytes_of_some_version(&got, &versions, &name);
         assert!(r.move_to_next_file().unwrap());
         assert_files_eq(&read_all_ok(&mut r), &want[1..], &name);
+        assert_direct_reads(r.stats(), direct, &name);
     }
 }
 
 /// Reading the files with plain `read` after the change, not only `read_to_end`.
 #[test]
 fn truncated_in_flight_read_in_small_pieces() {
-    for (name, b) in all_configs() {
+    for (name, b, direct) in all_configs() {
         let files = make_files(&[300_000, 3000]);
         let want = oracle_all(&files.paths);
         let mut r = reader_over(b, &files.paths);
@@ -482,5 +489,6 @@ fn truncated_in_flight_read_in_small_pieces() {
         assert_eq!(r.read(&mut [0; 10]).unwrap(), 0, "{name}");
         assert!(r.move_to_next_file().unwrap());
         assert_bytes_eq(&rest_of_file(&mut r).unwrap(), &want[1], &name);
+        assert_direct_reads(r.stats(), direct, &name);
     }
 }

@@ -1,6 +1,10 @@
 //! `direct_io(true)` reads exactly whatever the sizes and limits, and where the filesystem
 //! refuses `O_DIRECT` it reads buffered instead, without error.
 //!
+//! The files are on the disk (`common::tempdir`), which must allow `O_DIRECT` for these
+//! tests to run (`common::direct_io_here`), and each checks in `Stats::reads_direct` that its
+//! reads really went out with it.
+//!
 //! Linux only: these cases are about Linux's `O_DIRECT` (tmpfs, sysfs, `/proc/self/fd`).
 #![cfg(target_os = "linux")]
 
@@ -16,7 +20,12 @@ use readahead::ReaderBuilder;
 
 const KIB: usize = 1 << 10;
 
+/// Direct-I/O configs of every backend to test; none where [`direct_io_here`] says the disk
+/// refuses `O_DIRECT`.
 fn configs() -> Vec<(String, ReaderBuilder)> {
+    if !direct_io_here() {
+        return Vec::new();
+    }
     builders()
         .into_iter()
         .flat_map(|(backend, b)| {
@@ -57,8 +66,9 @@ const SIZES: &[usize] = &[
     (1 << 20) + 3,
 ];
 
-/// Reads `sizes` through every direct-I/O config with each way of queuing.
-fn check_dir(dir: &Path, what: &str) {
+/// Reads `sizes` through every direct-I/O config with each way of queuing; `direct`: whether
+/// the filesystem of `dir` allows `O_DIRECT`, so that reads went out with it.
+fn check_dir(dir: &Path, what: &str, direct: bool) {
     let paths: Vec<_> = SIZES
         .iter()
         .enumerate()
@@ -69,24 +79,30 @@ fn check_dir(dir: &Path, what: &str) {
     for (name, b) in configs() {
         let name = format!("{what}: {name}");
         let mut r = reader_over(b.clone(), &paths);
-        assert_files_eq(&read_all_ok(&mut r), &want, &format!("{name}: paths"));
+        let what = format!("{name}: paths");
+        assert_files_eq(&read_all_ok(&mut r), &want, &what);
+        assert_direct_reads(r.stats(), direct, &what);
 
         let mut r = reader_over_files(b.clone(), &opened);
-        assert_files_eq(&read_all_ok(&mut r), &want, &format!("{name}: borrowed"));
+        let what = format!("{name}: borrowed");
+        assert_files_eq(&read_all_ok(&mut r), &want, &what);
+        assert_direct_reads(r.stats(), direct, &what);
 
         let mut r = b.build().unwrap();
         for p in &paths {
             r.add_owned_file_to_prefetch(File::open(p).unwrap(), u64::MAX)
                 .unwrap();
         }
-        assert_files_eq(&read_all_ok(&mut r), &want, &format!("{name}: owned"));
+        let what = format!("{name}: owned");
+        assert_files_eq(&read_all_ok(&mut r), &want, &what);
+        assert_direct_reads(r.stats(), direct, &what);
     }
 }
 
 #[test]
 fn direct_io_reads_files_of_unaligned_sizes_exactly() {
     let dir = tempdir();
-    check_dir(dir.path(), "tempdir");
+    check_dir(dir.path(), "tempdir", true);
 }
 
 #[test]
@@ -116,6 +132,7 @@ fn direct_io_with_unaligned_limits_is_exact() {
             want.push(oracle(&files.paths[1], l));
         }
         assert_files_eq(&read_all_ok(&mut r), &want, &name);
+        assert_direct_reads(r.stats(), true, &name);
     }
 }
 
@@ -130,6 +147,7 @@ fn direct_io_with_borrowed_files_leaves_their_position_alone() {
         let mut r = b.build().unwrap();
         r.add_file_to_prefetch(&f, u64::MAX).unwrap();
         assert_bytes_eq(&rest_of_file(&mut r).unwrap(), &want, &name);
+        assert_direct_reads(r.stats(), true, &name);
         drop(r);
         assert_eq!((&f).stream_position().unwrap(), 777, "{name}");
     }
@@ -173,7 +191,7 @@ fn direct_io_on_tmpfs_falls_back_or_works_and_is_exact() {
         "/dev/shm {} O_DIRECT",
         if direct { "accepts" } else { "refuses" }
     );
-    check_dir(dir.path(), "/dev/shm");
+    check_dir(dir.path(), "/dev/shm", direct);
 }
 
 #[test]
@@ -182,7 +200,12 @@ fn direct_io_reads_many_small_files_between_large_ones() {
         .map(|i| if i % 40 == 0 { 700_001 } else { i * 13 % 9000 })
         .collect();
     let files = make_files(&sizes);
-    assert_reads_paths(configs(), &files.paths);
+    let want = oracle_all(&files.paths);
+    for (name, b) in configs() {
+        let mut r = reader_over(b, &files.paths);
+        assert_files_eq(&read_all_ok(&mut r), &want, &name);
+        assert_direct_reads(r.stats(), true, &name);
+    }
 }
 
 /// A file cut to an unaligned size while queued yields a prefix of what it held, at least what
@@ -214,9 +237,9 @@ fn direct_io_file_truncated_to_an_unaligned_size_while_queued() {
             let rest = r.read_to_end(&mut got).map(|_| ());
             let moved = r.move_to_next_file();
             let second = rest_of_file(&mut r);
-            let _ = tx.send((rest.map(|()| got), moved, second));
+            let _ = tx.send((rest.map(|()| got), moved, second, r.stats()));
         });
-        let (got, moved, second) = rx
+        let (got, moved, second, stats) = rx
             .recv_timeout(Duration::from_secs(10))
             .unwrap_or_else(|_| panic!("{name}: no answer in 10 s after the truncation"));
         let got = got.unwrap();
@@ -228,6 +251,7 @@ fn direct_io_file_truncated_to_an_unaligned_size_while_queued() {
         assert_bytes_eq(&got, &before[..got.len()], &name);
         assert!(moved.unwrap(), "{name}");
         assert_bytes_eq(&second.unwrap(), &next, &name);
+        assert_direct_reads(stats, true, &name);
     }
 }
 
@@ -249,12 +273,14 @@ fn direct_io_does_not_read_through_a_write_only_descriptor() {
             got[0].as_ref().map_or(0, |v| v.len())
         );
         assert_bytes_eq(got[1].as_ref().unwrap(), &want, &name);
+        assert_direct_reads(r.stats(), true, &name);
     }
 }
 
 /// Where the filesystem refuses `O_DIRECT` at open (sysfs does on every kernel), the file is
 /// read buffered, exactly, queued by path or as a descriptor, between files read directly.
-/// tmpfs accepts `O_DIRECT` from Linux 6.6 on, so this is where the fallback is exercised.
+/// tmpfs accepts `O_DIRECT` from Linux 6.6 on, so this is where the fallback is exercised:
+/// alone in a reader, the refusing file is read with no direct read at all.
 #[test]
 fn direct_io_where_the_filesystem_refuses_it_reads_buffered() {
     use std::os::unix::fs::OpenOptionsExt;
@@ -288,11 +314,25 @@ fn direct_io_where_the_filesystem_refuses_it_reads_buffered() {
                     .unwrap(),
             }
             r.add_path_to_prefetch(&files.paths[1]).unwrap();
+            let what = format!("{name} {way}");
             assert_files_eq(
                 &read_all_ok(&mut r),
                 &[good[0].clone(), want.clone(), good[1].clone()],
-                &format!("{name} {way}"),
+                &what,
             );
+            assert_direct_reads(r.stats(), true, &what);
+
+            let mut r = b.clone().build().unwrap();
+            match way {
+                "path" => r.add_path_to_prefetch(attr).unwrap(),
+                "borrowed" => r.add_file_to_prefetch(&borrowed, u64::MAX).unwrap(),
+                _ => r
+                    .add_owned_file_to_prefetch(File::open(attr).unwrap(), u64::MAX)
+                    .unwrap(),
+            }
+            let what = format!("{what}, alone");
+            assert_files_eq(&read_all_ok(&mut r), std::slice::from_ref(&want), &what);
+            assert_direct_reads(r.stats(), !refused, &what);
         }
     }
 }

@@ -23,9 +23,10 @@ use std::time::{Duration, Instant};
 
 use common::fusecheck::{assert_unmounts_clean, check_file, queue_of};
 use common::fusefs::{random_files, FaultMount, Faults, FileSpec, Serve};
-use common::scan::{scan, scan_records, Got, Queue};
+use common::scan::{scan, scan_records, scan_with_stats, Got, Queue};
 use common::*;
 use fuser::Errno;
+use readahead::Stats;
 use readahead::{Backend, ReaderBuilder, SequentialFileReader};
 
 /// The longest a scan may take before the test says it hangs.
@@ -84,7 +85,7 @@ fn all_setups() -> Vec<Setup> {
 /// and that descriptors and the mount come back. Returns the mounts' stats, summed, or `None`
 /// where FUSE is not available (the reason is printed).
 fn run(what: &str, files: &[FileSpec], setups: Vec<Setup>) -> Option<fusefs::FsStats> {
-    let whole = run_with(what, files, setups.clone(), scan)?;
+    let whole = run_with(what, files, setups.clone(), scan_with_stats)?;
     let records = run_with(&format!("{what} records"), files, setups, scan_records)?;
     Some(whole + records)
 }
@@ -95,7 +96,7 @@ fn run_with(
     what: &str,
     files: &[FileSpec],
     setups: Vec<Setup>,
-    read: fn(&[std::path::PathBuf], &[Queue], ReaderBuilder) -> Vec<Got>,
+    read: fn(&[std::path::PathBuf], &[Queue], ReaderBuilder) -> (Vec<Got>, Stats),
 ) -> Option<fusefs::FsStats> {
     let mut total = fusefs::FsStats::default();
     for setup in setups {
@@ -113,9 +114,13 @@ fn run_with(
             .enumerate()
             .map(|(i, f)| queue_of(i, f))
             .collect();
-        let got = within(LIMIT, &name, move || read(&paths, &queue, b));
+        let (got, reader) = within(LIMIT, &name, move || read(&paths, &queue, b));
         for (i, g) in got.iter().enumerate() {
             check_file(&m, i, g, READ_SIZE, &name);
+        }
+        // FUSE takes O_DIRECT: a setup that claims it read with it.
+        if reader.reads > 0 {
+            assert_eq!(reader.reads_direct > 0, setup.direct, "{name}: {reader:?}");
         }
         let stats = m.stats();
         assert_unmounts_clean(m, &name);

@@ -34,7 +34,11 @@ fn twenty_thousand_paths_with_sixteen_open_at_most() {
         assert_files_eq(&got, &expect, &format!("{backend:?}"));
         let stats = r.stats();
         assert_eq!(stats.files_failed, 0, "{backend:?}");
-        assert!(stats.files_opened >= 20_000, "{backend:?}: {stats:?}");
+        assert_eq!(
+            stats.files_opened,
+            order.len() as u64,
+            "{backend:?}: each path opened once: {stats:?}"
+        );
         eprintln!("{backend:?}: read 20000 paths in {:?}", start.elapsed());
     }
 }

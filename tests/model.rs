@@ -372,6 +372,12 @@ fn run(case: &Case, fx: &Fixture, backend: Backend) {
     if case.finish {
         check_rest(&mut r, &m, &name);
     }
+    // Direct where asked, on a disk that allows it (else read buffered): a case may read
+    // nothing at all.
+    let stats = r.stats();
+    if stats.reads > 0 {
+        assert_direct_reads(stats, case.direct && direct_io_here(), &name);
+    }
     drop(r);
     // The reader reads at explicit offsets: the caller's files never moved.
     for (i, mut f) in opened.iter().enumerate() {

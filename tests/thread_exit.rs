@@ -18,16 +18,15 @@ use common::*;
 use readahead::{Backend, SequentialFileReader};
 
 /// Writes `path` out to the disk and drops it from the page cache; whether that worked, so
-/// that its reads will wait for the disk. Says why not on stderr: where the filesystem keeps
-/// files in memory (tmpfs), no read waits and these tests would test nothing.
+/// that its reads will wait for the disk. Where not (the files are on the disk, in the target
+/// directory: it should always work), see `skip_refused`: these tests would test nothing.
 fn evict(path: &Path) -> bool {
     evict_from_page_cache(path);
     let cold = evicted(path);
     if !cold {
-        eprintln!(
-            "skipping: {} stays in the page cache (a tmpfs $TMPDIR?), so no read of it waits \
-             for the disk",
-            path.display()
+        skip_refused(
+            "a cold read",
+            format_args!("{} stays in the page cache", path.display()),
         );
     }
     cold
@@ -49,11 +48,6 @@ fn queued_by_an_exited_thread(paths: &[PathBuf]) -> SequentialFileReader<'static
     })
     .join()
     .unwrap()
-}
-
-/// Whether io_uring can be tested here; says why not on stderr.
-fn io_uring_here() -> bool {
-    backends_once().contains(&Backend::IoUring)
 }
 
 /// One read (the file is smaller than a read), waiting for the disk, submitted by a thread

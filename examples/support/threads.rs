@@ -103,6 +103,7 @@ fn sum_stats(a: Stats, b: Stats) -> Stats {
     sum.bytes_spilled += b.bytes_spilled;
     sum.bytes_skipped += b.bytes_skipped;
     sum.reads += b.reads;
+    sum.reads_direct += b.reads_direct;
     sum.short_reads += b.short_reads;
     sum.reads_offloaded += b.reads_offloaded;
     sum.retries += b.retries;

@@ -1,6 +1,7 @@
 //! The io_uring backend against the kernel: more reads queued than the completion queue
 //! holds, cancels, and shutdown with reads and opens in flight. Each test is skipped, saying
-//! why, where io_uring is refused.
+//! why, where io_uring is refused (and fails instead under `READAHEAD_REQUIRE_URING=1`: see
+//! `crate::tests`).
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -14,20 +15,10 @@ use std::os::fd::AsRawFd;
 use super::*;
 use crate::engine::tests::fds_under;
 use crate::sys::{status_flags, Opener};
+use crate::tests::{direct_io_on, disk_tempdir, io_uring_here, skip_refused};
 
 /// Reads of this size, each into its own region.
 const BLOCK: usize = 4096;
-
-/// Whether io_uring may be used here; prints why not.
-fn available() -> bool {
-    match crate::io_uring_available() {
-        Ok(()) => true,
-        Err(e) => {
-            eprintln!("skipping: io_uring is refused here: {e}");
-            false
-        }
-    }
-}
 
 /// A ring of depth 2, so its completion queue holds 16.
 fn small_ring<'a>(pool: &Pool, register: bool) -> Ring<'a> {
@@ -111,7 +102,7 @@ fn give_back(pool: &mut Pool, done: Vec<ReadDone<'_>>) {
 
 #[test]
 fn more_reads_than_the_completion_queue_holds_all_complete_once() {
-    if !available() {
+    if !io_uring_here() {
         return;
     }
     const READS: usize = 200;
@@ -164,7 +155,7 @@ fn more_reads_than_the_completion_queue_holds_all_complete_once() {
 
 #[test]
 fn a_cancelled_read_comes_back_cancelled() {
-    if !available() {
+    if !io_uring_here() {
         return;
     }
     within(10, "cancelling", || {
@@ -235,7 +226,7 @@ fn shut_down_with_reads(reads: usize, pipe_every: usize) {
 
 #[test]
 fn shutdown_with_reads_in_flight_returns_every_loan() {
-    if available() {
+    if io_uring_here() {
         shut_down_with_reads(44, 10);
     }
 }
@@ -244,7 +235,7 @@ fn shutdown_with_reads_in_flight_returns_every_loan() {
 fn shutdown_after_the_completion_queue_overflowed_returns_every_loan() {
     // A cancel for each of 100 reads in flight: where the kernel answers a submission with
     // EBUSY, completions reaped while the cancels go in must come back too.
-    if available() {
+    if io_uring_here() {
         shut_down_with_reads(200, 2);
     }
 }
@@ -263,11 +254,12 @@ fn small_files(n: usize) -> (tempfile::TempDir, Vec<PathBuf>) {
     (dir, paths)
 }
 
-/// A ring that can open files, or `None` (having said why) where this kernel cannot.
+/// A ring that can open files, or `None` (having said why: see `skip_refused`) where this
+/// kernel cannot.
 fn opening_ring<'a>(pool: &Pool) -> Option<Ring<'a>> {
     let ring = small_ring(pool, false);
     if !ring.can_open {
-        eprintln!("skipping: this kernel's io_uring cannot open files (IORING_OP_OPENAT)");
+        skip_refused("io_uring opens", "this kernel has no IORING_OP_OPENAT");
         return None;
     }
     Some(ring)
@@ -275,7 +267,7 @@ fn opening_ring<'a>(pool: &Pool) -> Option<Ring<'a>> {
 
 #[test]
 fn opens_come_back_as_files_or_errnos() {
-    if !available() {
+    if !io_uring_here() {
         return;
     }
     let (dir, paths) = small_files(2);
@@ -315,7 +307,7 @@ fn opens_come_back_as_files_or_errnos() {
 
 #[test]
 fn shutdown_with_opens_in_flight_leaves_no_descriptor_open() {
-    if !available() {
+    if !io_uring_here() {
         return;
     }
     let (dir, paths) = small_files(2);
@@ -356,14 +348,15 @@ fn shutdown_with_opens_in_flight_leaves_no_descriptor_open() {
 
 /// Files read through the engine on the real ring, with every region filled with a sentinel
 /// byte before each read into it: every byte out is the file's, and no sentinel (a byte no
-/// read wrote) ever comes out. Cold and cached, buffered and direct, pool reused many times.
+/// read wrote) ever comes out. Cold and cached, buffered and direct (on the disk, checked to
+/// read with `O_DIRECT`), pool reused many times.
 #[test]
 fn the_real_ring_never_exposes_a_byte_no_read_wrote() {
-    if !available() {
+    if !io_uring_here() {
         return;
     }
     const SENTINEL: u8 = 0xA5;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = disk_tempdir();
     let sizes = [0, 1, 4095, 4096, 4097, 65_536, 100_000, 300_001, 7];
     let files: Vec<(PathBuf, Vec<u8>)> = sizes
         .iter()
@@ -377,19 +370,22 @@ fn the_real_ring_never_exposes_a_byte_no_read_wrote() {
         })
         .collect();
     for (direct, cold) in [(false, false), (false, true), (true, true)] {
+        if direct && !direct_io_on(&files[1].0) {
+            continue;
+        }
         if cold {
             for (p, _) in &files {
                 let f = File::open(p).unwrap();
                 f.sync_all().unwrap();
                 // SAFETY: a plain syscall on a descriptor `f` keeps open; no memory is passed.
                 unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-                // Where the filesystem keeps files in memory (tmpfs), the pages stay and the
-                // "cold" reads are cached ones: say so rather than claim a cold case.
+                // On the disk the pages go; where they stay, the "cold" reads would be cached
+                // ones: said (or failed, see `skip_refused`) rather than claimed.
                 let len = f.metadata().unwrap().len();
                 if len > 0 && crate::sys::page_cache_holds(&f, 0, len) == Some(true) {
-                    eprintln!(
-                        "{}: still cached after eviction: no cold read here",
-                        p.display()
+                    skip_refused(
+                        "a cold read",
+                        format_args!("{} stays cached after eviction", p.display()),
                     );
                 }
             }
@@ -441,5 +437,7 @@ fn the_real_ring_never_exposes_a_byte_no_read_wrote() {
             );
             assert_eq!(e.move_to_next_file().unwrap(), i + 1 < files.len());
         }
+        let reads_direct = e.stats().reads_direct;
+        assert_eq!(reads_direct > 0, direct, "direct {direct}: {reads_direct}");
     }
 }

@@ -333,6 +333,7 @@ impl<'a> Engine<'a> {
         let req = ReadReq::new(id, (fd, direct), offset, loan, 0, read_len);
         self.io.read(req.with_offload(offload));
         self.stats.reads += 1;
+        self.stats.reads_direct += u64::from(direct);
         if offload {
             self.policy.offloaded += 1;
             self.stats.reads_offloaded += 1;

@@ -16,6 +16,7 @@ use crate::consts::{MAX_RETRIES, OFFLOAD_MIN};
 use crate::io::{open_source, OpenResult};
 use crate::source::RawFd;
 use crate::sys::Opener;
+use crate::tests::{direct_io_on, disk_tempdir};
 
 /// What the script says one read returns.
 #[derive(Clone, Copy, Debug)]
@@ -414,8 +415,9 @@ impl Files {
     }
 }
 
+/// Files of these sizes, on the disk (so that `O_DIRECT` is what it claims).
 fn files(sizes: &[usize]) -> Files {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = disk_tempdir();
     let mut paths = Vec::new();
     let mut data = Vec::new();
     for (i, &len) in sizes.iter().enumerate() {
@@ -620,12 +622,15 @@ fn an_error_fails_its_file_alone_naming_path_and_offset() {
 
 #[test]
 fn passing_errors_are_retried() {
+    let sizes = [20_000, 100];
+    // Each read of 8 KiB (or the tail) fails twice, then goes through.
+    let reads: usize = sizes.iter().map(|s: &usize| s.div_ceil(8192)).sum();
     for errno in [libc::EINTR, libc::EAGAIN, libc::ECANCELED] {
-        let f = files(&[20_000, 100]);
+        let f = files(&sizes);
         let mut e = engine(first_attempts(2, Act::Fail(errno)), 64 << 10, 8192);
         queue_paths(&mut e, &f);
         assert_exact(&read_all(&mut e), &f.data);
-        assert!(e.stats().retries >= 2, "errno {errno}");
+        assert_eq!(e.stats().retries, 2 * reads as u64, "errno {errno}");
     }
 }
 
@@ -664,12 +669,16 @@ fn moving_on_leaves_reads_in_flight_as_orphans() {
         "read-ahead of the current file is in flight"
     );
     assert!(e.move_to_next_file().unwrap());
-    assert!(e.chunks.orphans() > 0);
+    let orphaned = e.chunks.orphans() as u64;
+    let discarded = e.stats().reads_discarded;
+    assert!(orphaned > 0);
     let rest = read_all(&mut e);
     assert_exact(&rest, &f.data[1..]);
     drop(rest);
-    // Whatever was still in flight comes back through the drain in `Drop`.
-    assert!(e.stats().reads_discarded > 0 || e.io.in_flight() > 0);
+    // Each orphan came back once, counted as discarded, or is still out (and comes back
+    // through the drain in `Drop`, which checks every loan returns).
+    let came_back = e.stats().reads_discarded - discarded;
+    assert_eq!(came_back + e.chunks.orphans() as u64, orphaned);
 }
 
 #[test]
@@ -778,7 +787,19 @@ fn cached_files_offload_large_reads_within_the_window() {
                 let helped = c.len >= OFFLOAD_MIN && c.offloaded_before == 2;
                 assert_eq!(c.offload || helped, c.len >= OFFLOAD_MIN, "{what}: {c:?}");
             }
-            assert!(stats.reads_offloaded >= 8, "{what}: {stats:?}");
+            // Those are the files' whole 64 KiB reads...
+            let large = log
+                .reads
+                .iter()
+                .filter(|c| c.attempt == 0 && c.len >= OFFLOAD_MIN)
+                .count();
+            let whole: usize = WARM_SIZES.iter().map(|s| s / (64 << 10)).sum();
+            assert_eq!(large, whole, "{what}");
+            // ...and one is copied inline only while two others are offloaded.
+            assert!(
+                stats.reads_offloaded >= whole.min(2) as u64,
+                "{what}: {stats:?}"
+            );
             if order.1 {
                 // Reads pile up when completed lazily: the cap is what holds them back.
                 assert_eq!(log.peak_offloaded, 2, "{what}");
@@ -961,6 +982,9 @@ fn paths_opened_by_the_source_read_exactly_within_the_cap() {
 #[test]
 fn direct_opens_go_through_the_source_with_the_flag() {
     let f = files(&OPEN_SIZES);
+    // On the disk, where the files take O_DIRECT (or the test fails under
+    // READAHEAD_REQUIRE_URING=1: see `skip_refused`).
+    let direct = direct_io_on(&f.paths[1]);
     for order in ORDERS {
         let io = opening(&f, order);
         let log = io.log.clone();
@@ -969,6 +993,8 @@ fn direct_opens_go_through_the_source_with_the_flag() {
         queue_paths(&mut e, &f);
         // Where the filesystem refuses O_DIRECT (EINVAL), the file is opened here without.
         assert_exact(&read_all(&mut e), &f.data);
+        let reads_direct = e.stats().reads_direct;
+        assert_eq!(reads_direct > 0, direct, "{order:?}: {reads_direct}");
         drop(e);
         assert_eq!(fds_under(&f.dir()), 0);
         let log = log.lock().unwrap();
@@ -1153,7 +1179,10 @@ fn dropping_with_opens_in_flight_leaks_nothing() {
             let mut e = engine(opening(&f, order), 64 << 10, 8192);
             queue_paths(&mut e, &f);
             if read_first {
-                assert!(!e.fill_buf().unwrap().is_empty() || OPEN_SIZES[0] == 0);
+                // File 0's bytes, or its end at once where it is empty (as it is here).
+                let first = e.fill_buf().unwrap();
+                assert!(f.data[0].starts_with(first), "{order:?}");
+                assert_eq!(first.is_empty(), f.data[0].is_empty(), "{order:?}");
                 assert!(e.move_to_next_file().unwrap());
                 assert_eq!(e.fill_buf().unwrap()[0], f.data[1][0]);
             }
@@ -1214,14 +1243,15 @@ fn paths_the_source_opens_that_are_not_files_fail_alone() {
 #[test]
 fn passing_open_errors_are_retried() {
     let f = files(&OPEN_SIZES);
-    let passing = [(1, libc::EINTR), (2, libc::EAGAIN), (3, libc::ECANCELED)];
+    // File 3 twice: a retried open may fail again.
+    let errors = [
+        (1, libc::EINTR),
+        (2, libc::EAGAIN),
+        (3, libc::ECANCELED),
+        (3, libc::ECANCELED),
+    ];
     for order in ORDERS {
-        // File 3 twice: a retried open may fail again.
-        let io = opening_failing(
-            &f,
-            order,
-            &[passing.as_slice(), &[(3, libc::ECANCELED)]].concat(),
-        );
+        let io = opening_failing(&f, order, &errors);
         let log = io.log.clone();
         let mut e = engine(io, 64 << 10, 8192);
         queue_paths(&mut e, &f);
@@ -1230,8 +1260,10 @@ fn passing_open_errors_are_retried() {
         drop(e);
         assert_eq!(fds_under(&f.dir()), 0, "{order:?}");
         let log = log.lock().unwrap();
-        for (i, want) in [(0, 1), (1, 2), (2, 2), (3, 3), (4, 1)] {
-            assert_eq!(log.opens_of(&f.paths[i]), want, "{order:?}: file {i}");
+        // Each file opened once, and once more for each passing error it got.
+        for (i, p) in f.paths.iter().enumerate() {
+            let want = 1 + errors.iter().filter(|&&(j, _)| j == i).count();
+            assert_eq!(log.opens_of(p), want, "{order:?}: file {i}");
         }
         assert!(log.sync_opens.is_empty(), "{order:?}");
     }
@@ -1263,14 +1295,10 @@ fn open_retries_are_bounded() {
     }
 }
 
-/// An engine reading with `O_DIRECT`, or `None` where `f`'s filesystem refuses it (printed).
+/// An engine reading with `O_DIRECT`, or `None` where `f`'s filesystem (the disk) refuses it
+/// (see `skip_refused`).
 fn direct_engine<'a>(io: Scripted<'a>, f: &Files) -> Option<Engine<'a>> {
-    let probe = OpenOptions::new()
-        .read(true)
-        .custom_flags(Opener::default().flags(true))
-        .open(&f.paths[0]);
-    if let Err(err) = probe {
-        eprintln!("skipped: {:?} refuses O_DIRECT ({err})", f.dir());
+    if !direct_io_on(&f.paths[0]) {
         return None;
     }
     let mut e = engine(io, 256 << 10, 16 << 10);
@@ -1293,6 +1321,7 @@ fn read_with_direct_reads_refused(f: &Files) -> Option<Arc<Mutex<Log>>> {
     queue_paths(&mut e, f);
     assert_exact(&read_all(&mut e), &f.data);
     assert_pool_empty(&e);
+    assert!(e.stats().reads_direct > 0, "{:?}", e.stats());
     drop(e);
     assert_eq!(fds_under(&f.dir()), 0);
     Some(log)
@@ -1343,6 +1372,7 @@ fn a_short_direct_read_before_the_end_is_read_on() {
             queue_paths(&mut e, &f);
             assert_exact(&read_all(&mut e), &f.data);
             assert!(e.stats().short_reads > 0, "{what}");
+            assert!(e.stats().reads_direct > 0, "{what}");
             assert_pool_empty(&e);
             drop(e);
             assert_eq!(fds_under(&f.dir()), 0, "{what}");
@@ -1359,6 +1389,7 @@ fn a_direct_file_replying_one_byte_at_a_time_reads_whole() {
     };
     queue_paths(&mut e, &f);
     assert_exact(&read_all(&mut e), &f.data);
+    assert!(e.stats().reads_direct > 0, "{:?}", e.stats());
     assert_pool_empty(&e);
 }
 
@@ -1378,6 +1409,7 @@ fn a_direct_file_that_shrank_ends_where_its_reads_end() {
     let got = read_all(&mut e);
     assert_eq!(got[0].as_ref().unwrap(), &f.data[0][..20_100]);
     assert_eq!(got[1].as_ref().unwrap(), &f.data[1]);
+    assert!(e.stats().reads_direct > 0, "{:?}", e.stats());
     assert_pool_empty(&e);
 }
 

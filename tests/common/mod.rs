@@ -23,13 +23,51 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use readahead::{Backend, ReaderBuilder, SequentialFileReader};
 use tempfile::TempDir;
 
-/// The backends to test here: `Sync` always, `IoUring` only where the kernel allows it (the
-/// reason it is skipped goes to stderr; a refused io_uring never fails a test).
+/// The variable that makes a test fail, instead of skipping, where what it needs is refused
+/// here: io_uring, and with it `O_DIRECT` and a file dropped from the page cache on the disk
+/// that [`tempdir`] is on. `READAHEAD_REQUIRE_URING=1` turns it on (CI sets it, so that a green
+/// run ran every case); unset, empty or `0`, a refusal is printed and the case skipped.
+pub const REQUIRE_URING: &str = "READAHEAD_REQUIRE_URING";
+
+/// Whether [`REQUIRE_URING`] is on. Any value but `0`, `1` or empty is a mistake, and fails.
+pub fn uring_required() -> bool {
+    match std::env::var(REQUIRE_URING) {
+        Err(std::env::VarError::NotPresent) => false,
+        Ok(v) if v.is_empty() || v == "0" => false,
+        Ok(v) if v == "1" => true,
+        other => panic!("{REQUIRE_URING} must be 0 or 1, not {other:?}"),
+    }
+}
+
+/// Where `what` a test needs is refused here, for `why`: says so on stderr, for the caller to
+/// skip that case; under `READAHEAD_REQUIRE_URING=1` (see [`REQUIRE_URING`]) fails instead.
+/// Every probe of the tests goes through here.
+#[track_caller]
+pub fn skip_refused(what: &str, why: impl std::fmt::Display) {
+    assert!(
+        !uring_required(),
+        "{REQUIRE_URING}=1, yet {what} is refused here: {why}"
+    );
+    eprintln!("skipping {what}: {why}");
+}
+
+/// Whether io_uring may be used here (the library's probe); where not, see [`skip_refused`].
+#[track_caller]
+pub fn io_uring_here() -> bool {
+    match readahead::io_uring_available() {
+        Ok(()) => true,
+        Err(e) => {
+            skip_refused("io_uring", e);
+            false
+        }
+    }
+}
+
+/// The backends to test here: `Sync` always, `IoUring` where [`io_uring_here`] allows it.
 pub fn backends() -> Vec<Backend> {
     let mut out = vec![Backend::Sync];
-    match readahead::io_uring_available() {
-        Ok(()) => out.push(Backend::IoUring),
-        Err(e) => eprintln!("skipping io_uring: {e}"),
+    if io_uring_here() {
+        out.push(Backend::IoUring);
     }
     out
 }
@@ -147,9 +185,65 @@ impl Files {
     }
 }
 
-/// A fresh temporary directory.
+/// A fresh temporary directory on the disk: in the target directory's (`CARGO_TARGET_TMPDIR`,
+/// which cargo sets for integration tests), never in a `$TMPDIR` that may be tmpfs, so that
+/// `O_DIRECT` and cold reads are what they claim. Elsewhere (the examples that share this
+/// module) in `$TMPDIR`.
 pub fn tempdir() -> TempDir {
-    tempfile::tempdir().expect("make a temporary directory")
+    match option_env!("CARGO_TARGET_TMPDIR") {
+        Some(root) => {
+            std::fs::create_dir_all(root).expect("make the target's temporary directory");
+            tempfile::tempdir_in(root)
+        }
+        None => tempfile::tempdir(),
+    }
+    .expect("make a temporary directory")
+}
+
+/// Whether files in a [`tempdir`] can be read with direct I/O (`O_DIRECT` opens there; macOS's
+/// `F_NOCACHE` always can), probed once; where not, see [`skip_refused`]. Tests that claim
+/// direct reads run their direct cases only where this holds, and check with
+/// [`assert_direct_reads`] that the reader really read so.
+pub fn direct_io_here() -> bool {
+    static PROBE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    match PROBE.get_or_init(probe_direct_io) {
+        Ok(()) => true,
+        Err(why) => {
+            skip_refused("O_DIRECT", why);
+            false
+        }
+    }
+}
+
+/// Opens a file in a fresh [`tempdir`] with `O_DIRECT`; why not, where that fails.
+fn probe_direct_io() -> Result<(), String> {
+    #[cfg(any(target_os = "linux", target_os = "freebsd"))]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let dir = tempdir();
+        let path = make_file(dir.path(), "probe", 4096);
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&path)
+            .map_err(|e| format!("{} refuses it: {e}", dir.path().display()))?;
+    }
+    Ok(())
+}
+
+/// Asserts a reader built with `direct_io(direct)` over files in a [`tempdir`] read as asked:
+/// some of its reads went out with direct I/O (`Stats::reads_direct`) where `direct`, none
+/// where not. Only where [`direct_io_here`].
+#[track_caller]
+pub fn assert_direct_reads(stats: readahead::Stats, direct: bool, what: &str) {
+    if direct {
+        assert!(
+            stats.reads_direct > 0,
+            "{what}: no read went out with O_DIRECT: {stats:?}"
+        );
+    } else {
+        assert_eq!(stats.reads_direct, 0, "{what}: direct reads unasked");
+    }
 }
 
 /// A temporary directory for thousands of small files: on tmpfs (`/dev/shm`) where there is

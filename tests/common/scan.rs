@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{self, BufRead, Read};
 use std::path::PathBuf;
 
-use readahead::{ReaderBuilder, SequentialFileReader};
+use readahead::{ReaderBuilder, SequentialFileReader, Stats};
 
 /// How a file is queued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,11 +34,16 @@ pub struct Got {
 
 /// Reads every file with the documented loop, keeping each file's bytes up to its error.
 pub fn scan(paths: &[PathBuf], queue: &[Queue], b: ReaderBuilder) -> Vec<Got> {
+    scan_with_stats(paths, queue, b).0
+}
+
+/// [`scan`], and the reader's counters at the end.
+pub fn scan_with_stats(paths: &[PathBuf], queue: &[Queue], b: ReaderBuilder) -> (Vec<Got>, Stats) {
     scan_with(paths, queue, b, read_whole)
 }
 
 /// Reads every file as a parser of records would (see [`read_records`]).
-pub fn scan_records(paths: &[PathBuf], queue: &[Queue], b: ReaderBuilder) -> Vec<Got> {
+pub fn scan_records(paths: &[PathBuf], queue: &[Queue], b: ReaderBuilder) -> (Vec<Got>, Stats) {
     scan_with(paths, queue, b, read_records)
 }
 
@@ -145,7 +150,7 @@ fn scan_with(
     queue: &[Queue],
     b: ReaderBuilder,
     read: fn(&mut SequentialFileReader<'_>, &mut Got),
-) -> Vec<Got> {
+) -> (Vec<Got>, Stats) {
     let borrowed: Vec<Option<File>> = queue
         .iter()
         .zip(paths)
@@ -175,5 +180,5 @@ fn scan_with(
         read(&mut r, &mut got[i]);
     }
     assert!(!r.move_to_next_file().unwrap(), "a file past the last");
-    got
+    (got, r.stats())
 }
