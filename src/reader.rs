@@ -393,6 +393,72 @@ impl<'a> SequentialFileReader<'a> {
     pub fn stats(&self) -> Stats {
         self.engine.stats()
     }
+
+    // Ranges: thin stand-ins until the engine reads from a start offset. They read ranges
+    // that start at byte 0 and refuse the others.
+
+    /// Queues bytes `start..start + len` of a path (`len` of `u64::MAX`: to its end), ending
+    /// early at its end of file; [`file_offset`](Self::file_offset) counts from the file's
+    /// byte 0, so it starts at `start`.
+    ///
+    /// # Errors
+    ///
+    /// As [`add_path_to_prefetch`](Self::add_path_to_prefetch);
+    /// [`Unsupported`](io::ErrorKind::Unsupported) for a `start` past 0, for now.
+    pub fn add_path_range_to_prefetch(
+        &mut self,
+        path: impl AsRef<Path>,
+        start: u64,
+        len: u64,
+    ) -> io::Result<()> {
+        from_start(start)?;
+        self.engine.push(Source::Path(path.as_ref().into()), len)
+    }
+
+    /// Queues bytes `start..start + len` of a file the caller keeps open, as
+    /// [`add_path_range_to_prefetch`](Self::add_path_range_to_prefetch) does for a path.
+    ///
+    /// # Errors
+    ///
+    /// As [`add_file_to_prefetch`](Self::add_file_to_prefetch);
+    /// [`Unsupported`](io::ErrorKind::Unsupported) for a `start` past 0, for now.
+    pub fn add_file_range_to_prefetch(
+        &mut self,
+        file: &'a File,
+        start: u64,
+        len: u64,
+    ) -> io::Result<()> {
+        from_start(start)?;
+        self.add_file_to_prefetch(file, len)
+    }
+
+    /// Queues bytes `start..start + len` of a file the reader takes ownership of, as
+    /// [`add_path_range_to_prefetch`](Self::add_path_range_to_prefetch) does for a path.
+    ///
+    /// # Errors
+    ///
+    /// As [`add_owned_file_to_prefetch`](Self::add_owned_file_to_prefetch);
+    /// [`Unsupported`](io::ErrorKind::Unsupported) for a `start` past 0, for now.
+    pub fn add_owned_file_range_to_prefetch(
+        &mut self,
+        file: File,
+        start: u64,
+        len: u64,
+    ) -> io::Result<()> {
+        from_start(start)?;
+        self.add_owned_file_to_prefetch(file, len)
+    }
+}
+
+/// Refuses a range that does not start at byte 0 (see the range methods).
+fn from_start(start: u64) -> io::Result<()> {
+    if start == 0 {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!("a range starting at byte {start}: ranges start at byte 0 for now"),
+    ))
 }
 
 impl std::fmt::Debug for SequentialFileReader<'_> {
