@@ -61,6 +61,7 @@ mod io;
 mod pool;
 mod queue;
 mod reader;
+mod scan;
 mod source;
 mod stats;
 mod sys;
@@ -71,6 +72,10 @@ pub use consts::{
 };
 pub use error::{Error, FileName};
 pub use reader::SequentialFileReader;
+pub use scan::{
+    Entry, Ordered, Outcome, Progress, Scan, ScanFile, ScanHandle, ScanMap, ScanSummary,
+    DEFAULT_QUEUE_AHEAD,
+};
 pub use stats::Stats;
 
 /// Whether this kernel and process allow an io_uring ring (a probe that sets one up and tears
