@@ -27,6 +27,10 @@
 //! # }
 //! ```
 //!
+//! For many files on many cores, [`Scan`] runs one reader per thread, hands each file to
+//! whichever thread is free, and runs a closure on every file: the whole job of a checksum
+//! tool or a startup scan in one call (see its examples).
+//!
 //! # When not to use it
 //!
 //! For one file read once, `std::io::BufReader<File>` is simpler and as fast. For random
