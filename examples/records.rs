@@ -7,16 +7,17 @@
 //! ```
 //!
 //! Each file is a run of records: a 136-byte header whose bytes 8..16 hold the data length
-//! (u64, little-endian), the data, zero padding to a multiple of 8. A record is taken with
-//! `fill_buf_at_least`, in place in the reader's pool (copied only where it straddles the
-//! pool's end), hashed with blake3, then consumed. A file that does not parse, or cannot be
-//! read, is reported by `current_path()` and the scan goes on to the next file.
+//! (u64, little-endian), the data, zero padding to a multiple of 8. The files are read by a
+//! `readahead::Scan`, one reader per core, each file on whichever thread is free. A record is
+//! taken with `fill_buf_at_least`, in place in the reader's pool (copied only where it
+//! straddles the pool's end), hashed with blake3, then consumed. A file that does not parse,
+//! or cannot be read, is reported with its path, in path order, and the scan goes on.
 
 use std::io::{self, BufRead};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use readahead::SequentialFileReader;
+use readahead::{Outcome, Scan, ScanFile};
 
 /// The header's size, and where its data length is.
 const HEADER: usize = 136;
@@ -49,24 +50,25 @@ fn scan(dir: &Path) -> io::Result<usize> {
     let mut paths = Vec::new();
     walk(dir, &mut paths)?;
     paths.sort();
-    let mut reader = SequentialFileReader::new()?;
-    for path in &paths {
-        reader.add_path_to_prefetch(path)?;
-    }
-    let (mut records, mut failed) = (0, 0);
-    let mut sum = 0u128;
-    while reader.current_index().is_some() {
-        match hash_records(&mut reader, &mut sum) {
-            Ok(n) => records += n,
-            Err(e) => {
-                let path = reader.current_path().unwrap_or(Path::new("?"));
-                eprintln!("skipping {}: {e}", path.display());
-                failed += 1;
+    let ((records, failed, sum), summary) =
+        Scan::new(&paths).map(hash_records).ordered(|files| {
+            let (mut records, mut failed, mut sum) = (0, 0, 0u128);
+            for (index, outcome) in files {
+                match outcome {
+                    Outcome::Done((n, file_sum)) => {
+                        records += n;
+                        sum = sum.wrapping_add(file_sum);
+                    }
+                    Outcome::Failed(e) => {
+                        eprintln!("skipping {}: {e}", paths[index].display());
+                        failed += 1;
+                    }
+                    Outcome::NotRun => unreachable!("the scan is never cancelled"),
+                }
             }
-        }
-        reader.move_to_next_file()?;
-    }
-    let stats = reader.stats();
+            (records, failed, sum)
+        })?;
+    let stats = summary.stats;
     println!(
         "{} files ({failed} failed), {records} records, sum {sum:032x}; {} bytes read, {} copied to join records",
         paths.len(),
@@ -89,29 +91,29 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
     Ok(())
 }
 
-/// Hashes the records of the current file into `sum` (the wrapping sum of each hash's first
-/// 16 bytes, so that the order of files does not matter); how many.
-fn hash_records(reader: &mut SequentialFileReader<'_>, sum: &mut u128) -> io::Result<u64> {
-    let mut records = 0;
+/// Hashes the records of a file: how many, and the wrapping sum of each hash's first 16
+/// bytes (so that the order of files does not matter).
+fn hash_records(file: &mut ScanFile) -> io::Result<(u64, u128)> {
+    let (mut records, mut sum) = (0, 0u128);
     loop {
-        let header = reader.fill_buf_at_least(HEADER)?;
+        let header = file.fill_buf_at_least(HEADER)?;
         if header.is_empty() {
-            return Ok(records);
+            return Ok((records, sum));
         }
         if header.len() < HEADER {
             return Err(corrupt(format!(
                 "a header cut short at {}",
-                reader.file_offset()
+                file.file_offset()
             )));
         }
         let len = u64::from_le_bytes(header[DATA_LEN].try_into().expect("8 bytes"));
         if len > MAX_DATA {
-            let at = reader.file_offset();
+            let at = file.file_offset();
             return Err(corrupt(format!("a data length of {len} at {at}")));
         }
         let size = (HEADER + len as usize).next_multiple_of(8);
-        let at = reader.file_offset();
-        let record = reader.fill_buf_at_least(size)?;
+        let at = file.file_offset();
+        let record = file.fill_buf_at_least(size)?;
         if record.len() < size {
             return Err(corrupt(format!(
                 "a record of {size} bytes at {at} runs past the end"
@@ -119,8 +121,8 @@ fn hash_records(reader: &mut SequentialFileReader<'_>, sum: &mut u128) -> io::Re
         }
         let hash = blake3::hash(&record[HEADER..size]);
         let first: [u8; 16] = hash.as_bytes()[..16].try_into().expect("16 bytes");
-        *sum = sum.wrapping_add(u128::from_le_bytes(first));
-        reader.consume(size);
+        sum = sum.wrapping_add(u128::from_le_bytes(first));
+        file.consume(size);
         records += 1;
     }
 }

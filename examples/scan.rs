@@ -69,10 +69,12 @@
 //!   returns records in place with `fill_buf_at_least`. A file that does not parse (a length running
 //!   past its end, a cut header) is reported, naming it, and counted as failed; the scan goes
 //!   on. Excludes `--hash`.
-//! - `--threads N`: N threads, file `i` on thread `i mod N`: for ours one reader a thread,
-//!   its files queued by path; for std one `BufReader` a file, per thread. The figures are
-//!   the totals (bytes of all threads over the wall time of the whole run; the process's CPU).
-//!   Each reader has a pool of its own (`--buffer-size`).
+//! - `--threads N`: N threads. Ours is the library's parallel scan (`readahead::Scan`): one
+//!   reader a thread, the files queued by path and handed out from one cursor to whichever
+//!   thread is free. std is what a program does without it: file `i` on thread `i mod N`,
+//!   one `BufReader` a file. The figures are the totals (bytes of all threads over the wall
+//!   time of the whole run; the process's CPU). Each reader has a pool of its own
+//!   (`--buffer-size`).
 //! - `--buffer-size N`, `--read-size N`, `--std-buffer N`: bytes, or with a suffix K, M or G
 //!   (`512K`, `64M`). The pool's size, the largest single read, and std's `BufReader`
 //!   capacity (default 1 MiB; `--std-buffer 32K` is the validator's path today).
@@ -98,6 +100,7 @@
 //!   is `fsync`ed, so that no scan runs while they are still being written back): `mixed` (the
 //!   default, 256 MiB of files of 4 KiB-4 MiB, log-uniform), `mixed-1g` (the same, 1 GiB),
 //!   `tiny` (20,000 files of 4 KiB, 250 a directory), `tiny-100k` (100,000 files of 4 KiB),
+//!   `tiny-530k` (530,000 files of 4 KiB, a validator's count of storage files),
 //!   `accounts` (a validator's account storage: 1.5 GiB in 10,766 files, 97% of them of
 //!   15-115 KB and 3% log-uniform from 136 B to 32 MiB, each a run of records: a 136-byte
 //!   header whose bytes 8..16 hold the data length as `u64` LE, the data, mostly 165 bytes and
@@ -109,7 +112,8 @@
 //!   root and `/dev/fuse`, and says so, and exits, where mounting is refused.
 //!
 //! Progress bars (generating, scanning, the default run's rounds) go to stderr, and only
-//! where it is a terminal and `--json` is off.
+//! where it is a terminal and `--json` is off. Ours is drawn from the scan's own progress
+//! counters (`ScanHandle::progress`), ten times a second.
 //!
 //! # Measurements
 //!

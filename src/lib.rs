@@ -27,6 +27,10 @@
 //! # }
 //! ```
 //!
+//! For many files on many cores, [`Scan`] runs one reader per thread, hands each file to
+//! whichever thread is free, and runs a closure on every file: the whole job of a checksum
+//! tool or a startup scan in one call (see its examples).
+//!
 //! # When not to use it
 //!
 //! For one file read once, `std::io::BufReader<File>` is simpler and as fast. For random
@@ -61,6 +65,7 @@ mod io;
 mod pool;
 mod queue;
 mod reader;
+mod scan;
 mod source;
 mod stats;
 mod sys;
@@ -75,6 +80,10 @@ pub use consts::{
 };
 pub use error::{Error, FileName};
 pub use reader::SequentialFileReader;
+pub use scan::{
+    Entry, Ordered, Outcome, Progress, Scan, ScanFile, ScanHandle, ScanMap, ScanSummary,
+    DEFAULT_QUEUE_AHEAD,
+};
 pub use stats::Stats;
 
 /// Whether this kernel and process allow an io_uring ring (a probe that sets one up and tears

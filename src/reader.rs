@@ -58,12 +58,13 @@ impl ReaderBuilder {
 ///
 /// # Several readers
 ///
-/// For many files on many cores, run a reader per thread (file `i` to thread `i mod N`). The
-/// readers of a process count themselves while they live: with fewer of them than CPUs, large
-/// reads of files in the page cache are copied by kernel workers while the consumer works on
-/// the bytes before them; with as many as CPUs (idle ones count too) every CPU is consuming,
-/// so each reader copies on its own thread, and keeps small reads within 512 KiB of its
-/// consumer, where the CPU's cache still holds them ([`Stats::reads_offloaded`] shows which).
+/// For many files on many cores, run a reader per thread: [`Scan`](crate::Scan) does it,
+/// handing each file to whichever thread is free. The readers of a process count themselves
+/// while they live: with fewer of them than CPUs, large reads of files in the page cache are
+/// copied by kernel workers while the consumer works on the bytes before them; with as many
+/// as CPUs (idle ones count too) every CPU is consuming, so each reader copies on its own
+/// thread, and keeps small reads within 512 KiB of its consumer, where the CPU's cache still
+/// holds them ([`Stats::reads_offloaded`] shows which).
 ///
 /// # Examples
 ///

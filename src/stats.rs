@@ -52,3 +52,24 @@ pub struct Stats {
     /// The most pool bytes that were in use at once.
     pub peak_pool_bytes: u64,
 }
+
+impl Stats {
+    /// Adds another reader's counters to these: counts add up, peaks keep the larger.
+    pub(crate) fn add(&mut self, other: &Stats) {
+        self.bytes_read += other.bytes_read;
+        self.bytes_consumed += other.bytes_consumed;
+        self.bytes_spilled += other.bytes_spilled;
+        self.bytes_skipped += other.bytes_skipped;
+        self.reads += other.reads;
+        self.short_reads += other.short_reads;
+        self.reads_offloaded += other.reads_offloaded;
+        self.retries += other.retries;
+        self.reads_discarded += other.reads_discarded;
+        self.waits += other.waits;
+        self.wait_time += other.wait_time;
+        self.files_opened += other.files_opened;
+        self.files_failed += other.files_failed;
+        self.peak_in_flight = self.peak_in_flight.max(other.peak_in_flight);
+        self.peak_pool_bytes = self.peak_pool_bytes.max(other.peak_pool_bytes);
+    }
+}

@@ -90,13 +90,16 @@ fn run(what: &str, files: &[FileSpec], setups: Vec<Setup>) -> Option<fusefs::FsS
     Some(whole + records)
 }
 
+/// One way of reading every file: what each gave, and the reader's counters.
+type ReadAll = fn(&[std::path::PathBuf], &[Queue], ReaderBuilder) -> (Vec<Got>, Stats);
+
 /// [`run`] with one way of reading: the documented loop with `read_to_end`, or a parser's
 /// record loop (`fill_buf_at_least` and `skip`), where a short answer says the file ends.
 fn run_with(
     what: &str,
     files: &[FileSpec],
     setups: Vec<Setup>,
-    read: fn(&[std::path::PathBuf], &[Queue], ReaderBuilder) -> (Vec<Got>, Stats),
+    read: ReadAll,
 ) -> Option<fusefs::FsStats> {
     let mut total = fusefs::FsStats::default();
     for setup in setups {

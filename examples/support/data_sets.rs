@@ -65,7 +65,7 @@ const TINY_SEED: u64 = 0x7469_6e79_6669_6c65;
 const ACCOUNTS_SEED: u64 = 0x6163_636f_756e_7473;
 
 /// Every built-in data set; the first is the default.
-pub const DATA_SETS: [DataSet; 6] = [
+pub const DATA_SETS: [DataSet; 7] = [
     DataSet {
         name: "mixed",
         summary: "256 MiB of files of 4 KiB-4 MiB, log-uniform",
@@ -104,6 +104,16 @@ pub const DATA_SETS: [DataSet; 6] = [
         sizes: Sizes::Fixed {
             size: 4 << 10,
             count: 100_000,
+        },
+        per_dir: 250,
+        seed: TINY_SEED,
+    },
+    DataSet {
+        name: "tiny-530k",
+        summary: "530,000 files of 4 KiB",
+        sizes: Sizes::Fixed {
+            size: 4 << 10,
+            count: 530_000,
         },
         per_dir: 250,
         seed: TINY_SEED,

@@ -31,7 +31,9 @@ options:
   --records          parse every record (136-byte header, bytes 8..16 the data length,
                      data, padding to 8) and blake3 each record's data; a file that does
                      not parse fails alone; the checksum is a sum of the record hashes
-  --threads N        N readers, one per thread, file i on thread i mod N (default 1)
+  --threads N        N threads (default 1): readahead's parallel scan, one reader a
+                     thread, each file to whichever thread is free; std's BufReaders
+                     with file i on thread i mod N
   --buffer-size N    readahead's pool size, per reader (default 32M); suffixes K, M, G
   --read-size N      readahead's largest single read (default 512K)
   --std-buffer N     std's BufReader capacity, the baseline (default 1M, as in
@@ -50,6 +52,8 @@ options:
                        mixed-1g   the same, 1 GiB
                        tiny       20,000 files of 4 KiB
                        tiny-100k  100,000 files of 4 KiB
+                       tiny-530k  530,000 files of 4 KiB (a validator's count of
+                                  storage files; 2 GiB)
                        accounts   1.5 GiB of account storage files (10,766): 97% of
                                   15-115 KB, 3% log-uniform 136 B-32 MiB; each a run of
                                   records (136-byte header, data, padding to 8)

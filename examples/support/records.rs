@@ -10,7 +10,7 @@
 use std::io::{self, BufRead};
 
 use indicatif::ProgressBar;
-use readahead::SequentialFileReader;
+use readahead::ScanFile;
 
 use crate::accounts::{record_size, DATA_LEN_AT, HEADER};
 
@@ -101,9 +101,10 @@ impl<R: BufRead> RecordSource for Spilling<'_, R> {
     }
 }
 
-/// The reader as a record source: `fill_buf_at_least` returns a record in place, copying it
-/// only where it straddles the end of the pool (see `Stats::bytes_spilled`).
-impl RecordSource for SequentialFileReader<'_> {
+/// A file of the scan as a record source: the reader's `fill_buf_at_least` returns a record
+/// in place, copying it only where it straddles the end of the pool (see
+/// `Stats::bytes_spilled`).
+impl RecordSource for ScanFile<'_, '_> {
     fn fill_at_least(&mut self, n: usize) -> io::Result<&[u8]> {
         self.fill_buf_at_least(n)
     }

@@ -1,18 +1,21 @@
-//! One run of the scan, on `--threads N` threads: file `i` goes to thread `i mod N`, each
-//! thread with readers of its own (ours: one `SequentialFileReader` for all its files, queued
-//! by path; std: one `BufReader` a file). The run's figures are the totals: every thread's
-//! bytes, the wall time from the first thread's start to the last one's end, and the process's
-//! CPU time.
+//! One run of the scan, on `--threads N` threads. Ours is the library's parallel scan
+//! (`readahead::Scan`): one reader a thread, the files handed out from one cursor as threads
+//! free up, each file's outcome back on this thread with its index. std's baseline is what a
+//! program without it does: file `i` on thread `i mod N`, one `BufReader` a file. The run's
+//! figures are the totals: every thread's bytes, the wall time from the first thread's start
+//! to the last one's end, and the process's CPU time.
 
 use std::fs::File;
 use std::io::{self, BufReader};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 use std::thread;
+use std::time::Duration;
 
 use indicatif::ProgressBar;
-use readahead::{Backend, SequentialFileReader, Stats};
+use readahead::{Backend, Outcome, Scan, ScanHandle, SequentialFileReader};
 
-use crate::consume::{consume_file, Clock, Consumer, FileResult, Outcome, Tally};
+use crate::consume::{consume_file, Clock, Consumer, FileResult, Outcome as RunOutcome, Tally};
 use crate::files::FileList;
 use crate::options::{Options, Runner};
 use crate::progress;
@@ -31,139 +34,105 @@ fn shares(paths: &[PathBuf], threads: usize) -> Vec<Share<'_>> {
 }
 
 /// Scans `files` with `runner` on `opts.threads` threads.
-pub fn run(opts: &Options, runner: Runner, files: &FileList) -> Result<Outcome, String> {
+pub fn run(opts: &Options, runner: Runner, files: &FileList) -> Result<RunOutcome, String> {
     let label = match runner {
         Runner::Ours(_) => "readahead",
         Runner::Std => "std",
     };
     let bar = progress::bytes(progress::shown(opts.json), files.total_bytes, label);
     let clock = Clock::start();
-    let parts: Vec<Result<Part, String>> = thread::scope(|scope| {
-        let handles: Vec<_> = shares(&files.paths, opts.threads.max(1))
-            .into_iter()
-            .map(|share| {
-                let bar = bar.as_ref();
-                scope.spawn(move || match runner {
-                    Runner::Ours(backend) => ours(opts, backend, &share, bar),
-                    Runner::Std => Ok(std(opts, &share, bar)),
-                })
-            })
-            .collect();
-        let joined = handles.into_iter().map(|handle| handle.join());
-        joined
-            .map(|part| part.expect("a scan thread panicked"))
-            .collect()
-    });
+    let result = match runner {
+        Runner::Ours(backend) => ours(opts, backend, files, bar.as_ref()),
+        Runner::Std => Ok(std_threads(opts, files, bar.as_ref())),
+    };
     progress::finish(bar);
-    let mut total = Part::empty(opts.consumer());
-    for part in parts {
-        total.merge(part?);
-    }
-    let name = match (runner, total.backend) {
+    let (tally, stats, backend) = result?;
+    let name = match (runner, backend) {
         (Runner::Std, _) => "std",
         (_, Some(Backend::IoUring)) => "uring",
         _ => "sync",
     };
-    Ok(Outcome::new(name, total.tally, &clock, total.stats))
+    Ok(RunOutcome::new(name, tally, &clock, stats))
 }
 
-/// What one thread did.
-struct Part {
-    tally: Tally,
-    /// The reader's counters (ours only).
-    stats: Option<Stats>,
-    /// The backend the reader chose (ours only).
-    backend: Option<Backend>,
-}
+/// What a run did: its totals, and for ours the readers' counters and backend.
+type Ran = (Tally, Option<readahead::Stats>, Option<Backend>);
 
-impl Part {
-    fn empty(consumer: Consumer) -> Self {
-        Part {
-            tally: Tally::new(consumer),
-            stats: None,
-            backend: None,
-        }
-    }
-
-    fn merge(&mut self, other: Part) {
-        self.tally.merge(other.tally);
-        self.backend = self.backend.or(other.backend);
-        self.stats = match (self.stats, other.stats) {
-            (Some(a), Some(b)) => Some(sum_stats(a, b)),
-            (a, b) => a.or(b),
-        };
-    }
-}
-
-/// Two readers' counters together: counts added, peaks the larger.
-fn sum_stats(a: Stats, b: Stats) -> Stats {
-    let mut sum = a;
-    sum.bytes_read += b.bytes_read;
-    sum.bytes_consumed += b.bytes_consumed;
-    sum.bytes_spilled += b.bytes_spilled;
-    sum.bytes_skipped += b.bytes_skipped;
-    sum.reads += b.reads;
-    sum.reads_direct += b.reads_direct;
-    sum.short_reads += b.short_reads;
-    sum.reads_offloaded += b.reads_offloaded;
-    sum.retries += b.retries;
-    sum.reads_discarded += b.reads_discarded;
-    sum.waits += b.waits;
-    sum.wait_time += b.wait_time;
-    sum.files_opened += b.files_opened;
-    sum.files_failed += b.files_failed;
-    sum.peak_in_flight = a.peak_in_flight.max(b.peak_in_flight);
-    sum.peak_pool_bytes = a.peak_pool_bytes.max(b.peak_pool_bytes);
-    sum
-}
-
-/// One thread of ours: one reader, every file of the share queued by path, read in turn.
+/// Ours: the library's scan over every file, by path, one reader a thread.
 fn ours(
     opts: &Options,
     backend: Backend,
-    share: &Share,
+    files: &FileList,
     bar: Option<&ProgressBar>,
-) -> Result<Part, String> {
-    let mut reader = SequentialFileReader::builder()
+) -> Result<Ran, String> {
+    let builder = SequentialFileReader::builder()
         .buffer_size(opts.buffer_size)
         .read_size(opts.read_size)
         .direct_io(opts.direct)
-        .backend(backend)
-        .build()
-        .map_err(|e| format!("cannot build the reader: {e}"))?;
-    let ring_error = |e: io::Error| format!("the reader failed: {e}");
-    for (_, path) in share {
-        reader.add_path_to_prefetch(path).map_err(ring_error)?;
-    }
+        .backend(backend);
+    let scan = Scan::new(&files.paths)
+        .threads(opts.threads.max(1))
+        .reader(builder);
+    let handle = scan.handle();
     let consumer = opts.consumer();
     let mut tally = Tally::new(consumer);
-    for (n, &(index, path)) in share.iter().enumerate() {
-        let (bytes, result) = match consumer {
-            Consumer::Records => from_records(records::scan_file(&mut reader, bar)),
-            _ => consume_file(consumer, &mut reader, bar),
-        };
-        tally.record(index, bytes, result, path);
-        let more = reader.move_to_next_file().map_err(ring_error)?;
-        if more != (n + 1 < share.len()) {
-            return Err(format!(
-                "the reader's queue ended at file {index} ({}); expected {} files",
-                path.display(),
-                share.len()
-            ));
+    let summary = thread::scope(|scope| {
+        let (scanning, ended) = mpsc::channel::<()>();
+        if let Some(bar) = bar {
+            scope.spawn(|| draw(bar, &handle, ended));
         }
-    }
-    let (stats, backend) = (reader.stats(), reader.backend());
-    // Dropping the reader (freeing its pool) is part of the scan's cost: it is timed.
-    drop(reader);
-    Ok(Part {
-        tally,
-        stats: Some(stats),
-        backend: Some(backend),
+        let summary = scan
+            .map(|file| {
+                io::Result::Ok(match consumer {
+                    Consumer::Records => from_records(records::scan_file(file, None)),
+                    _ => consume_file(consumer, file, None),
+                })
+            })
+            .for_each(|index, outcome| {
+                let (bytes, result) = match outcome {
+                    Outcome::Done(done) => done,
+                    Outcome::Failed(e) => (0, Err(e)),
+                    Outcome::NotRun => unreachable!("the scan is never cancelled"),
+                };
+                tally.record(index, bytes, result, &files.paths[index]);
+            });
+        drop(scanning);
+        summary
     })
+    .map_err(|e| format!("the scan failed: {e}"))?;
+    Ok((tally, Some(summary.stats), summary.backend))
+}
+
+/// Moves `bar` to the scan's byte count ten times a second, until `ended` says it is over.
+fn draw(bar: &ProgressBar, handle: &ScanHandle, ended: mpsc::Receiver<()>) {
+    while let Err(mpsc::RecvTimeoutError::Timeout) = ended.recv_timeout(Duration::from_millis(100))
+    {
+        bar.set_position(handle.progress().bytes);
+    }
+}
+
+/// std: `threads` threads, file `i` on thread `i mod threads`.
+fn std_threads(opts: &Options, files: &FileList, bar: Option<&ProgressBar>) -> Ran {
+    let consumer = opts.consumer();
+    let tallies: Vec<Tally> = thread::scope(|scope| {
+        let handles: Vec<_> = shares(&files.paths, opts.threads.max(1))
+            .into_iter()
+            .map(|share| scope.spawn(move || std(opts, &share, bar)))
+            .collect();
+        let joined = handles.into_iter().map(|handle| handle.join());
+        joined
+            .map(|tally| tally.expect("a scan thread panicked"))
+            .collect()
+    });
+    let mut total = Tally::new(consumer);
+    for tally in tallies {
+        total.merge(tally);
+    }
+    (total, None, None)
 }
 
 /// One thread of std: `BufReader::with_capacity(std_buffer, File)` a file, one after another.
-fn std(opts: &Options, share: &Share, bar: Option<&ProgressBar>) -> Part {
+fn std(opts: &Options, share: &Share, bar: Option<&ProgressBar>) -> Tally {
     let consumer = opts.consumer();
     let (mut tally, mut spill) = (Tally::new(consumer), Vec::new());
     for &(index, path) in share {
@@ -182,10 +151,7 @@ fn std(opts: &Options, share: &Share, bar: Option<&ProgressBar>) -> Part {
         };
         tally.record(index, bytes, result, path);
     }
-    Part {
-        tally,
-        ..Part::empty(consumer)
-    }
+    tally
 }
 
 fn from_records((bytes, result): (u64, io::Result<RecordSum>)) -> (u64, io::Result<FileResult>) {

@@ -212,6 +212,20 @@ pub(crate) fn name_of(file: &File) -> FileName {
     }
 }
 
+/// How many descriptors the process may have open (`RLIMIT_NOFILE`'s soft limit); `None`
+/// where it is unlimited or cannot be read.
+// `rlim_t` is `u64` on Linux and macOS, `i64` on FreeBSD (never negative): a cast either way.
+#[allow(clippy::unnecessary_cast)]
+pub(crate) fn descriptor_limit() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes only the struct it is given, which outlives the call.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    (rc == 0 && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur as u64)
+}
+
 /// Reads at `offset` without moving the file's position (`pread(2)`).
 pub(crate) fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     file.read_at(buf, offset)

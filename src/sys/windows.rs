@@ -51,6 +51,11 @@ pub(crate) fn name_of(file: &File) -> FileName {
     FileName::Fd(raw_fd(file))
 }
 
+/// No per-process limit on handles worth sharing out here.
+pub(crate) fn descriptor_limit() -> Option<u64> {
+    None
+}
+
 /// Reads at `offset`. Unlike `pread`, `seek_read` moves the file's position.
 pub(crate) fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     file.seek_read(buf, offset)

@@ -1,0 +1,166 @@
+//! The handle a scan's closure gets for one file: the reader, confined to that file.
+
+use std::fmt;
+use std::io::{self, BufRead, Read};
+use std::path::Path;
+
+use super::control::State;
+use crate::reader::SequentialFileReader;
+
+/// Bytes consumed between updates of the scan's byte count.
+const PUBLISH_EVERY: u64 = 1 << 20;
+
+/// One file of a scan, as its closure sees it: its bytes through [`BufRead`] and [`Read`]
+/// (which end at the end of the file, or of its range), [`fill_buf_at_least`] and [`skip`]
+/// for records, and what the scan knows of it.
+///
+/// The bytes come from the thread's [`SequentialFileReader`], which has the files after this
+/// one read ahead; the handle cannot move it to another file.
+///
+/// [`fill_buf_at_least`]: Self::fill_buf_at_least
+/// [`skip`]: Self::skip
+pub struct ScanFile<'r, 'a> {
+    reader: &'r mut SequentialFileReader<'a>,
+    index: usize,
+    start: u64,
+    len: Option<u64>,
+    state: &'r State,
+    /// The file offset up to which bytes were added to the scan's count.
+    counted: u64,
+}
+
+impl<'r, 'a> ScanFile<'r, 'a> {
+    pub(super) fn new(
+        reader: &'r mut SequentialFileReader<'a>,
+        index: usize,
+        start: u64,
+        len: Option<u64>,
+        state: &'r State,
+    ) -> Self {
+        ScanFile {
+            reader,
+            index,
+            start,
+            len,
+            state,
+            counted: start,
+        }
+    }
+
+    /// The file's index in the scan's input (0 for the first entry).
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The file's path, for an entry given by path; `None` for a `File`.
+    pub fn path(&self) -> Option<&Path> {
+        self.reader.current_path()
+    }
+
+    /// The length of the entry's range, where one was given (the file may end first);
+    /// `None` for a file read to its end.
+    pub fn len(&self) -> Option<u64> {
+        self.len
+    }
+
+    /// Whether the entry is a range of 0 bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == Some(0)
+    }
+
+    /// Where the entry's bytes start in the file (0 unless it is a range).
+    pub fn start(&self) -> u64 {
+        self.start
+    }
+
+    /// The offset in the file of the next byte, counted from the file's byte 0 (so from
+    /// [`start`](Self::start) for a range).
+    pub fn file_offset(&self) -> u64 {
+        self.reader.file_offset()
+    }
+
+    /// At least `n` contiguous bytes of the file, or all that is left of it (fewer only at
+    /// its end): as [`SequentialFileReader::fill_buf_at_least`].
+    ///
+    /// # Errors
+    ///
+    /// As [`SequentialFileReader::fill_buf_at_least`]: `n` larger than the pool, or the
+    /// file's error.
+    pub fn fill_buf_at_least(&mut self, n: usize) -> io::Result<&[u8]> {
+        self.reader.fill_buf_at_least(n)
+    }
+
+    /// Skips `n` bytes without reading them; how many were skipped (fewer only at the end):
+    /// as [`SequentialFileReader::skip`].
+    ///
+    /// # Errors
+    ///
+    /// The file's error.
+    pub fn skip(&mut self, n: u64) -> io::Result<u64> {
+        let skipped = self.reader.skip(n)?;
+        self.count_if_due();
+        Ok(skipped)
+    }
+
+    /// Adds the bytes consumed since the last count to the scan's, once they make a MiB, so
+    /// that a long file shows in the progress as it is read.
+    fn count_if_due(&mut self) {
+        if self.reader.file_offset().saturating_sub(self.counted) >= PUBLISH_EVERY {
+            self.count();
+        }
+    }
+
+    fn count(&mut self) {
+        let offset = self.reader.file_offset();
+        self.state.count_bytes(offset.saturating_sub(self.counted));
+        self.counted = self.counted.max(offset);
+    }
+
+    /// Counts the rest of what the closure consumed.
+    pub(super) fn finish(mut self) {
+        self.count();
+    }
+}
+
+impl Read for ScanFile<'_, '_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.reader.read(buf)?;
+        self.count_if_due();
+        Ok(n)
+    }
+
+    fn read_exact(&mut self, buf: &mut [u8]) -> io::Result<()> {
+        let result = self.reader.read_exact(buf);
+        self.count_if_due();
+        result
+    }
+
+    fn read_to_end(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        let result = self.reader.read_to_end(buf);
+        self.count_if_due();
+        result
+    }
+}
+
+impl BufRead for ScanFile<'_, '_> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        self.reader.fill_buf()
+    }
+
+    fn consume(&mut self, amt: usize) {
+        self.reader.consume(amt);
+        self.count_if_due();
+    }
+}
+
+impl fmt::Debug for ScanFile<'_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ScanFile")
+            .field("index", &self.index)
+            .field("path", &self.path())
+            .field("start", &self.start)
+            .field("len", &self.len)
+            .field("file_offset", &self.file_offset())
+            .finish()
+    }
+}

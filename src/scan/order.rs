@@ -1,0 +1,79 @@
+//! Results in input order: outcomes arrive in the order files finish, and wait here until
+//! every one before them has arrived. The threads keep within a window of the last result
+//! handed out (see `State::wait_turn`), so what waits here is bounded.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::mpsc::Receiver;
+
+use super::control::State;
+use super::worker::Sent;
+use super::Outcome;
+
+/// The outcomes of an ordered scan, as an iterator of `(index, outcome)` in input order.
+///
+/// Given to the closure of [`ScanMap::ordered`](crate::ScanMap::ordered) while the scan
+/// runs. Each outcome is handed out as soon as those of every file before it are; until then
+/// it waits here, and a thread that gets a window ahead of the last outcome handed out waits
+/// before its next file. Dropping it before its end stops the scan.
+pub struct Ordered<'s, T, E> {
+    results: Receiver<Sent<T, E>>,
+    state: &'s State,
+    /// `waiting[i]` is the outcome of file `next + i`, once it has arrived.
+    waiting: VecDeque<Option<Outcome<T, E>>>,
+    next: usize,
+}
+
+impl<'s, T, E> Ordered<'s, T, E> {
+    pub(super) fn new(results: Receiver<Sent<T, E>>, state: &'s State) -> Self {
+        Ordered {
+            results,
+            state,
+            waiting: VecDeque::new(),
+            next: 0,
+        }
+    }
+
+    /// Files waiting here for those before them.
+    fn waiting(&self) -> usize {
+        self.waiting.iter().filter(|o| o.is_some()).count()
+    }
+
+    fn insert(&mut self, index: usize, outcome: Outcome<T, E>) {
+        let at = index - self.next;
+        if self.waiting.len() <= at {
+            self.waiting.resize_with(at + 1, || None);
+        }
+        debug_assert!(self.waiting[at].is_none(), "one outcome per file");
+        self.waiting[at] = Some(outcome);
+    }
+}
+
+impl<T, E> Iterator for Ordered<'_, T, E> {
+    type Item = (usize, Outcome<T, E>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(Some(_)) = self.waiting.front() {
+                let outcome = self.waiting.pop_front().flatten()?;
+                let index = self.next;
+                self.next += 1;
+                self.state.release(self.next);
+                return Some((index, outcome));
+            }
+            // Once every thread has ended, a gap is a file whose closure panicked: the
+            // panic is raised once the threads are joined, and nothing after it comes out.
+            let (index, outcome) = self.results.recv().ok()?;
+            self.insert(index, outcome);
+        }
+    }
+}
+
+impl<T, E> fmt::Debug for Ordered<'_, T, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ordered")
+            .field("next", &self.next)
+            .field("waiting", &self.waiting())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,245 @@
+//! One thread of a scan: a reader of its own, a window of entries queued into it ahead of the
+//! file the closure reads (so that its read-ahead crosses file boundaries), topped up from
+//! the shared cursor whenever it runs low, and each file's outcome sent to the caller.
+
+use std::collections::VecDeque;
+use std::io;
+use std::mem;
+use std::sync::mpsc::SyncSender;
+
+use super::control::{State, StopOnPanic};
+use super::file::ScanFile;
+use super::work::{Taken, Work};
+use super::{Entry, Outcome};
+use crate::config::ReaderBuilder;
+use crate::consts::Backend;
+use crate::reader::SequentialFileReader;
+use crate::stats::Stats;
+
+/// An outcome on its way to the caller, with its index in the input.
+pub(super) type Sent<T, E> = (usize, Outcome<T, E>);
+
+/// What every thread of a scan works by.
+pub(super) struct Shared<'s, I> {
+    pub(super) work: &'s Work<I>,
+    pub(super) state: &'s State,
+    pub(super) builder: &'s ReaderBuilder,
+    /// Entries a thread keeps queued in its reader at most.
+    pub(super) queue_ahead: usize,
+    /// Bytes (as entries weigh them) a thread keeps queued at most: its reader's pool.
+    pub(super) queue_bytes: u64,
+    /// For ordered results: how far past the last result delivered a file may start.
+    pub(super) window: Option<usize>,
+}
+
+/// What a thread's reader did, if it built one.
+pub(super) type ThreadEnd = Option<(Stats, Backend)>;
+
+/// Runs one thread of the scan until the input ends or the scan stops. Every entry it took
+/// from the input gets an outcome, but for the one whose closure panicked.
+///
+/// # Errors
+///
+/// The reader could not be built, or failed as a whole (its ring); the scan stops then.
+pub(super) fn run<'a, I, S, T, E>(
+    shared: &Shared<'_, I>,
+    init: &impl Fn() -> S,
+    f: &impl Fn(&mut S, &mut ScanFile<'_, 'a>) -> Result<T, E>,
+    tx: &SyncSender<Sent<T, E>>,
+) -> io::Result<ThreadEnd>
+where
+    I: Iterator,
+    I::Item: Into<Entry<'a>>,
+    E: From<io::Error>,
+{
+    let _stop = StopOnPanic(shared.state);
+    let mut lane = Lane::default();
+    let mut local = None;
+    let result = loop {
+        if shared.state.stopped() {
+            break Ok(());
+        }
+        if let Err(e) = lane.top_up(shared) {
+            break Err(e);
+        }
+        let Some(next) = lane.queued.front() else {
+            break Ok(());
+        };
+        if let Some(window) = shared.window {
+            if !shared.state.wait_turn(next.index, window) {
+                break Ok(());
+            }
+        }
+        let (index, outcome, moved) = lane.run_next(shared.state, &mut local, init, f);
+        if tx.send((index, outcome)).is_err() {
+            // The caller has gone: nobody wants the rest.
+            shared.state.stop();
+        }
+        if let Err(e) = moved {
+            break Err(e);
+        }
+    };
+    if result.is_err() {
+        shared.state.stop();
+    }
+    lane.report_not_run(shared.state, tx);
+    result.map(|()| lane.end())
+}
+
+/// An entry of the window, queued into the reader or refused by it.
+struct Queued {
+    index: usize,
+    start: u64,
+    len: Option<u64>,
+    weight: u64,
+    /// Why the reader refused it (a range it cannot read): the entry's error.
+    refused: Option<io::Error>,
+    /// Its place in the reader's queue ([`SequentialFileReader::current_index`]).
+    id: u64,
+}
+
+/// A thread's reader and its window of entries, in input order.
+#[derive(Default)]
+struct Lane<'a> {
+    reader: Option<SequentialFileReader<'a>>,
+    queued: VecDeque<Queued>,
+    /// What the entries of `queued` weigh together.
+    weight: u64,
+    /// Entries just taken from the input (kept to reuse its allocation).
+    taken: Vec<Taken<'a>>,
+    /// The entries queued into the reader so far.
+    ids: u64,
+}
+
+impl<'a> Lane<'a> {
+    /// Takes more entries and queues them once the window is down to half (of its files or
+    /// of its bytes): a batch at a time, so that the cursor is locked once a batch.
+    fn top_up<I>(&mut self, shared: &Shared<'_, I>) -> io::Result<()>
+    where
+        I: Iterator,
+        I::Item: Into<Entry<'a>>,
+    {
+        let (ahead, bytes) = (shared.queue_ahead, shared.queue_bytes);
+        if self.queued.len() > ahead / 2 || self.weight > bytes / 2 {
+            return Ok(());
+        }
+        let mut taken = mem::take(&mut self.taken);
+        shared
+            .work
+            .take(ahead - self.queued.len(), bytes - self.weight, &mut taken);
+        let result = self.queue_all(&mut taken, shared.builder);
+        self.taken = taken;
+        result
+    }
+
+    /// Queues `taken` into the reader, built on the first entry. Entries it refuses keep
+    /// their error; every entry lands in `queued`, even where this fails.
+    fn queue_all(&mut self, taken: &mut Vec<Taken<'a>>, builder: &ReaderBuilder) -> io::Result<()> {
+        let mut result = Ok(());
+        for Taken {
+            index,
+            entry,
+            weight,
+        } in taken.drain(..)
+        {
+            let mut q = Queued {
+                index,
+                start: entry.start(),
+                len: entry.len(),
+                weight,
+                refused: None,
+                id: self.ids,
+            };
+            if result.is_ok() {
+                match self.queue_one(entry, builder) {
+                    Ok(refused) => q.refused = refused,
+                    Err(e) => result = Err(e),
+                }
+            }
+            self.weight += weight;
+            self.queued.push_back(q);
+        }
+        result
+    }
+
+    /// Queues one entry; `Ok(Some(e))` if the reader refused it alone.
+    fn queue_one(
+        &mut self,
+        entry: Entry<'a>,
+        builder: &ReaderBuilder,
+    ) -> io::Result<Option<io::Error>> {
+        let reader = self.reader(builder)?;
+        match entry.queue_into(reader) {
+            Ok(()) => {
+                self.ids += 1;
+                Ok(None)
+            }
+            Err(e) if refused_alone(&e) => Ok(Some(e)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The thread's reader, built the first time an entry is queued (a thread with nothing
+    /// to read builds none).
+    fn reader(&mut self, builder: &ReaderBuilder) -> io::Result<&mut SequentialFileReader<'a>> {
+        if self.reader.is_none() {
+            self.reader = Some(builder.clone().build()?);
+        }
+        Ok(self.reader.as_mut().expect("built above"))
+    }
+
+    /// Runs the closure on the window's first entry (the reader's current file), then moves
+    /// the reader on; the entry's index and outcome, and whether moving on worked.
+    fn run_next<S, T, E>(
+        &mut self,
+        state: &State,
+        local: &mut Option<S>,
+        init: &impl Fn() -> S,
+        f: &impl Fn(&mut S, &mut ScanFile<'_, 'a>) -> Result<T, E>,
+    ) -> (usize, Outcome<T, E>, io::Result<()>)
+    where
+        E: From<io::Error>,
+    {
+        let q = self.queued.pop_front().expect("the caller saw an entry");
+        self.weight -= q.weight;
+        if let Some(e) = q.refused {
+            state.count_file(true);
+            return (q.index, Outcome::Failed(e.into()), Ok(()));
+        }
+        let reader = self.reader.as_mut().expect("an entry was queued into it");
+        debug_assert_eq!(reader.current_index(), Some(q.id), "the reader is in step");
+        let mut file = ScanFile::new(reader, q.index, q.start, q.len, state);
+        // A panic stops the other threads at once, not after this reader is dropped.
+        let stop = StopOnPanic(state);
+        let result = f(local.get_or_insert_with(init), &mut file);
+        drop(stop);
+        file.finish();
+        state.count_file(result.is_err());
+        let moved = reader.move_to_next_file().map(drop);
+        (q.index, Outcome::from(result), moved)
+    }
+
+    /// Reports every entry left in the window as not run.
+    fn report_not_run<T, E>(&mut self, state: &State, tx: &SyncSender<Sent<T, E>>) {
+        for q in self.queued.drain(..) {
+            state.count_not_run();
+            // A caller that has gone wants none of them.
+            let _ = tx.send((q.index, Outcome::NotRun));
+        }
+        self.weight = 0;
+    }
+
+    /// The reader's counters and backend, dropping it.
+    fn end(self) -> ThreadEnd {
+        self.reader.map(|r| (r.stats(), r.backend()))
+    }
+}
+
+/// Whether an error of queuing an entry is that entry's alone (the reader refused its
+/// arguments, and queued nothing), rather than of the reader's ring.
+fn refused_alone(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::Unsupported | io::ErrorKind::InvalidInput
+    )
+}
