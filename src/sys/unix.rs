@@ -34,8 +34,7 @@ const NOATIME: i32 = libc::O_NOATIME;
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 const NOATIME: i32 = 0;
 
-/// `O_DIRECT` where it exists (Linux, FreeBSD), else nothing (macOS uses `F_NOCACHE`:
-/// `set_nocache`).
+/// `O_DIRECT` where it exists (Linux, FreeBSD), else nothing (macOS: `set_nocache`).
 #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
 const DIRECT: i32 = libc::O_DIRECT;
 #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
@@ -44,9 +43,9 @@ const DIRECT: i32 = 0;
 /// The flags an [`Opener`] first tries (read-only is 0): close-on-exec, `O_NOATIME` (Linux),
 /// `O_NONBLOCK`, and `O_DIRECT` where asked and the platform has it.
 ///
-/// `O_NONBLOCK`, so that opening a FIFO with no writer does not hang: the opener clears it
+/// `O_NONBLOCK`, so that opening a FIFO with no writer does not hang: cleared
 /// (`clear_nonblock`) once the file is known to be a regular file or block device (io_uring
-/// would otherwise fail reads that must wait for the disk with `EAGAIN`).
+/// would fail reads that must wait for the disk with `EAGAIN`).
 fn open_flags(direct: bool) -> i32 {
     let direct = if direct { DIRECT } else { 0 };
     libc::O_RDONLY | libc::O_CLOEXEC | NOATIME | libc::O_NONBLOCK | direct
@@ -212,8 +211,7 @@ pub(crate) fn name_of(file: &File) -> FileName {
     }
 }
 
-/// How many descriptors the process may have open (`RLIMIT_NOFILE`'s soft limit); `None`
-/// where it is unlimited or cannot be read.
+/// How many descriptors the process may open (`RLIMIT_NOFILE`); `None`: unlimited, or unknown.
 // `rlim_t` is `u64` on Linux and macOS, `i64` on FreeBSD (never negative): a cast either way.
 #[allow(clippy::unnecessary_cast)]
 pub(crate) fn descriptor_limit() -> Option<u64> {
@@ -255,9 +253,9 @@ pub(crate) fn file_size(file: &File) -> Result<u64, SizeError> {
     Err(SizeError::NotAFile(kind))
 }
 
-/// The size in bytes of a block device, asked of the device (`ioctl(BLKGETSIZE64)`) rather
-/// than found by seeking to its end: the descriptor may be the caller's, whose file position
-/// (shared with every descriptor dup'ed from it) is not the reader's to move.
+/// The size in bytes of a block device (`ioctl(BLKGETSIZE64)`). Each platform's
+/// `device_size` asks the device rather than seek to its end: the descriptor may be the
+/// caller's, whose file position (shared with its dups) is not the reader's to move.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 fn device_size(file: &File) -> io::Result<u64> {
     /// `_IOR(0x12, 114, size_t)` of `<linux/fs.h>`: the direction bits sit higher on these
@@ -298,8 +296,7 @@ fn device_size(file: &File) -> io::Result<u64> {
     Ok(size)
 }
 
-/// The size in bytes of a disk device (`ioctl(DIOCGMEDIASIZE)`), asked of the device rather
-/// than found by seeking to its end, which would move the caller's file position.
+/// The size in bytes of a disk device (`ioctl(DIOCGMEDIASIZE)`).
 #[cfg(target_os = "freebsd")]
 fn device_size(file: &File) -> io::Result<u64> {
     /// `_IOR('d', 129, off_t)` of `<sys/disk.h>`.
@@ -322,8 +319,7 @@ fn device_size(file: &File) -> io::Result<u64> {
 }
 
 /// The size in bytes of a disk device: its block count times its block size
-/// (`ioctl(DKIOCGETBLOCKCOUNT)`, `ioctl(DKIOCGETBLOCKSIZE)`), asked of the device rather
-/// than found by seeking to its end, which would move the caller's file position.
+/// (`ioctl(DKIOCGETBLOCKCOUNT)`, `ioctl(DKIOCGETBLOCKSIZE)`).
 #[cfg(target_vendor = "apple")]
 fn device_size(file: &File) -> io::Result<u64> {
     /// `_IOR('d', 24, uint32_t)` and `_IOR('d', 25, uint64_t)` of `<sys/disk.h>`.
@@ -352,8 +348,7 @@ fn device_size(file: &File) -> io::Result<u64> {
         .ok_or_else(|| io::Error::other("the disk reports more bytes than 64 bits hold"))
 }
 
-/// No way here to size a block device without seeking it, which would move the caller's
-/// file position (shared with every descriptor dup'ed from it): refused.
+/// No way here to size a block device without seeking it: refused.
 #[cfg(not(any(
     target_os = "linux",
     target_os = "android",

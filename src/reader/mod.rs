@@ -1,8 +1,10 @@
-//! The public reader: `Read`, `BufRead`, queuing, activation, moving on; and `build()`,
-//! which picks the backend.
+//! The public reader: queuing, activation, moving on, the record API; and `build()`, which
+//! picks the backend. `Read` and `BufRead` are in `std_io`.
+
+mod std_io;
 
 use std::fs::File;
-use std::io::{self, BufRead, Read};
+use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -34,8 +36,8 @@ impl ReaderBuilder {
 
 /// Reads a FIFO of files front to back, reading ahead across file boundaries.
 ///
-/// The current file is the front of the queue. [`fill_buf`](BufRead::fill_buf) and
-/// [`read`](Read::read) return bytes of the current file only, and `&[]`/`0` at its end until
+/// The current file is the front of the queue. [`fill_buf`](std::io::BufRead::fill_buf) and
+/// [`read`](std::io::Read::read) return bytes of the current file only, and `&[]`/`0` at its end until
 /// [`move_to_next_file`](Self::move_to_next_file) or [`activate_file`](Self::activate_file);
 /// nothing bleeds over from the next file.
 ///
@@ -308,10 +310,10 @@ impl<'a> SequentialFileReader<'a> {
     /// remain: `len() < n` means the file ends first (a record torn by the end), `&[]` that
     /// it has ended. Never fewer than `n` because of a failure: where the file fails before
     /// `n` bytes, the answer is the file's error (the bytes before the failure still come out
-    /// of [`fill_buf`](BufRead::fill_buf), then the error again).
+    /// of [`fill_buf`](std::io::BufRead::fill_buf), then the error again).
     ///
     /// For parsers of records: ask for a header, read the record's length from it, then ask
-    /// for the whole record and [`consume`](BufRead::consume) it. The bytes are returned in
+    /// for the whole record and [`consume`](std::io::BufRead::consume) it. The bytes are returned in
     /// place, without copying, when they lie in adjacent regions of the pool (consecutive
     /// reads of one file do, but at the pool's end); otherwise they are copied once into a
     /// buffer the reader keeps (counted in [`Stats::bytes_spilled`]). It waits only for the
@@ -323,7 +325,7 @@ impl<'a> SequentialFileReader<'a> {
     /// [`io::ErrorKind::InvalidInput`] if `n` is more than the pool holds
     /// ([`capacity`](Self::capacity)): the reader goes on, and a smaller `n` works. The
     /// current file's error where it fails before `n` bytes, as
-    /// [`fill_buf`](BufRead::fill_buf) returns it.
+    /// [`fill_buf`](std::io::BufRead::fill_buf) returns it.
     ///
     /// # Examples
     ///
@@ -385,7 +387,7 @@ impl<'a> SequentialFileReader<'a> {
         self.engine.fill_buf_at_least(n)
     }
 
-    /// Skips `n` bytes of the current file from the next byte [`fill_buf`](BufRead::fill_buf)
+    /// Skips `n` bytes of the current file from the next byte [`fill_buf`](std::io::BufRead::fill_buf)
     /// would return; returns how many were skipped: fewer only at the file's end or limit
     /// (`0` at its end). A skip never passes a failure for an end: where the file is known to
     /// fail inside the `n` bytes, the answer is its error, and nothing is skipped (skipping
@@ -547,61 +549,5 @@ impl<'a> SequentialFileReader<'a> {
 impl std::fmt::Debug for SequentialFileReader<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.engine.fmt(f)
-    }
-}
-
-impl Read for SequentialFileReader<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let avail = self.fill_buf()?;
-        let n = avail.len().min(buf.len());
-        buf[..n].copy_from_slice(&avail[..n]);
-        self.consume(n);
-        Ok(n)
-    }
-
-    /// Copies straight from the pool, one chunk at a time. At the current file's end before
-    /// `buf` is full: an [`UnexpectedEof`](io::ErrorKind::UnexpectedEof) error naming the
-    /// file and the offset (as std's `read_exact`); at a failure, the file's error.
-    fn read_exact(&mut self, mut buf: &mut [u8]) -> io::Result<()> {
-        while !buf.is_empty() {
-            let avail = self.fill_buf()?;
-            if avail.is_empty() {
-                return Err(self.engine.ended_early(buf.len()));
-            }
-            let n = avail.len().min(buf.len());
-            buf[..n].copy_from_slice(&avail[..n]);
-            self.consume(n);
-            buf = &mut buf[n..];
-        }
-        Ok(())
-    }
-
-    /// Reserves the rest of the current file at once, then copies chunk by chunk.
-    fn read_to_end(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
-        let start = buf.len();
-        loop {
-            let avail = self.fill_buf()?;
-            if avail.is_empty() {
-                return Ok(buf.len() - start);
-            }
-            buf.extend_from_slice(avail);
-            let n = avail.len();
-            self.consume(n);
-        }
-    }
-}
-
-impl BufRead for SequentialFileReader<'_> {
-    /// The current file's next bytes: `&[]` at its end (until the reader moves on); at a
-    /// failure, the bytes before it, then its error (again on every call until the reader
-    /// moves on). Never bytes of another file.
-    fn fill_buf(&mut self) -> io::Result<&[u8]> {
-        self.engine.fill_buf()
-    }
-
-    /// Marks bytes as read. Clamps `amt` to what the last `fill_buf` (or
-    /// `fill_buf_at_least`) returned, as std's `BufReader` does.
-    fn consume(&mut self, amt: usize) {
-        self.engine.consume(amt)
     }
 }
