@@ -4,10 +4,13 @@
 //!
 //! One fio process per configuration, one job per scanned path (a directory through
 //! `--opendir`, which takes in every file below it, subdirectories included; a file through
-//! `--filename`), the jobs one after another (`--stonewall`). `--openfiles=64` keeps 64 files
-//! open at once, as the reader does by default; without it fio opens every file before its
-//! first read, and fails with `EMFILE` where there are more files than the descriptor limit
-//! (20,000 of them, say).
+//! `--filename`), the jobs one after another (`--stonewall`), each job's files one after
+//! another (`--file_service_type=sequential`: each file read through before the next, as a
+//! scan reads them; fio's default, round-robin over the open files, spreads its depth over
+//! 64 files at once, which under-states the device against a scan). `--openfiles=64` keeps
+//! 64 files open at once, as the reader does by default; without it fio opens every file
+//! before its first read, and fails with `EMFILE` where there are more files than the
+//! descriptor limit (20,000 of them, say).
 //!
 //! fio issues only whole blocks and stops a file where the next block would not fit, so plain
 //! `--bs=256k` would skip every file's last partial block, and files under 256 KiB entirely
@@ -82,6 +85,7 @@ pub fn command(fio: &Path, config: &Config, paths: &[PathBuf], direct: bool) -> 
         &format!("--iodepth={}", config.iodepth),
         &format!("--bssplit={}", config.bssplit),
         "--rw=read",
+        "--file_service_type=sequential",
         "--openfiles=64",
         "--stonewall",
         "--output-format=json",
@@ -229,6 +233,7 @@ mod tests {
             "--ioengine=io_uring",
             "--direct=1",
             "--iodepth=32",
+            "--file_service_type=sequential",
             "--bssplit=4k/1:",
             ":1m/92",
             "--filename=/data/a\\:b",
