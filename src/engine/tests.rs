@@ -65,6 +65,9 @@ enum Op<'a> {
 struct Log {
     /// Every read handed over, in order.
     reads: Vec<Call>,
+    /// Reads handed over since the last submission (`submit`, or a `reap`, which submits
+    /// first as the ring's does): queued, not yet started.
+    unsubmitted: usize,
     /// Offloaded reads in flight now, and the most there were when a read was handed over.
     offloaded: usize,
     peak_offloaded: usize,
@@ -246,6 +249,7 @@ impl<'a> Io<'a> for Scripted<'a> {
             ..call
         };
         log.reads.push(call);
+        log.unsubmitted += 1;
         if call.offload {
             log.offloaded += 1;
             log.peak_offloaded = log.peak_offloaded.max(log.offloaded);
@@ -257,9 +261,11 @@ impl<'a> Io<'a> for Scripted<'a> {
         self.cancelled.insert(id);
     }
     fn submit(&mut self) -> io::Result<()> {
+        self.log.lock().unwrap().unsubmitted = 0;
         Ok(())
     }
     fn reap(&mut self, wait: bool, out: &mut Vec<ReadDone<'a>>) -> io::Result<()> {
+        self.submit()?;
         if self.lazy {
             // Only when waiting, and one at a time (the oldest, or the newest when reversed),
             // so the engine sees the rest still in flight.
@@ -526,6 +532,31 @@ fn short_reads_of_every_length_are_continued() {
         assert!(e.stats().short_reads > 0, "short {short}");
         assert_pool_empty(&e);
     }
+}
+
+/// The rest of a short read, queued while a completion is handled by a step that does not
+/// block (`refill`, as `consume` and `skip` call it), is submitted by that step: it must not
+/// wait in the submission queue until the consumer next blocks.
+#[test]
+fn continuations_are_submitted_by_the_step_that_makes_them() {
+    let f = files(&[16 << 10]);
+    let io = first_attempts(1, Act::Short(100));
+    let log = io.log.clone();
+    let mut e = engine(io, 64 << 10, 8192);
+    // Queuing issues the file's two reads, and submits them.
+    queue_paths(&mut e, &f);
+    assert_eq!(log.lock().unwrap().reads.len(), 2);
+    assert_eq!(log.lock().unwrap().unsubmitted, 0);
+    // Both come back short; nothing else is left to issue, so only the continuations go.
+    e.refill().unwrap();
+    let log = log.lock().unwrap();
+    assert_eq!(e.stats().short_reads, 2);
+    assert_eq!(
+        log.reads.len(),
+        4,
+        "the rest of each short read was asked for"
+    );
+    assert_eq!(log.unsubmitted, 0, "continuations queued but not submitted");
 }
 
 #[test]
