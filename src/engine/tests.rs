@@ -122,6 +122,9 @@ struct Scripted<'a> {
     opened: Vec<(u64, Result<File, i32>)>,
     /// The directory whose descriptors `Log::peak_descriptors` counts.
     watch: Option<PathBuf>,
+    /// Whether reads in flight never come back, cancelled or not (a hung device): `shutdown`
+    /// times out with them still in flight.
+    hung: bool,
     log: Arc<Mutex<Log>>,
 }
 
@@ -139,6 +142,7 @@ impl<'a> Scripted<'a> {
             open_errors: HashMap::new(),
             opened: Vec::new(),
             watch: None,
+            hung: false,
             log: Arc::default(),
         }
     }
@@ -292,7 +296,10 @@ impl<'a> Io<'a> for Scripted<'a> {
     fn in_flight(&self) -> usize {
         self.pending.len() + self.opened.len()
     }
-    fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>) -> io::Result<()> {
+    fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>, _timeout: Duration) -> io::Result<()> {
+        if self.hung && !self.pending.is_empty() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "scripted hang"));
+        }
         for op in mem::take(&mut self.pending) {
             match op {
                 Op::Read(req) => {
@@ -359,6 +366,7 @@ impl<'a> Io<'a> for Scripted<'a> {
             open_errors: s.open_errors,
             opened: s.opened,
             watch: s.watch,
+            hung: s.hung,
             log: s.log,
         })
     }
@@ -454,6 +462,7 @@ fn limits(read_size: usize, warm_window: usize) -> Limits {
         small_window: warm_window,
         offload_depth: 2,
         readers: None,
+        drain_timeout: crate::consts::DEFAULT_DRAIN_TIMEOUT,
     }
 }
 
@@ -714,6 +723,28 @@ fn drop_with_reads_in_flight_gets_every_loan_back() {
     e.fill_buf().unwrap();
     assert!(e.pool().lent() > 1);
     drop(e); // `Drop for Engine` debug-asserts that every loan came back.
+}
+
+/// A drain that times out (reads a hung device never completes) leaks the backend and the
+/// pool rather than free them under the kernel, counts itself for the process, and `close`
+/// says what happened; the drop after it does not wait again (`Drop for Engine` asserts the
+/// pool it frees has no loan out).
+#[test]
+fn a_drain_that_times_out_leaks_counts_and_says_so() {
+    let f = files(&[300_000]);
+    let mut io = Scripted::new(|_| Act::Full);
+    io.lazy = true;
+    io.hung = true;
+    let mut e = engine(io, 256 << 10, 8192);
+    queue_paths(&mut e, &f);
+    e.fill_buf().unwrap();
+    assert!(e.pool().lent() > 1);
+    let before = e.stats().drains_abandoned;
+    let err = e.close().unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
+    assert!(err.to_string().contains("gave up after"), "{err}");
+    assert!(err.to_string().contains("leaked"), "{err}");
+    assert!(crate::stats::drains_abandoned() > before);
 }
 
 /// Files with reads of every kind at a 64 KiB read size: whole 64 KiB reads, tails below
