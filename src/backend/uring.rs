@@ -147,6 +147,21 @@ impl<'a> Ring<'a> {
     pub(crate) fn new(config: RingConfig, pool: &Pool) -> io::Result<Ring<'a>> {
         let depth = config.depth;
         let cq = depth * CQ_PER_DEPTH;
+        // COOP_TASKRUN (5.19): a read that waited (for the disk, or an O_DIRECT read) ends in
+        // task work queued to the thread that submitted it, which then posts the completion;
+        // with this flag, queued without interrupting that thread. A reader may have moved to
+        // another thread since, and that one then waits on the ring for the first one's work.
+        // It does not wait on a sleeping thread: the work is added with TWA_SIGNAL_NO_IPI,
+        // which still wakes a thread sleeping interruptibly (`__set_notify_signal` calls
+        // `wake_up_state(task, TASK_INTERRUPTIBLE)`), as one blocked on a channel, a lock or
+        // a ring is; only a running thread is not interrupted, and it runs the work at its
+        // next system call or timer tick. Measured on Linux 6.18: completions of reads whose
+        // submitter sleeps on a channel, or spins in user space, reach another thread
+        // waiting on the ring as fast as the disk answers (tests/cold_handoff.rs guards it).
+        // A submitter that exited leaves its reads to fail with EFAULT, retried
+        // (`engine::complete`). TASKRUN_FLAG is not set: it tells a reap without a system
+        // call that the reaping thread has work pending, which the next submission or wait
+        // runs anyway, and does nothing for another thread's.
         let mut ring = IoUring::builder()
             .setup_cqsize(cq)
             .setup_coop_taskrun()
