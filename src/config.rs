@@ -1,9 +1,11 @@
 //! Configuration of a reader: the builder's settings and their validation. What builds a
 //! reader from them is `reader` (`ReaderBuilder::build`), which picks the backend.
 
+use std::time::Duration;
+
 use crate::consts::{
-    Backend, DEFAULT_BUFFER_SIZE, DEFAULT_MAX_OPEN_FILES, DEFAULT_QUEUE_DEPTH, DEFAULT_READ_SIZE,
-    DIRECT_ALIGN, MAX_READ_SIZE, PAGE,
+    Backend, DEFAULT_BUFFER_SIZE, DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_OPEN_FILES,
+    DEFAULT_QUEUE_DEPTH, DEFAULT_READ_SIZE, DIRECT_ALIGN, MAX_READ_SIZE, PAGE,
 };
 use crate::error::Error;
 
@@ -40,6 +42,7 @@ pub struct ReaderBuilder {
     pub(crate) queue_depth: u32,
     pub(crate) max_open_files: usize,
     pub(crate) io_workers: Option<u32>,
+    pub(crate) drain_timeout: Duration,
 }
 
 impl Default for ReaderBuilder {
@@ -53,6 +56,7 @@ impl Default for ReaderBuilder {
             queue_depth: DEFAULT_QUEUE_DEPTH,
             max_open_files: DEFAULT_MAX_OPEN_FILES,
             io_workers: None,
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
         }
     }
 }
@@ -141,6 +145,31 @@ impl ReaderBuilder {
         self
     }
 
+    /// The longest a reader waits, when it is dropped,
+    /// [`rebind`](crate::SequentialFileReader::rebind)ed or
+    /// [`close`](crate::SequentialFileReader::close)d, for the reads it has in flight to
+    /// come back once cancelled. Default [`DEFAULT_DRAIN_TIMEOUT`]; more than 0.
+    /// [`Duration::MAX`] waits as long as they take.
+    ///
+    /// The kernel writes into the reader's buffer pool until each read's completion is
+    /// reaped, so the pool cannot be freed before. A read of a hung device or mount (an NFS
+    /// server gone, a FUSE daemon stuck) may never complete, and cancelling does not end it:
+    /// after this long the reader gives up, and leaks its pool and its ring (kept mapped and
+    /// open, never freed) rather than free memory the kernel may still write into. Each time
+    /// is counted, for the whole process, in [`Stats::drains_abandoned`](crate::Stats::drains_abandoned);
+    /// `close` returns it as an error of kind [`TimedOut`](std::io::ErrorKind::TimedOut).
+    /// The kernel keeps waiting for the read: the thread that submitted it cannot exit before
+    /// it completes (Linux waits for the thread's io_uring workers when it exits).
+    ///
+    /// The bound needs `IORING_FEAT_EXT_ARG` (Linux 5.11): on older kernels the wait is not
+    /// bounded. Ignored by [`Backend::Sync`], which reads on the caller's thread and so has
+    /// nothing in flight when it is dropped (its reads of a hung mount hang the caller
+    /// instead).
+    pub fn drain_timeout(mut self, timeout: Duration) -> Self {
+        self.drain_timeout = timeout;
+        self
+    }
+
     /// The settings, checked, with the read size aligned and the pool's size rounded up.
     pub(crate) fn validate(mut self) -> Result<ReaderBuilder, Error> {
         let invalid = |what, why: String| Err(Error::InvalidConfig { what, why });
@@ -187,7 +216,18 @@ impl ReaderBuilder {
                 "0 would never open a queued path; use at least 1".into(),
             );
         }
+        self.check_drain_timeout()?;
         Ok(self)
+    }
+
+    fn check_drain_timeout(&self) -> Result<(), Error> {
+        if self.drain_timeout.is_zero() {
+            return Err(Error::InvalidConfig {
+                what: "drain_timeout",
+                why: "0 would leak the pool of every reader dropped with a read in flight; use at least a few seconds".into(),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -216,6 +256,7 @@ mod tests {
         assert!(err(ReaderBuilder::new().read_size(0)).contains("read_size"));
         assert!(err(ReaderBuilder::new().queue_depth(0)).contains("queue_depth"));
         assert!(err(ReaderBuilder::new().max_open_files(0)).contains("max_open_files"));
+        assert!(err(ReaderBuilder::new().drain_timeout(Duration::ZERO)).contains("drain_timeout"));
     }
 
     #[test]

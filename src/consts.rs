@@ -1,6 +1,8 @@
 //! Sizes, alignments, tunables and the choice of backend: the numbers every other module
 //! works by. Depends on nothing.
 
+use std::time::Duration;
+
 /// Which I/O backend a reader uses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -40,6 +42,12 @@ pub const DEFAULT_READ_SIZE: usize = 512 << 10;
 pub const DEFAULT_QUEUE_DEPTH: u32 = 64;
 /// Default number of queued paths the reader keeps open at once.
 pub const DEFAULT_MAX_OPEN_FILES: usize = 64;
+/// Default longest wait, when a reader is dropped, rebound or closed, for the reads it has in
+/// flight (see [`ReaderBuilder::drain_timeout`](crate::ReaderBuilder::drain_timeout)).
+///
+/// A disk that has not answered a read in 30 s is failing (30 s is also Linux's default SCSI
+/// command timeout); a hung network mount may never answer.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Pool bytes the read-ahead holds while the files ahead are in the page cache, so that
 /// their bytes are still in the CPU's cache when the consumer gets them. Measured warm:

@@ -12,6 +12,7 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::consts::Backend;
 use crate::error::{Error, FileName};
@@ -190,8 +191,10 @@ pub(crate) trait Io<'a>: Send {
     fn reap(&mut self, wait: bool, out: &mut Vec<ReadDone<'a>>) -> io::Result<()>;
     /// Reads handed over and not yet returned.
     fn in_flight(&self) -> usize;
-    /// Cancels everything and waits until every read has come back.
-    fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>) -> io::Result<()>;
+    /// Cancels everything and waits until every read has come back, or until `timeout` has
+    /// passed: then an error of kind [`TimedOut`](io::ErrorKind::TimedOut), with what has not
+    /// come back still in flight (the kernel may still write into it).
+    fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>, timeout: Duration) -> io::Result<()>;
     /// Opens (if it is a path) and sizes a queued file ([`open_source`], with the backend's
     /// [`Opener`], the one its [`start_open`](Self::start_open) takes its flags from).
     fn open(&mut self, source: &Source<'a>, direct: bool) -> Result<Opened<'a>, Error>;
@@ -249,7 +252,7 @@ impl<'a> Io<'a> for Detached {
     fn in_flight(&self) -> usize {
         0
     }
-    fn shutdown(&mut self, _out: &mut Vec<ReadDone<'a>>) -> io::Result<()> {
+    fn shutdown(&mut self, _out: &mut Vec<ReadDone<'a>>, _timeout: Duration) -> io::Result<()> {
         Ok(())
     }
     fn open(&mut self, _source: &Source<'a>, _direct: bool) -> Result<Opened<'a>, Error> {

@@ -76,7 +76,8 @@ mod tests;
 
 pub use config::ReaderBuilder;
 pub use consts::{
-    Backend, DEFAULT_BUFFER_SIZE, DEFAULT_MAX_OPEN_FILES, DEFAULT_QUEUE_DEPTH, DEFAULT_READ_SIZE,
+    Backend, DEFAULT_BUFFER_SIZE, DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_OPEN_FILES,
+    DEFAULT_QUEUE_DEPTH, DEFAULT_READ_SIZE,
 };
 pub use error::{Error, FileName};
 pub use reader::SequentialFileReader;

@@ -9,7 +9,9 @@
 //!   size)`; only `rewind` goes back to it.
 //! - `fd` is the descriptor reads go to; an entry with reads in flight keeps it (`in_flight`).
 
+use std::cell::Cell;
 use std::collections::VecDeque;
+use std::io;
 
 use crate::error::{Error, FileName};
 use crate::source::{FdRef, RawFd, Source};
@@ -27,8 +29,12 @@ pub(crate) enum State {
     /// shrank): it ends there, as std's reads end at an end of file.
     Ended { len: u64 },
     /// Reading at `at` failed: every byte before `at` is good, and reading at `at` gives
-    /// `error` until the reader moves on.
-    Failed { error: Box<Error>, at: u64 },
+    /// `error` until the reader moves on. `reported`: whether a caller was given it.
+    Failed {
+        error: Box<Error>,
+        at: u64,
+        reported: Cell<bool>,
+    },
 }
 
 /// One queued file.
@@ -83,6 +89,29 @@ impl<'a> FileEntry<'a> {
     pub(crate) fn error(&self) -> Option<&Error> {
         match &self.state {
             State::Failed { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+
+    /// The file's error for the caller, once it failed (a copy: it sticks), noted as given.
+    pub(crate) fn error_out(&self) -> Option<io::Error> {
+        match &self.state {
+            State::Failed {
+                error, reported, ..
+            } => {
+                reported.set(true);
+                Some(error.duplicate().into())
+            }
+            _ => None,
+        }
+    }
+
+    /// The file's error, if it failed and no caller was ever given it.
+    pub(crate) fn into_unreported(self) -> Option<Error> {
+        match self.state {
+            State::Failed {
+                error, reported, ..
+            } if !reported.get() => Some(*error),
             _ => None,
         }
     }
@@ -144,6 +173,7 @@ impl<'a> FileEntry<'a> {
         self.state = State::Failed {
             error: Box::new(error),
             at,
+            reported: Cell::new(false),
         };
         first
     }
@@ -278,6 +308,16 @@ impl<'a> Queue<'a> {
         let e = self.files.get_mut(self.index_of(id)?)?;
         debug_assert_eq!(e.id, id);
         Some(e)
+    }
+
+    /// The error of the first queued file that failed with no caller given its error.
+    pub(crate) fn first_unreported(&self) -> Option<&Error> {
+        self.files.iter().find_map(|f| match &f.state {
+            State::Failed {
+                error, reported, ..
+            } if !reported.get() => Some(&**error),
+            _ => None,
+        })
     }
 
     /// Removes the current file.

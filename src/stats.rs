@@ -1,11 +1,26 @@
-//! Counters a user needs to tune a reader.
+//! Counters a user needs to tune a reader, and the one count kept for the whole process.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+/// Drains given up by the readers of this process: see [`Stats::drains_abandoned`].
+static DRAINS_ABANDONED: AtomicU64 = AtomicU64::new(0);
+
+/// Counts a drain given up, with its reader's pool and ring leaked.
+pub(crate) fn count_abandoned_drain() {
+    DRAINS_ABANDONED.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Drains given up so far in this process.
+pub(crate) fn drains_abandoned() -> u64 {
+    DRAINS_ABANDONED.load(Ordering::Relaxed)
+}
 
 /// Counters of what a reader has done since it was built.
 ///
 /// Read them with [`SequentialFileReader::stats`](crate::SequentialFileReader::stats). All
-/// counts are totals since the reader was built.
+/// counts are totals since the reader was built, but
+/// [`drains_abandoned`](Self::drains_abandoned), which counts for the whole process.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
@@ -51,6 +66,15 @@ pub struct Stats {
     pub peak_in_flight: u64,
     /// The most pool bytes that were in use at once.
     pub peak_pool_bytes: u64,
+    /// Readers of this process, this one or any other, alive or gone, whose drop,
+    /// [`rebind`](crate::SequentialFileReader::rebind) or
+    /// [`close`](crate::SequentialFileReader::close) gave up waiting for reads the kernel
+    /// never completed (a hung device or mount: see
+    /// [`ReaderBuilder::drain_timeout`](crate::ReaderBuilder::drain_timeout)), or whose ring
+    /// failed while waiting. Each leaked its buffer pool and ring, never to be freed, since
+    /// the kernel may still write into them. A process-wide count, since a reader's own
+    /// counters go with it.
+    pub drains_abandoned: u64,
 }
 
 impl Stats {

@@ -5,6 +5,7 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::time::Duration;
 
 use crate::consts::Backend;
 use crate::error::Error;
@@ -61,7 +62,8 @@ impl<'a> Io<'a> for SyncIo<'a> {
         self.pending.len() + self.finished.len()
     }
 
-    fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>) -> io::Result<()> {
+    /// Never waits: reads are done on the caller's thread, so none is in flight here.
+    fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>, _timeout: Duration) -> io::Result<()> {
         out.append(&mut self.finished);
         out.extend(self.pending.drain(..).map(|r| r.done(-libc::ECANCELED)));
         Ok(())

@@ -10,8 +10,10 @@
 //! - At most `depth` reads, `depth` opens and `depth` cancels are in flight (plus one cancel
 //!   each on shutdown), and the completion queue holds `8 * depth`, so it cannot overflow
 //!   (and the kernel keeps overflow anyway: `FEAT_NODROP`).
-//! - If the ring is dropped with reads still in flight (a drain that failed), their loans and
-//!   descriptors are leaked, never freed, and the pool leaks its memory with them.
+//! - If the ring is dropped with reads or opens still in flight (a drain that timed out or
+//!   failed), the ring itself, their loans, paths and descriptors are leaked, never closed or
+//!   freed (the pool leaks its memory with the loans): the kernel may still write into them.
+//!   The engine leaks the whole ring in that case anyway (`Engine::drain`).
 #![allow(unsafe_code)]
 
 use std::collections::HashMap;
@@ -22,6 +24,7 @@ use std::mem::{self, ManuallyDrop};
 use std::os::fd::FromRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use io_uring::{opcode, register::Probe, squeue, types, IoUring};
 
@@ -145,6 +148,21 @@ impl<'a> Ring<'a> {
     pub(crate) fn new(config: RingConfig, pool: &Pool) -> io::Result<Ring<'a>> {
         let depth = config.depth;
         let cq = depth * CQ_PER_DEPTH;
+        // COOP_TASKRUN (5.19): a read that waited (for the disk, or an O_DIRECT read) ends in
+        // task work queued to the thread that submitted it, which then posts the completion;
+        // with this flag, queued without interrupting that thread. A reader may have moved to
+        // another thread since, and that one then waits on the ring for the first one's work.
+        // It does not wait on a sleeping thread: the work is added with TWA_SIGNAL_NO_IPI,
+        // which still wakes a thread sleeping interruptibly (`__set_notify_signal` calls
+        // `wake_up_state(task, TASK_INTERRUPTIBLE)`), as one blocked on a channel, a lock or
+        // a ring is; only a running thread is not interrupted, and it runs the work at its
+        // next system call or timer tick. Measured on Linux 6.18: completions of reads whose
+        // submitter sleeps on a channel, or spins in user space, reach another thread
+        // waiting on the ring as fast as the disk answers (tests/cold_handoff.rs guards it).
+        // A submitter that exited leaves its reads to fail with EFAULT, retried
+        // (`engine::complete`). TASKRUN_FLAG is not set: it tells a reap without a system
+        // call that the reaping thread has work pending, which the next submission or wait
+        // runs anyway, and does nothing for another thread's.
         let mut ring = IoUring::builder()
             .setup_cqsize(cq)
             .setup_coop_taskrun()
@@ -268,6 +286,40 @@ impl<'a> Ring<'a> {
                 Ok(_) => return Ok(()),
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
                 // Completions are waiting to be reaped: reap them.
+                Err(e) if is_busy(&e) && tries < BUSY_TRIES => {
+                    tries += 1;
+                    if !self.ring.completion().is_empty() {
+                        return Ok(());
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// [`wait_one`](Self::wait_one), or an error of kind `TimedOut` once `deadline` has
+    /// passed (`None`: never). The bound needs `IORING_FEAT_EXT_ARG` (Linux 5.11), a wait
+    /// with a timeout; without it the wait is not bounded.
+    fn wait_one_until(&mut self, deadline: Option<Instant>) -> io::Result<()> {
+        let Some(deadline) = deadline.filter(|_| self.ring.params().is_feature_ext_arg()) else {
+            return self.wait_one();
+        };
+        let mut tries = 0;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "no completion before the deadline",
+                ));
+            }
+            let timeout = types::Timespec::from(left);
+            let args = types::SubmitArgs::new().timespec(&timeout);
+            match self.ring.submitter().submit_with_args(1, &args) {
+                Ok(_) => return Ok(()),
+                // Timed out: the caller reaps what came meanwhile, then finds no time left.
+                Err(e) if e.raw_os_error() == Some(libc::ETIME) => return Ok(()),
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
                 Err(e) if is_busy(&e) && tries < BUSY_TRIES => {
                     tries += 1;
                     if !self.ring.completion().is_empty() {
@@ -402,7 +454,8 @@ impl<'a> Io<'a> for Ring<'a> {
         self.ops.len() + self.ready.len() + self.unsent.len() + self.opens.len() + self.opened.len()
     }
 
-    fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>) -> io::Result<()> {
+    fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>, timeout: Duration) -> io::Result<()> {
+        let deadline = Instant::now().checked_add(timeout);
         // SAFETY: these reads never reached the kernel (`push` failed for each).
         let unsent = self.unsent.drain(..);
         out.extend(unsent.map(|r| r.done(-libc::ECANCELED, |loan| unsafe { loan.reaped() })));
@@ -419,7 +472,8 @@ impl<'a> Io<'a> for Ring<'a> {
         while !self.ops.is_empty() || !self.opens.is_empty() {
             self.drain(out);
             if !self.ops.is_empty() || !self.opens.is_empty() {
-                self.wait_one()?;
+                // A read of a hung device or mount may never complete, cancelled or not.
+                self.wait_one_until(deadline)?;
             }
         }
         // Files opened for nothing: closed here.
@@ -461,17 +515,15 @@ impl<'a> Io<'a> for Ring<'a> {
 
 impl Drop for Ring<'_> {
     fn drop(&mut self) {
-        if !self.ops.is_empty() {
-            // Reads the kernel may still be doing: never free their loans or close their
-            // descriptors. Leaking the loans makes the pool leak its memory too.
+        if !self.ops.is_empty() || !self.opens.is_empty() {
+            // Reads and opens the kernel may still be doing: never free their loans or paths,
+            // nor close their descriptors (leaking the loans makes the pool leak its memory
+            // too), nor the ring they complete into, whose memory the kernel writes.
             mem::forget(mem::take(&mut self.ops));
-        }
-        if !self.opens.is_empty() {
-            // Opens the kernel may still be doing: never free the paths it reads.
             mem::forget(mem::take(&mut self.opens));
+            return;
         }
-        // SAFETY: dropped exactly once, here, and nothing in flight names our memory any more
-        // (drained, or leaked above).
+        // SAFETY: dropped exactly once, here, and nothing in flight names our memory any more.
         unsafe { ManuallyDrop::drop(&mut self.ring) };
     }
 }

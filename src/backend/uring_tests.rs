@@ -13,6 +13,7 @@ use std::time::Duration;
 use std::os::fd::AsRawFd;
 
 use super::*;
+use crate::consts::DEFAULT_DRAIN_TIMEOUT;
 use crate::engine::tests::fds_under;
 use crate::sys::{status_flags, Opener};
 use crate::tests::{direct_io_on, disk_tempdir, io_uring_here, skip_refused};
@@ -198,7 +199,7 @@ fn shut_down_with_reads(reads: usize, pipe_every: usize) {
         }
         ring.submit().unwrap();
         let mut done = Vec::new();
-        ring.shutdown(&mut done).unwrap();
+        ring.shutdown(&mut done, DEFAULT_DRAIN_TIMEOUT).unwrap();
         assert_eq!(ring.in_flight(), 0);
         assert_eq!(done.len(), reads);
         let mut seen = HashSet::new();
@@ -335,7 +336,7 @@ fn shutdown_with_opens_in_flight_leaves_no_descriptor_open() {
                 assert_eq!(fds_under(&root), paths.len(), "opened, not collected");
             }
             let mut done = Vec::new();
-            ring.shutdown(&mut done).unwrap();
+            ring.shutdown(&mut done, DEFAULT_DRAIN_TIMEOUT).unwrap();
             assert_eq!(ring.in_flight(), 0);
             assert_eq!(fds_under(&root), 0, "case {case}");
             assert_eq!(done.len(), usize::from(case == 2));
@@ -406,6 +407,7 @@ fn the_real_ring_never_exposes_a_byte_no_read_wrote() {
             small_window: 32 << 10,
             offload_depth: 2,
             readers: None,
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
         };
         let mut e = crate::engine::Engine::new(Box::new(ring), pool, limits);
         e.poison = Some(SENTINEL);

@@ -162,7 +162,10 @@ impl Engine<'_> {
             let c = self.chunks.live.pop_front().expect("checked");
             self.drop_chunk(c);
         }
-        self.queue.pop_front();
+        let unreported = self.queue.pop_front().and_then(|f| f.into_unreported());
+        if self.unread.is_none() {
+            self.unread = unreported;
+        }
     }
 
     /// Drops the file queued last, `id`, and whatever was issued for it (its chunks are the

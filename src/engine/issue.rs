@@ -137,7 +137,16 @@ impl<'a> Engine<'a> {
                 .map_err(ring_error("reap"))?;
             self.handle_done();
         }
-        self.schedule_unless_ahead()
+        self.schedule_unless_ahead()?;
+        self.submit_continuations()
+    }
+
+    /// Submits what handling completions queued (the rest of short reads, retries), which
+    /// the scheduling after it submits only if it issued reads of its own: else they would
+    /// wait in the submission queue until the consumer next blocks, with the device idle.
+    /// Nothing is entered where nothing is queued.
+    fn submit_continuations(&mut self) -> io::Result<()> {
+        self.io.submit().map_err(ring_error("submit"))
     }
 
     /// Issues what the pipeline has room for, unless enough is read ahead already.
@@ -186,7 +195,8 @@ impl<'a> Engine<'a> {
         self.stats.waits += 1;
         self.stats.wait_time += start.elapsed();
         self.handle_done();
-        self.schedule()
+        self.schedule()?;
+        self.submit_continuations()
     }
 
     /// Rather than block while kernel workers copy, copies one more cached read itself

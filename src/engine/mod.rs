@@ -34,6 +34,7 @@ use std::io;
 use std::mem;
 #[cfg(test)]
 use std::path::Path;
+use std::time::Duration;
 
 use crate::consts::Backend;
 use crate::error::Error;
@@ -44,7 +45,7 @@ use crate::pool::Pool;
 use crate::queue::Queue;
 #[cfg(test)]
 use crate::source::{FdRef, Source};
-use crate::stats::Stats;
+use crate::stats::{self, Stats};
 
 use chunks::Chunks;
 use issue::Policy;
@@ -69,12 +70,16 @@ pub(crate) struct Limits {
     /// The readers this one shares the CPUs with ([`READERS`]: the process's), counted to
     /// offload only while a CPU is left over; `None`: offload whenever cached.
     pub(crate) readers: Option<&'static Readers>,
+    /// The longest the reads in flight are waited for when the engine is dropped, rebound or
+    /// closed (see `drain`).
+    pub(crate) drain_timeout: Duration,
 }
 
 /// The queue, the pool and a backend, worked together.
 pub(crate) struct Engine<'a> {
     // Drop order: `Drop for Engine` first takes every loan back from `io` (cancelling and
     // waiting); then `io` is dropped (closing the ring) before `pool` (freeing the memory).
+    // Where the wait gives up, `drain` leaks both instead, putting empty ones in their place.
     io: Box<dyn Io<'a> + 'a>,
     pool: Pool,
     queue: Queue<'a>,
@@ -90,6 +95,9 @@ pub(crate) struct Engine<'a> {
     exposed: usize,
     /// Bytes of the current file copied out of the pool, read before the pool's.
     spill: Spill,
+    /// The first error of a file dropped before any caller was given it (see
+    /// `unread_error`).
+    unread: Option<Error>,
     /// Tests fill every region with this byte before it is read into, to catch bytes
     /// exposed that no read wrote.
     #[cfg(test)]
@@ -110,6 +118,7 @@ impl<'a> Engine<'a> {
             stats: Stats::default(),
             exposed: 0,
             spill: Spill::default(),
+            unread: None,
             #[cfg(test)]
             poison: None,
         }
@@ -123,13 +132,7 @@ impl<'a> Engine<'a> {
         while !self.queue.is_empty() {
             self.drop_front_file();
         }
-        let mut done = Vec::new();
-        let drained = self.io.shutdown(&mut done);
-        for d in done {
-            let region = self.pool.reclaim(d.loan);
-            self.pool.free(region);
-        }
-        drained.map_err(ring_error("drain"))?;
+        self.drain()?;
         let io = mem::replace(&mut self.io, Box::new(Detached)).rebind();
         Ok(Engine {
             io,
@@ -146,17 +149,66 @@ impl<'a> Engine<'a> {
             stats: self.stats,
             exposed: 0,
             spill: mem::take(&mut self.spill),
+            unread: None,
             #[cfg(test)]
             poison: self.poison,
         })
+    }
+
+    /// Shuts the engine down and says what went wrong: the one answer of the reader's
+    /// `close`. The drain's failure first (see [`drain`](Self::drain)), else the first file
+    /// error nobody read ([`unread_error`](Self::unread_error)).
+    pub(crate) fn close(mut self) -> io::Result<()> {
+        let unread = self.unread_error();
+        self.drain()?;
+        unread.map_or(Ok(()), Err)
+    }
+
+    /// Cancels what is in flight and waits, up to `drain_timeout`, for all of it to come
+    /// back, freeing what does. Where the wait times out or the ring fails with something
+    /// still in flight, the kernel may yet write into the pool and post into the ring: both
+    /// are leaked (the ring stays open and mapped, with every descriptor its reads name; the
+    /// pool stays mapped), replaced by a backend and a pool of nothing, and the process-wide
+    /// count of drains abandoned goes up. A backend without reads in the kernel (`pread`)
+    /// returns at once.
+    fn drain(&mut self) -> io::Result<()> {
+        let mut done = Vec::new();
+        let drained = self.io.shutdown(&mut done, self.limits.drain_timeout);
+        for d in done {
+            let region = self.pool.reclaim(d.loan);
+            self.pool.free(region);
+        }
+        let Err(e) = drained else {
+            return Ok(());
+        };
+        let left = self.io.in_flight();
+        if left > 0 {
+            mem::forget(mem::replace(&mut self.io, Box::new(Detached)));
+            mem::forget(mem::replace(&mut self.pool, Pool::empty()));
+            stats::count_abandoned_drain();
+        }
+        Err(drain_error(e, left, self.limits.drain_timeout))
+    }
+
+    /// The first file error no caller was given: of a file moved past (or dropped) before its
+    /// error was read, else of a queued file that failed and was not read yet.
+    pub(crate) fn unread_error(&mut self) -> Option<io::Error> {
+        if let Some(e) = self.unread.take() {
+            return Some(e.into());
+        }
+        self.queue.first_unreported().map(|e| e.duplicate().into())
     }
 
     pub(crate) fn backend(&self) -> Backend {
         self.io.backend()
     }
 
+    /// This engine's counters, and the process's count of drains abandoned.
     pub(crate) fn stats(&self) -> Stats {
-        self.stats
+        Stats {
+            drains_abandoned: stats::drains_abandoned(),
+            ..self.stats
+        }
     }
 
     /// The pool's size in bytes.
@@ -173,6 +225,29 @@ impl<'a> Engine<'a> {
 /// Wraps a failure of the backend itself (not of one file's read) so it names the operation.
 fn ring_error(op: &'static str) -> impl FnOnce(io::Error) -> io::Error {
     move |source| Error::Ring { op, source }.into()
+}
+
+/// A drain's failure, saying what it leaves behind: `left` operations still in the kernel's
+/// hands after waiting up to `timeout`.
+fn drain_error(e: io::Error, left: usize, timeout: Duration) -> io::Error {
+    let leaked = if left > 0 {
+        "; the reader's buffer pool and ring are leaked, not freed, since the kernel may still write into them"
+    } else {
+        ""
+    };
+    let source = if e.kind() == io::ErrorKind::TimedOut {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "gave up after {timeout:?} waiting for {left} cancelled reads or opens the kernel has not completed (a hung device or mount?){leaked}"
+            ),
+        )
+    } else if left > 0 {
+        io::Error::new(e.kind(), format!("{e}{leaked}"))
+    } else {
+        e
+    };
+    ring_error("drain")(source)
 }
 
 impl std::fmt::Debug for Engine<'_> {
@@ -193,14 +268,9 @@ impl std::fmt::Debug for Engine<'_> {
 
 impl Drop for Engine<'_> {
     fn drop(&mut self) {
-        let mut done = Vec::new();
-        let drained = self.io.shutdown(&mut done);
-        for d in done {
-            let region = self.pool.reclaim(d.loan);
-            self.pool.free(region);
-        }
-        // If the drain failed, some loans are still out: `Pool`'s drop then leaks its memory
-        // instead of freeing it under the kernel.
+        let drained = self.drain();
+        // A drain that gave up leaked the pool (see `drain`). Had a loan stayed out anyway,
+        // `Pool`'s drop would leak its memory rather than free it under the kernel.
         debug_assert!(drained.is_err() || std::thread::panicking() || self.pool.lent() == 0);
     }
 }

@@ -118,8 +118,8 @@ impl Engine<'_> {
             if run as u64 >= front.stop().saturating_sub(front.consumed) {
                 // Every byte up to where the file's bytes stop is here: fewer than `n` say
                 // that the file ends there, so they are returned only if it does.
-                return match front.error() {
-                    Some(e) => Err(e.duplicate().into()),
+                return match front.error_out() {
+                    Some(e) => Err(e),
                     None => Ok(Gather::InPlace(run)),
                 };
             }
@@ -231,8 +231,8 @@ impl Engine<'_> {
     fn check_passable(&self, n: u64) -> io::Result<()> {
         let front = self.queue.front().expect("sized, so current");
         match front.state() {
-            State::Failed { error, at } if front.consumed.saturating_add(n) > *at => {
-                Err(error.duplicate().into())
+            State::Failed { at, .. } if front.consumed.saturating_add(n) > *at => {
+                Err(front.error_out().expect("failed"))
             }
             _ => Ok(()),
         }
@@ -280,8 +280,8 @@ impl Engine<'_> {
             if front.is_sized() {
                 return Ok(true);
             }
-            if let Some(e) = front.error() {
-                return Err(e.duplicate().into());
+            if let Some(e) = front.error_out() {
+                return Err(e);
             }
             self.schedule()?;
             let front = self.queue.front().expect("still current");

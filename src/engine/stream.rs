@@ -105,8 +105,8 @@ impl<'a> Engine<'a> {
     /// for room where there is none).
     fn issue_for_front(&mut self) -> io::Result<Front> {
         let front = self.queue.front().expect("a current file");
-        if let Some(e) = front.error() {
-            return Err(e.duplicate().into());
+        if let Some(e) = front.error_out() {
+            return Err(e);
         }
         if front.all_issued() {
             return Ok(Front::End);

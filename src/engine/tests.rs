@@ -67,6 +67,9 @@ enum Op<'a> {
 struct Log {
     /// Every read handed over, in order.
     reads: Vec<Call>,
+    /// Reads handed over since the last submission (`submit`, or a `reap`, which submits
+    /// first as the ring's does): queued, not yet started.
+    unsubmitted: usize,
     /// Offloaded reads in flight now, and the most there were when a read was handed over.
     offloaded: usize,
     peak_offloaded: usize,
@@ -126,6 +129,9 @@ struct Scripted<'a> {
     watch: Option<PathBuf>,
     /// Whether `submit` fails, as a broken ring's does.
     fail_submit: bool,
+    /// Whether reads in flight never come back, cancelled or not (a hung device): `shutdown`
+    /// times out with them still in flight.
+    hung: bool,
     log: Arc<Mutex<Log>>,
 }
 
@@ -145,6 +151,7 @@ impl<'a> Scripted<'a> {
             opener: Opener::default(),
             watch: None,
             fail_submit: false,
+            hung: false,
             log: Arc::default(),
         }
     }
@@ -257,6 +264,7 @@ impl<'a> Io<'a> for Scripted<'a> {
             ..call
         };
         log.reads.push(call);
+        log.unsubmitted += 1;
         if call.offload {
             log.offloaded += 1;
             log.peak_offloaded = log.peak_offloaded.max(log.offloaded);
@@ -271,9 +279,11 @@ impl<'a> Io<'a> for Scripted<'a> {
         if self.fail_submit {
             return Err(io::Error::from_raw_os_error(libc::EBADF));
         }
+        self.log.lock().unwrap().unsubmitted = 0;
         Ok(())
     }
     fn reap(&mut self, wait: bool, out: &mut Vec<ReadDone<'a>>) -> io::Result<()> {
+        self.submit()?;
         if self.lazy {
             // Only when waiting, and one at a time (the oldest, or the newest when reversed),
             // so the engine sees the rest still in flight.
@@ -300,7 +310,10 @@ impl<'a> Io<'a> for Scripted<'a> {
     fn in_flight(&self) -> usize {
         self.pending.len() + self.opened.len()
     }
-    fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>) -> io::Result<()> {
+    fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>, _timeout: Duration) -> io::Result<()> {
+        if self.hung && !self.pending.is_empty() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "scripted hang"));
+        }
         for op in mem::take(&mut self.pending) {
             match op {
                 Op::Read(req) => {
@@ -371,6 +384,7 @@ impl<'a> Io<'a> for Scripted<'a> {
             opener: s.opener,
             watch: s.watch,
             fail_submit: s.fail_submit,
+            hung: s.hung,
             log: s.log,
         })
     }
@@ -467,6 +481,7 @@ fn limits(read_size: usize, warm_window: usize) -> Limits {
         small_window: warm_window,
         offload_depth: 2,
         readers: None,
+        drain_timeout: crate::consts::DEFAULT_DRAIN_TIMEOUT,
     }
 }
 
@@ -546,6 +561,31 @@ fn short_reads_of_every_length_are_continued() {
         assert!(e.stats().short_reads > 0, "short {short}");
         assert_pool_empty(&e);
     }
+}
+
+/// The rest of a short read, queued while a completion is handled by a step that does not
+/// block (`refill`, as `consume` and `skip` call it), is submitted by that step: it must not
+/// wait in the submission queue until the consumer next blocks.
+#[test]
+fn continuations_are_submitted_by_the_step_that_makes_them() {
+    let f = files(&[16 << 10]);
+    let io = first_attempts(1, Act::Short(100));
+    let log = io.log.clone();
+    let mut e = engine(io, 64 << 10, 8192);
+    // Queuing issues the file's two reads, and submits them.
+    queue_paths(&mut e, &f);
+    assert_eq!(log.lock().unwrap().reads.len(), 2);
+    assert_eq!(log.lock().unwrap().unsubmitted, 0);
+    // Both come back short; nothing else is left to issue, so only the continuations go.
+    e.refill().unwrap();
+    let log = log.lock().unwrap();
+    assert_eq!(e.stats().short_reads, 2);
+    assert_eq!(
+        log.reads.len(),
+        4,
+        "the rest of each short read was asked for"
+    );
+    assert_eq!(log.unsubmitted, 0, "continuations queued but not submitted");
 }
 
 #[test]
@@ -710,6 +750,28 @@ fn drop_with_reads_in_flight_gets_every_loan_back() {
     e.fill_buf().unwrap();
     assert!(e.pool().lent() > 1);
     drop(e); // `Drop for Engine` debug-asserts that every loan came back.
+}
+
+/// A drain that times out (reads a hung device never completes) leaks the backend and the
+/// pool rather than free them under the kernel, counts itself for the process, and `close`
+/// says what happened; the drop after it does not wait again (`Drop for Engine` asserts the
+/// pool it frees has no loan out).
+#[test]
+fn a_drain_that_times_out_leaks_counts_and_says_so() {
+    let f = files(&[300_000]);
+    let mut io = Scripted::new(|_| Act::Full);
+    io.lazy = true;
+    io.hung = true;
+    let mut e = engine(io, 256 << 10, 8192);
+    queue_paths(&mut e, &f);
+    e.fill_buf().unwrap();
+    assert!(e.pool().lent() > 1);
+    let before = e.stats().drains_abandoned;
+    let err = e.close().unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
+    assert!(err.to_string().contains("gave up after"), "{err}");
+    assert!(err.to_string().contains("leaked"), "{err}");
+    assert!(crate::stats::drains_abandoned() > before);
 }
 
 /// Files with reads of every kind at a 64 KiB read size: whole 64 KiB reads, tails below
@@ -1732,4 +1794,43 @@ fn a_file_renamed_over_before_direct_reads_are_refused_is_not_read() {
         f.data[0],
         "renamed over"
     );
+}
+
+/// The first error no caller was given is kept for `close`: a file moved past before its
+/// error was read, or else a queued file that failed unread; an error once returned is not.
+#[test]
+fn the_first_error_nobody_read_is_kept() {
+    let f = files(&[20_000, 20_000, 20_000]);
+    let io = Scripted::new(|c| {
+        if c.offset == 8192 {
+            Act::Fail(libc::EIO)
+        } else {
+            Act::Full
+        }
+    });
+    let mut e = engine(io, 256 << 10, 8192);
+    queue_paths(&mut e, &f);
+    // File 0: its error returned, so read.
+    while e.fill_buf().is_ok_and(|b| !b.is_empty()) {
+        e.consume(100);
+    }
+    assert!(e.fill_buf().is_err());
+    assert!(e.move_to_next_file().unwrap());
+    // File 1: moved past before reading to its error (its failing read done by then).
+    let _ = e.fill_buf_at_least(8192).unwrap();
+    assert!(e.move_to_next_file().unwrap());
+    let err = e.unread_error().expect("file 1's error, never read");
+    assert!(
+        err.to_string().contains(&*f.paths[1].to_string_lossy()),
+        "{err}"
+    );
+    // File 2, current and failed, not read yet: its error, still queued, is the next.
+    let _ = e.fill_buf_at_least(8192).unwrap();
+    let err = e.unread_error().expect("file 2's error, not read yet");
+    assert!(
+        err.to_string().contains(&*f.paths[2].to_string_lossy()),
+        "{err}"
+    );
+    assert!(e.fill_buf_at_least(8193).is_err());
+    assert!(e.unread_error().is_none(), "read now");
 }

@@ -68,6 +68,17 @@ impl ReaderBuilder {
 /// thread, and keeps small reads within 512 KiB of its consumer, where the CPU's cache still
 /// holds them ([`Stats::reads_offloaded`] shows which).
 ///
+/// # Dropping
+///
+/// Dropping the reader cancels the reads it has in flight and waits for each to come back
+/// before it frees its buffer pool, since the kernel writes into the pool until then. A read
+/// of a hung device or mount may never come back: after
+/// [`ReaderBuilder::drain_timeout`] (30 s by default) the drop gives up and returns, leaking
+/// the pool and the ring rather than freeing memory the kernel may still write into, and
+/// counts it in [`Stats::drains_abandoned`]. [`close`](Self::close) does the same and says
+/// whether it had to. With [`Backend::Sync`] nothing is in flight when the reader is dropped
+/// (it reads on the caller's thread), so dropping it never waits.
+///
 /// # Examples
 ///
 /// Hash every file of a list, one after another:
@@ -131,6 +142,7 @@ impl<'a> SequentialFileReader<'a> {
             small_window: SMALL_WINDOW.min(config.buffer_size),
             offload_depth: OFFLOAD_DEPTH,
             readers: Some(&READERS),
+            drain_timeout: config.drain_timeout,
         };
         let ring_config = RingConfig {
             depth: config.queue_depth,
@@ -473,8 +485,10 @@ impl<'a> SequentialFileReader<'a> {
     ///
     /// # Errors
     ///
-    /// The ring's error if waiting for the reads in flight failed; the reader is then
-    /// dropped (its memory is leaked rather than freed under the kernel).
+    /// As [`close`](Self::close): where the reads in flight do not all come back within
+    /// [`ReaderBuilder::drain_timeout`], or the ring fails while waiting, the reader is
+    /// dropped, its pool and ring leaked rather than freed under the kernel, and the error
+    /// says so.
     ///
     /// # Examples
     ///
@@ -533,6 +547,45 @@ impl<'a> SequentialFileReader<'a> {
     /// ```
     pub fn capacity(&self) -> usize {
         self.engine.capacity()
+    }
+
+    /// Shuts the reader down, as dropping it does, and says whether that went cleanly: the
+    /// reads in flight are cancelled and waited for (see [Dropping](Self#dropping)), and the
+    /// pool and ring freed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Ring`] for the operation `drain`, whose source is of kind
+    /// [`TimedOut`](io::ErrorKind::TimedOut) where reads were still in flight after
+    /// [`ReaderBuilder::drain_timeout`] (a hung device or mount): the pool and ring are then
+    /// leaked, not freed, and [`Stats::drains_abandoned`] counts it. Any other kind where the
+    /// ring failed while waiting (leaked the same way where reads were left in flight).
+    ///
+    /// Otherwise, the first file error nobody read: of a file the reader moved past (or
+    /// dropped) before its error was returned by any call, else of a queued file that
+    /// failed and was not read yet; naming the file, as reading it would have. A clean
+    /// shutdown of a reader whose every error was seen is `Ok`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::Read;
+    /// use readahead::SequentialFileReader;
+    ///
+    /// # fn main() -> std::io::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("f");
+    /// # std::fs::write(&path, vec![7; 1 << 20])?;
+    /// let mut reader = SequentialFileReader::new()?;
+    /// reader.add_path_to_prefetch(&path)?;
+    /// let mut head = [0; 16];
+    /// reader.read_exact(&mut head)?;
+    /// reader.close()?; // the rest of the file is still being read ahead: cancelled
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn close(self) -> io::Result<()> {
+        self.engine.close()
     }
 
     /// The backend in use: [`Backend::IoUring`] or [`Backend::Sync`], never `Auto`.

@@ -9,8 +9,10 @@
 //!
 //! [`FaultMount::new`] mounts it (as root, without libfuse or fusermount) in a fresh temporary
 //! directory, after unmounting what killed earlier runs left behind; [`FaultMount::unmount`]
-//! unmounts it, which fails while a file under it is still open. Where `/dev/fuse` is missing
-//! or mounting is refused, `new` returns why, for the test to print and skip.
+//! unmounts it, which fails while a file under it is still open; [`FaultMount::abandon`]
+//! answers the reads it holds, aborts its connection and detaches it, for a mount whose files
+//! stay open for good. Where `/dev/fuse` is missing or mounting is refused, `new` returns why,
+//! for the test to print and skip.
 //!
 //! Delayed replies (latency, a slow read, a slow open) are sent from a thread of their own, so
 //! a delayed request never holds up the others.
@@ -63,6 +65,13 @@ pub struct Faults {
     /// Every reply to a read carries at most this many bytes (not through io_uring with
     /// [`Serve::DirectIo`] or `O_DIRECT`: see the module docs).
     pub short_replies: Option<u32>,
+    /// A read whose range covers this offset gets no answer until
+    /// [`FaultMount::release_hung`] or [`FaultMount::abandon`] (or the mount is dropped): a
+    /// hung device. Interrupting the request does not end it (the filesystem does not answer
+    /// interrupts). In page-cache mode io_uring waits for it on a kernel worker; with
+    /// [`Serve::DirectIo`] (or `O_DIRECT`) the kernel reads inline, so the thread that
+    /// submits the read hangs in `io_uring_enter` itself, as it would in `pread`.
+    pub hang_at: Option<u64>,
 }
 
 /// One file of the filesystem.
@@ -165,6 +174,8 @@ pub struct FsStats {
     pub slow_reads: u64,
     /// Replies cut short by [`Faults::short_replies`].
     pub short_replies: u64,
+    /// Reads held without an answer (see [`Faults::hang_at`]).
+    pub hung_reads: u64,
 }
 
 impl std::ops::Add for FsStats {
@@ -178,6 +189,7 @@ impl std::ops::Add for FsStats {
             eio_replies: self.eio_replies + o.eio_replies,
             slow_reads: self.slow_reads + o.slow_reads,
             short_replies: self.short_replies + o.short_replies,
+            hung_reads: self.hung_reads + o.hung_reads,
         }
     }
 }
@@ -222,9 +234,38 @@ struct State {
     eio_replies: AtomicU64,
     slow_reads: AtomicU64,
     short_replies: AtomicU64,
+    hung_reads: AtomicU64,
+    hung: Held,
+}
+
+/// The replies of reads held by [`Faults::hang_at`]; `None` once they were released, after
+/// which such reads are answered at once.
+struct Held(Mutex<Option<Vec<Job>>>);
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let held = self.0.lock().unwrap().as_ref().map(Vec::len);
+        f.debug_tuple("Held").field(&held).finish()
+    }
 }
 
 impl State {
+    /// Holds `reply` if the read of `size` bytes at `offset` of `file` hangs; else gives it
+    /// back.
+    fn hold(&self, file: &FileState, offset: u64, size: u32, reply: Job) -> Option<Job> {
+        let covers = |at: u64| offset <= at && at < offset + u64::from(size);
+        if !file.spec.faults.hang_at.is_some_and(covers) {
+            return Some(reply);
+        }
+        let mut hung = self.hung.0.lock().unwrap();
+        let Some(held) = hung.as_mut() else {
+            return Some(reply);
+        };
+        self.hung_reads.fetch_add(1, Ordering::Relaxed);
+        held.push(reply);
+        None
+    }
+
     fn file(&self, ino: INodeNo) -> Option<&FileState> {
         let i = u64::from(ino).checked_sub(FIRST_FILE)?;
         self.files.get(usize::try_from(i).ok()?)
@@ -348,10 +389,13 @@ impl Filesystem for FaultFs {
             return reply.error(Errno::EISDIR);
         };
         let (data, delay) = self.0.read(file, offset, size);
-        self.0.delayer.after(delay, move || match data {
+        let reply: Job = Box::new(move || match data {
             Ok(bytes) => reply.data(&bytes),
             Err(e) => reply.error(e),
         });
+        if let Some(reply) = self.0.hold(file, offset, size, reply) {
+            self.0.delayer.after(delay, reply);
+        }
     }
 
     fn release(
@@ -514,6 +558,8 @@ impl FaultMount {
             eio_replies: AtomicU64::new(0),
             slow_reads: AtomicU64::new(0),
             short_replies: AtomicU64::new(0),
+            hung_reads: AtomicU64::new(0),
+            hung: Held(Mutex::new(Some(Vec::new()))),
         });
         let mut config = fuser::Config::default();
         config.mount_options.extend([
@@ -578,6 +624,7 @@ impl FaultMount {
             eio_replies: get(&s.eio_replies),
             slow_reads: get(&s.slow_reads),
             short_replies: get(&s.short_replies),
+            hung_reads: get(&s.hung_reads),
         }
     }
 
@@ -593,6 +640,40 @@ impl FaultMount {
     /// Whether `/proc/self/mounts` lists the mount point.
     pub fn is_mounted(&self) -> bool {
         mounts().iter().any(|(_, dir)| Path::new(dir) == self.dir)
+    }
+
+    /// Answers every read held by [`Faults::hang_at`], and from now on such reads at once.
+    pub fn release_hung(&self) {
+        let mut hung = self.state.hung.0.lock().unwrap_or_else(|e| e.into_inner());
+        let held = hung.take().unwrap_or_default();
+        drop(hung);
+        held.into_iter().for_each(|reply| reply());
+    }
+
+    /// Ends a mount whose files stay open for good (a reader that leaked its descriptors):
+    /// answers the reads it holds, aborts its connection (`/sys/fs/fuse/connections/N/abort`,
+    /// through a `fusectl` mounted for the purpose), so that its session ends and any request
+    /// left fails, and detaches it lazily, so that it is gone from the namespace at once (the
+    /// kernel keeps it until its last file is closed). Returns whether the connection was
+    /// aborted, saying why not on stderr.
+    pub fn abandon(mut self) -> bool {
+        self.release_hung();
+        let aborted = abort_connection(&self.dir)
+            .map_err(|e| eprintln!("cannot abort the FUSE connection: {e}"))
+            .is_ok();
+        detach(&self.dir);
+        let session = self.session.take().expect("mounted");
+        if aborted {
+            // Its reads of the device fail now, which ends it.
+            let _ = session.join();
+        } else {
+            // Serving on, for a mount nobody can reach; it ends with the process.
+            std::mem::forget(session);
+        }
+        if let Some(dir) = self.tempdir.take() {
+            let _ = dir.close();
+        }
+        aborted
     }
 
     /// Unmounts the filesystem and waits for its session to end.
@@ -612,7 +693,16 @@ impl FaultMount {
 
 impl Drop for FaultMount {
     fn drop(&mut self) {
+        // A read held for good would keep the thread that asked for it, and whatever waits
+        // for that thread, from ever finishing.
+        self.release_hung();
         if self.session.is_some() {
+            // A file left open under the mount would be flushed when the process exits,
+            // after the filesystem's threads are gone: an exit that never ends. Aborted, the
+            // connection fails it at once.
+            if self.open_fds() > 0 {
+                let _ = abort_connection(&self.dir);
+            }
             detach(&self.dir);
         }
     }
@@ -658,6 +748,44 @@ fn alive(pid: &str) -> bool {
         .rsplit_once(')')
         .and_then(|(_, rest)| rest.trim_start().chars().next());
     matches!(state, Some(s) if s != 'Z' && s != 'X')
+}
+
+/// Aborts the FUSE connection of the filesystem mounted at `dir`, through a `fusectl`
+/// filesystem mounted on a temporary directory of its own (there is one `fusectl`, wherever
+/// it is mounted, and `/sys/fs/fuse/connections` may not have it).
+fn abort_connection(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(dir)?.dev();
+    // The kernel names a connection by its device number, encoded as the kernel does.
+    let conn = (u64::from(libc::major(dev)) << 20) | u64::from(libc::minor(dev));
+    let ctl = tempfile::Builder::new()
+        .prefix("readahead-fusectl-")
+        .tempdir()?;
+    mount_fusectl(ctl.path())?;
+    let written = std::fs::write(ctl.path().join(conn.to_string()).join("abort"), "1");
+    detach(ctl.path());
+    written
+}
+
+/// Mounts the `fusectl` filesystem at `dir`.
+fn mount_fusectl(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let target = std::ffi::CString::new(dir.as_os_str().as_bytes()).expect("a path without NUL");
+    // SAFETY: every pointer is a NUL-terminated string that outlives the call; no data.
+    let rc = unsafe {
+        libc::mount(
+            c"fusectl".as_ptr(),
+            target.as_ptr(),
+            c"fusectl".as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// Unmounts `dir` lazily: at once from the namespace, for good once nothing uses it.
