@@ -1,6 +1,7 @@
-//! The public reader: queuing, activation, moving on, the record API; and `build()`, which
-//! picks the backend. `Read` and `BufRead` are in `std_io`.
+//! The public reader: queuing, activation, moving on, the record API. `build()`, which picks
+//! the backend, is in `build`; `Read` and `BufRead` are in `std_io`.
 
+mod build;
 mod std_io;
 
 use std::fs::File;
@@ -8,31 +9,12 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::backend::sync::SyncIo;
-use crate::backend::{self, RingConfig};
 use crate::config::ReaderBuilder;
-use crate::consts::{Backend, OFFLOAD_DEPTH, SMALL_WINDOW, WARM_WINDOW};
-use crate::engine::{Engine, Limits, READERS};
+use crate::consts::Backend;
+use crate::engine::Engine;
 use crate::error::Error;
-use crate::io::Io;
-use crate::pool::Pool;
 use crate::source::Source;
 use crate::stats::Stats;
-
-impl ReaderBuilder {
-    /// Checks the settings and builds the reader.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidConfig`] for a setting that cannot work (it says which and why),
-    /// [`Error::IoUringUnavailable`] for [`Backend::IoUring`] where the kernel refuses it, or
-    /// anywhere but Linux,
-    /// [`Error::OutOfMemory`] if the pool cannot be allocated.
-    pub fn build<'a>(self) -> Result<SequentialFileReader<'a>, Error> {
-        let config = self.validate()?;
-        SequentialFileReader::from_config(config)
-    }
-}
 
 /// Reads a FIFO of files front to back, reading ahead across file boundaries.
 ///
@@ -127,41 +109,6 @@ impl<'a> SequentialFileReader<'a> {
     /// A builder, to set the pool size, read size, backend and more.
     pub fn builder() -> ReaderBuilder {
         ReaderBuilder::new()
-    }
-
-    fn from_config(config: ReaderBuilder) -> Result<Self, Error> {
-        let pool = Pool::with_capacity(config.buffer_size).ok_or(Error::OutOfMemory {
-            bytes: config.buffer_size,
-        })?;
-        let limits = Limits {
-            read_size: config.read_size,
-            direct: config.direct_io,
-            depth: config.queue_depth as usize,
-            max_open: config.max_open_files,
-            warm_window: WARM_WINDOW.max(config.read_size).min(config.buffer_size),
-            small_window: SMALL_WINDOW.min(config.buffer_size),
-            offload_depth: OFFLOAD_DEPTH,
-            readers: Some(&READERS),
-            drain_timeout: config.drain_timeout,
-        };
-        let ring_config = RingConfig {
-            depth: config.queue_depth,
-            register: config.registered_buffers.unwrap_or(config.direct_io),
-            io_workers: config.io_workers,
-        };
-        let io: Box<dyn Io<'a> + 'a> = match config.backend {
-            Backend::Sync => Box::new(SyncIo::default()),
-            choice => match backend::ring(ring_config, &pool) {
-                Ok(ring) => ring,
-                Err(source) if choice == Backend::IoUring => {
-                    return Err(Error::IoUringUnavailable { source })
-                }
-                Err(_) => Box::new(SyncIo::default()),
-            },
-        };
-        Ok(SequentialFileReader {
-            engine: Engine::new(io, pool, limits),
-        })
     }
 
     /// Queues a file the caller keeps open, to read up to `read_limit` bytes of it from its
