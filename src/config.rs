@@ -1,6 +1,8 @@
 //! Configuration of a reader: the builder's settings and their validation. What builds a
 //! reader from them is `reader` (`ReaderBuilder::build`), which picks the backend.
 
+use std::fs::File;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::consts::{
@@ -43,7 +45,24 @@ pub struct ReaderBuilder {
     pub(crate) max_open_files: usize,
     pub(crate) io_workers: Option<u32>,
     pub(crate) drain_timeout: Duration,
+    /// How long an idle submission thread polls before it sleeps, where there is one.
+    pub(crate) sq_poll: Option<Duration>,
+    /// The ring whose submission thread this reader's ring shares, where it does.
+    pub(crate) sq_poll_ring: Option<SharedRing>,
 }
+
+/// A reader's ring, kept open (a descriptor of its own, as a `File`) for rings set up later
+/// to share its submission thread. Builders holding the same one are equal.
+#[derive(Clone, Debug)]
+pub(crate) struct SharedRing(pub(crate) Arc<File>);
+
+impl PartialEq for SharedRing {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for SharedRing {}
 
 impl Default for ReaderBuilder {
     fn default() -> Self {
@@ -57,6 +76,8 @@ impl Default for ReaderBuilder {
             max_open_files: DEFAULT_MAX_OPEN_FILES,
             io_workers: None,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+            sq_poll: None,
+            sq_poll_ring: None,
         }
     }
 }
@@ -142,6 +163,20 @@ impl ReaderBuilder {
     /// Ignored where the kernel lacks it, by [`Backend::Sync`], and off Linux.
     pub fn io_workers(mut self, workers: u32) -> Self {
         self.io_workers = Some(workers);
+        self
+    }
+
+    /// A kernel thread that takes the ring's reads off its submission queue as they are
+    /// queued (`IORING_SETUP_SQPOLL`, Linux 5.11 without privileges), so submitting costs no
+    /// system call; it polls for `idle` after the last read before it sleeps. Default: none,
+    /// the reader submits with `io_uring_enter` itself. Where the kernel refuses it, the ring
+    /// is set up without it, without error. Ignored by [`Backend::Sync`] and off Linux.
+    ///
+    /// Each such thread takes a CPU while it polls: for several readers, share one
+    /// ([`sq_poll_shared_with`](Self::sq_poll_shared_with), or the scan's
+    /// [`sq_poll`](crate::Scan::sq_poll)). The README's "Performance" has what it measured.
+    pub fn sq_poll(mut self, idle: Duration) -> Self {
+        self.sq_poll = Some(idle);
         self
     }
 

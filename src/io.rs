@@ -211,6 +211,11 @@ pub(crate) trait Io<'a>: Send {
     fn registered(&self) -> bool {
         false
     }
+    /// A descriptor of the backend's ring, where it has a submission thread that other rings
+    /// may share (`IORING_SETUP_ATTACH_WQ`).
+    fn sq_poll_ring(&self) -> Option<File> {
+        None
+    }
     /// Whether `len` bytes of `fd` at `offset` are all in the page cache; `None` where the
     /// backend cannot tell.
     fn cached(&mut self, _fd: &FdRef<'a>, _offset: u64, _len: u64) -> Option<bool> {

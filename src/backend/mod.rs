@@ -8,7 +8,9 @@ pub(crate) mod sync;
 #[cfg(target_os = "linux")]
 pub(crate) mod uring;
 
+use std::fs::File;
 use std::io;
+use std::time::Duration;
 
 use crate::io::Io;
 use crate::pool::Pool;
@@ -16,10 +18,13 @@ use crate::pool::Pool;
 /// What the ring needs of the reader's settings.
 #[derive(Debug, Clone, Copy)]
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone
-pub(crate) struct RingConfig {
+pub(crate) struct RingConfig<'c> {
     pub(crate) depth: u32,
     pub(crate) register: bool,
     pub(crate) io_workers: Option<u32>,
+    /// A submission thread polling for this long when idle, shared with the ring of
+    /// `File` (an io_uring descriptor) where there is one.
+    pub(crate) sq_poll: Option<(Duration, Option<&'c File>)>,
 }
 
 /// A ring for `pool`, or why the kernel refuses one.

@@ -21,7 +21,7 @@ use std::ffi::CString;
 use std::fs::File;
 use std::io;
 use std::mem::{self, ManuallyDrop};
-use std::os::fd::FromRawFd;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -105,6 +105,46 @@ fn round_trip(ring: &mut IoUring) -> io::Result<()> {
     Ok(())
 }
 
+/// A ring of `depth` entries (and a completion queue of `CQ_PER_DEPTH` times that): with a
+/// submission thread where `sq_poll` asks for one (polling for its duration when idle;
+/// shared with the ring of its `File` where given), else with `COOP_TASKRUN`; where the
+/// kernel refuses those, a plain one.
+fn set_up(depth: u32, sq_poll: Option<(Duration, Option<&File>)>) -> io::Result<IoUring> {
+    let cq = depth * CQ_PER_DEPTH;
+    let mut builder = IoUring::builder();
+    builder.setup_cqsize(cq);
+    match sq_poll {
+        // The kernel refuses COOP_TASKRUN with a submission thread (which runs the task work).
+        Some((idle, shared)) => {
+            builder.setup_sqpoll(u32::try_from(idle.as_millis()).unwrap_or(u32::MAX));
+            if let Some(ring) = shared {
+                builder.setup_attach_wq(ring.as_raw_fd());
+            }
+        }
+        None => {
+            // COOP_TASKRUN (5.19): a read that waited (for the disk, or an O_DIRECT read) ends in
+            // task work queued to the thread that submitted it, which then posts the completion;
+            // with this flag, queued without interrupting that thread. A reader may have moved to
+            // another thread since, and that one then waits on the ring for the first one's work.
+            // It does not wait on a sleeping thread: the work is added with TWA_SIGNAL_NO_IPI,
+            // which still wakes a thread sleeping interruptibly (`__set_notify_signal` calls
+            // `wake_up_state(task, TASK_INTERRUPTIBLE)`), as one blocked on a channel, a lock or
+            // a ring is; only a running thread is not interrupted, and it runs the work at its
+            // next system call or timer tick. Measured on Linux 6.18: completions of reads whose
+            // submitter sleeps on a channel, or spins in user space, reach another thread
+            // waiting on the ring as fast as the disk answers (tests/cold_handoff.rs guards it).
+            // A submitter that exited leaves its reads to fail with EFAULT, retried
+            // (`engine::complete`). TASKRUN_FLAG is not set: it tells a reap without a system
+            // call that the reaping thread has work pending, which the next submission or wait
+            // runs anyway, and does nothing for another thread's.
+            builder.setup_coop_taskrun();
+        }
+    }
+    builder
+        .build(depth)
+        .or_else(|_| IoUring::builder().setup_cqsize(cq).build(depth))
+}
+
 /// The ring and the reads it has in flight.
 pub(crate) struct Ring<'a> {
     // Drop order: `Drop for Ring` forgets `ops` if anything is still in flight, then `ring`
@@ -147,27 +187,7 @@ impl<'a> Ring<'a> {
     /// where asked and permitted.
     pub(crate) fn new(config: RingConfig, pool: &Pool) -> io::Result<Ring<'a>> {
         let depth = config.depth;
-        let cq = depth * CQ_PER_DEPTH;
-        // COOP_TASKRUN (5.19): a read that waited (for the disk, or an O_DIRECT read) ends in
-        // task work queued to the thread that submitted it, which then posts the completion;
-        // with this flag, queued without interrupting that thread. A reader may have moved to
-        // another thread since, and that one then waits on the ring for the first one's work.
-        // It does not wait on a sleeping thread: the work is added with TWA_SIGNAL_NO_IPI,
-        // which still wakes a thread sleeping interruptibly (`__set_notify_signal` calls
-        // `wake_up_state(task, TASK_INTERRUPTIBLE)`), as one blocked on a channel, a lock or
-        // a ring is; only a running thread is not interrupted, and it runs the work at its
-        // next system call or timer tick. Measured on Linux 6.18: completions of reads whose
-        // submitter sleeps on a channel, or spins in user space, reach another thread
-        // waiting on the ring as fast as the disk answers (tests/cold_handoff.rs guards it).
-        // A submitter that exited leaves its reads to fail with EFAULT, retried
-        // (`engine::complete`). TASKRUN_FLAG is not set: it tells a reap without a system
-        // call that the reaping thread has work pending, which the next submission or wait
-        // runs anyway, and does nothing for another thread's.
-        let mut ring = IoUring::builder()
-            .setup_cqsize(cq)
-            .setup_coop_taskrun()
-            .build(depth)
-            .or_else(|_| IoUring::builder().setup_cqsize(cq).build(depth))?;
+        let mut ring = set_up(depth, config.sq_poll)?;
         let can_open = check_features(&mut ring)?;
         let (base, len) = pool.as_raw_parts();
         let fixed = config.register && len <= MAX_REGISTERED && {
@@ -379,6 +399,16 @@ impl<'a> Io<'a> for Ring<'a> {
 
     fn registered(&self) -> bool {
         self.fixed
+    }
+
+    fn sq_poll_ring(&self) -> Option<File> {
+        if !self.ring.params().is_setup_sqpoll() {
+            return None;
+        }
+        // SAFETY: the ring's descriptor stays open while `self.ring` lives, which outlives
+        // this borrow; the clone is a descriptor of its own.
+        let fd = unsafe { BorrowedFd::borrow_raw(self.ring.as_raw_fd()) };
+        fd.try_clone_to_owned().ok().map(File::from)
     }
 
     fn cached(&mut self, fd: &FdRef<'a>, offset: u64, len: u64) -> Option<bool> {

@@ -27,6 +27,7 @@ fn small_ring<'a>(pool: &Pool, register: bool) -> Ring<'a> {
         depth: 2,
         register,
         io_workers: None,
+        sq_poll: None,
     };
     let ring = Ring::new(config, pool).unwrap();
     assert_eq!(ring.ring.params().cq_entries(), 2 * CQ_PER_DEPTH);
@@ -396,6 +397,7 @@ fn the_real_ring_never_exposes_a_byte_no_read_wrote() {
             depth: 8,
             register: direct,
             io_workers: None,
+            sq_poll: None,
         };
         let ring = Ring::new(config, &pool).unwrap();
         let limits = crate::engine::Limits {

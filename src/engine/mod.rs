@@ -199,6 +199,11 @@ impl<'a> Engine<'a> {
         self.queue.first_unreported().map(|e| e.duplicate().into())
     }
 
+    /// A descriptor of the ring, where it has a submission thread others may share.
+    pub(crate) fn sq_poll_ring(&self) -> Option<std::fs::File> {
+        self.io.sq_poll_ring()
+    }
+
     pub(crate) fn backend(&self) -> Backend {
         self.io.backend()
     }

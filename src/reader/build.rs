@@ -3,7 +3,10 @@
 
 use crate::backend::sync::SyncIo;
 use crate::backend::{self, RingConfig};
-use crate::config::ReaderBuilder;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::{ReaderBuilder, SharedRing};
 use crate::consts::{Backend, OFFLOAD_DEPTH, SMALL_WINDOW, WARM_WINDOW};
 use crate::engine::{Engine, Limits, READERS};
 use crate::error::Error;
@@ -27,6 +30,23 @@ impl ReaderBuilder {
     }
 }
 
+impl ReaderBuilder {
+    /// The same settings, with the reader's ring sharing the submission thread of `reader`'s
+    /// ring ([`sq_poll`](Self::sq_poll), `IORING_SETUP_ATTACH_WQ`): one kernel thread
+    /// polling for several readers, instead of one each. Where `reader` has no such thread
+    /// (it was not built with `sq_poll`, or the kernel refused it), this changes nothing.
+    /// The builder keeps a descriptor of `reader`'s ring, so `reader` may be dropped before
+    /// it builds. The thread's idle time is the longest of its rings' (this builder's
+    /// `sq_poll`, or the kernel's default of a second where it has none).
+    pub fn sq_poll_shared_with(mut self, reader: &SequentialFileReader<'_>) -> Self {
+        if let Some(ring) = reader.engine.sq_poll_ring() {
+            self.sq_poll_ring = Some(SharedRing(Arc::new(ring)));
+            self.sq_poll.get_or_insert(Duration::ZERO);
+        }
+        self
+    }
+}
+
 impl<'a> SequentialFileReader<'a> {
     fn from_config(config: ReaderBuilder) -> Result<Self, Error> {
         let pool = Pool::with_capacity(config.buffer_size).ok_or(Error::OutOfMemory {
@@ -43,10 +63,12 @@ impl<'a> SequentialFileReader<'a> {
             readers: Some(&READERS),
             drain_timeout: config.drain_timeout,
         };
+        let shared = config.sq_poll_ring.as_ref().map(|ring| &*ring.0);
         let ring_config = RingConfig {
             depth: config.queue_depth,
             register: config.registered_buffers.unwrap_or(config.direct_io),
             io_workers: config.io_workers,
+            sq_poll: config.sq_poll.map(|idle| (idle, shared)),
         };
         let io: Box<dyn Io<'a> + 'a> = match config.backend {
             Backend::Sync => Box::new(SyncIo::default()),

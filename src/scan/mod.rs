@@ -25,6 +25,7 @@ use std::num::NonZeroUsize;
 use std::panic;
 use std::sync::mpsc::{self, Receiver};
 use std::thread;
+use std::time::Duration;
 
 pub use control::{Progress, ScanHandle};
 pub use entry::Entry;
@@ -33,7 +34,7 @@ pub use order::Ordered;
 
 use control::{State, StopOnPanic};
 use work::Work;
-use worker::{Sent, Shared, ThreadEnd};
+use worker::{Builders, Sent, Shared, ThreadEnd};
 
 use crate::config::ReaderBuilder;
 use crate::consts::Backend;
@@ -211,7 +212,8 @@ where
     /// a pool of its own, so the scan holds `threads` pools. Each reader's
     /// [`max_open_files`](ReaderBuilder::max_open_files) is lowered, where needed, to its
     /// share of half the descriptors the process may open (`ulimit -n`), so that the
-    /// readers together never take them all.
+    /// readers together never take them all. Where it asks for a submission thread
+    /// ([`ReaderBuilder::sq_poll`]), the readers share one (see [`sq_poll`](Self::sq_poll)).
     pub fn reader(mut self, builder: ReaderBuilder) -> Self {
         self.builder = builder;
         self
@@ -231,6 +233,16 @@ where
     /// Default: 4 windows of [`queue_ahead`](Self::queue_ahead) a thread; at least 1.
     pub fn window(mut self, files: usize) -> Self {
         self.window = Some(files.max(1));
+        self
+    }
+
+    /// One kernel submission thread for every thread's reader, polling for `idle` after the
+    /// last read before it sleeps ([`ReaderBuilder::sq_poll`], the others attached with
+    /// [`ReaderBuilder::sq_poll_shared_with`]): submitting then costs no system call, and the
+    /// threads share one poller rather than each having its own. Default: none; the
+    /// README's "Performance" has what it measured against a ring each.
+    pub fn sq_poll(mut self, idle: Duration) -> Self {
+        self.builder = self.builder.sq_poll(idle);
         self
     }
 
@@ -389,13 +401,13 @@ where
         let ScanMap { scan, init, f } = self;
         let work = Work::new(scan.entries);
         let state = &*scan.handle.state;
-        let builder = share_descriptors(scan.builder, threads);
+        let builders = Builders::new(share_descriptors(scan.builder, threads));
         let shared = Shared {
             work: &work,
             state,
-            builder: &builder,
+            builders: &builders,
             queue_ahead: scan.queue_ahead,
-            queue_bytes: builder.buffer_size as u64,
+            queue_bytes: builders.buffer_size() as u64,
             window,
         };
         let (tx, rx) = mpsc::sync_channel(IN_TRANSIT);

@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::mem;
 use std::sync::mpsc::SyncSender;
+use std::sync::{Mutex, PoisonError};
 
 use super::control::{State, StopOnPanic};
 use super::file::ScanFile;
@@ -16,6 +17,41 @@ use crate::consts::Backend;
 use crate::reader::SequentialFileReader;
 use crate::stats::Stats;
 
+/// How the scan's threads build their readers: from the same settings; where they share one
+/// submission thread, the first reader built starts it and the others attach to it.
+pub(super) struct Builders {
+    base: ReaderBuilder,
+    /// With a shared submission thread: the settings that attach to it, once there is one.
+    attach: Option<Mutex<Option<ReaderBuilder>>>,
+}
+
+impl Builders {
+    /// Readers from `base`, sharing one submission thread where it asks for one.
+    pub(super) fn new(base: ReaderBuilder) -> Self {
+        let attach = base.sq_poll.is_some().then(Mutex::default);
+        Builders { base, attach }
+    }
+
+    /// The pool size of every reader.
+    pub(super) fn buffer_size(&self) -> usize {
+        self.base.buffer_size
+    }
+
+    /// A thread's reader.
+    fn build<'a>(&self) -> io::Result<SequentialFileReader<'a>> {
+        let Some(attach) = &self.attach else {
+            return Ok(self.base.clone().build()?);
+        };
+        let mut attach = attach.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(builder) = &*attach {
+            return Ok(builder.clone().build()?);
+        }
+        let reader = self.base.clone().build()?;
+        *attach = Some(self.base.clone().sq_poll_shared_with(&reader));
+        Ok(reader)
+    }
+}
+
 /// An outcome on its way to the caller, with its index in the input.
 pub(super) type Sent<T, E> = (usize, Outcome<T, E>);
 
@@ -23,7 +59,7 @@ pub(super) type Sent<T, E> = (usize, Outcome<T, E>);
 pub(super) struct Shared<'s, I> {
     pub(super) work: &'s Work<I>,
     pub(super) state: &'s State,
-    pub(super) builder: &'s ReaderBuilder,
+    pub(super) builders: &'s Builders,
     /// Entries a thread keeps queued in its reader at most.
     pub(super) queue_ahead: usize,
     /// Bytes (as entries weigh them) a thread keeps queued at most: its reader's pool.
@@ -127,14 +163,14 @@ impl<'a> Lane<'a> {
         shared
             .work
             .take(ahead - self.queued.len(), bytes - self.weight, &mut taken);
-        let result = self.queue_all(&mut taken, shared.builder);
+        let result = self.queue_all(&mut taken, shared.builders);
         self.taken = taken;
         result
     }
 
     /// Queues `taken` into the reader, built on the first entry. Entries it refuses keep
     /// their error; every entry lands in `queued`, even where this fails.
-    fn queue_all(&mut self, taken: &mut Vec<Taken<'a>>, builder: &ReaderBuilder) -> io::Result<()> {
+    fn queue_all(&mut self, taken: &mut Vec<Taken<'a>>, builders: &Builders) -> io::Result<()> {
         let mut result = Ok(());
         for Taken {
             index,
@@ -151,7 +187,7 @@ impl<'a> Lane<'a> {
                 id: self.ids,
             };
             if result.is_ok() {
-                match self.queue_one(entry, builder) {
+                match self.queue_one(entry, builders) {
                     Ok(refused) => q.refused = refused,
                     Err(e) => result = Err(e),
                 }
@@ -166,9 +202,9 @@ impl<'a> Lane<'a> {
     fn queue_one(
         &mut self,
         entry: Entry<'a>,
-        builder: &ReaderBuilder,
+        builders: &Builders,
     ) -> io::Result<Option<io::Error>> {
-        let reader = self.reader(builder)?;
+        let reader = self.reader(builders)?;
         match entry.queue_into(reader) {
             Ok(()) => {
                 self.ids += 1;
@@ -181,9 +217,9 @@ impl<'a> Lane<'a> {
 
     /// The thread's reader, built the first time an entry is queued (a thread with nothing
     /// to read builds none).
-    fn reader(&mut self, builder: &ReaderBuilder) -> io::Result<&mut SequentialFileReader<'a>> {
+    fn reader(&mut self, builders: &Builders) -> io::Result<&mut SequentialFileReader<'a>> {
         if self.reader.is_none() {
-            self.reader = Some(builder.clone().build()?);
+            self.reader = Some(builders.build()?);
         }
         Ok(self.reader.as_mut().expect("built above"))
     }
