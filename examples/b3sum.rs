@@ -20,14 +20,14 @@
 //! Beyond it: `-r/--recursive` hashes the regular files under each directory FILE (symbolic
 //! links not followed, other kinds of file reported and skipped; see
 //! `support/b3sum_inputs.rs`), printing the same lines, so that `b3sum -c` checks them;
-//! `--threads N` (also `--num-threads`, b3sum's name) sets the scan's readers and the
-//! threads that hash a large file; a progress bar on stderr where it is a terminal and
-//! stdout is not.
+//! `--threads N` (also `--num-threads`, b3sum's name) sets the scan's threads, each with a
+//! reader; a progress bar on stderr where it is a terminal and stdout is not.
 //!
 //! How it hashes: the files go to a `readahead::Scan`, one reader a thread, each file to
-//! whichever thread is free, while the reads of the next files are in flight; a large file's
-//! runs are hashed on every core as they arrive (see `support/b3sum_hash.rs`). `b3sum`
-//! hashes one file after another, each through `mmap` (on every core where it is large).
+//! whichever thread is free, while the reads of the next files are in flight; a file of more
+//! than 1 MiB is cut into subtrees of its BLAKE3 tree, byte ranges hashed on every thread
+//! and merged (see `support/b3sum_hash.rs` and `support/b3sum_tree.rs`). `b3sum` hashes one
+//! file after another, each through `mmap` (on every core where it is large).
 
 #[path = "support/b3sum_hash.rs"]
 mod hash;
@@ -35,6 +35,8 @@ mod hash;
 mod inputs;
 #[path = "support/b3sum_output.rs"]
 mod output;
+#[path = "support/b3sum_tree.rs"]
+mod tree;
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
@@ -44,7 +46,7 @@ use std::thread;
 
 use clap::Parser;
 
-use hash::{hash_in_order, Hashed, Hashing, Job};
+use hash::{hash_in_order, Function, Hashed, Hashing, Job};
 use inputs::Found;
 use output::{CheckLine, Format};
 
@@ -76,13 +78,13 @@ struct Args {
     #[arg(long, default_value_t = 0, value_name("SEEK"))]
     seek: u64,
 
-    /// The number of threads reading and hashing (b3sum's --num-threads)
+    /// The number of threads reading and hashing, each with a reader (b3sum's --num-threads)
     ///
     /// By default, or with 0, the number of logical cores.
     #[arg(long, visible_alias("num-threads"), value_name("NUM"))]
     threads: Option<usize>,
 
-    /// Accepted for b3sum's sake (nothing is memory-mapped): hash each file on one thread
+    /// Hash each file on one thread (for b3sum's sake: nothing is memory-mapped)
     #[arg(long)]
     no_mmap: bool,
 
@@ -154,16 +156,10 @@ fn run(args: &Args) -> Result<u64, Fatal> {
             "Only one filename can be provided when using --raw",
         )));
     }
-    let threads = args.threads.unwrap_or(0);
-    rayon_core::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build_global()
-        .map_err(io::Error::other)?;
     let hashing = Hashing {
-        base: base_hasher(args)?,
-        threads,
-        spread: !args.no_mmap,
-        keyed: args.keyed,
+        function: function(args)?,
+        threads: args.threads.unwrap_or(0),
+        cut: !args.no_mmap,
         progress: hash::progress_shown(),
     };
     let mut out = stdout();
@@ -186,14 +182,14 @@ fn stdout() -> Box<dyn Write> {
     }
 }
 
-/// The hasher every file starts from.
-fn base_hasher(args: &Args) -> Result<blake3::Hasher, Fatal> {
+/// Which BLAKE3 function: keyed and key derivation as b3sum's flags say.
+fn function(args: &Args) -> Result<Function, Fatal> {
     if args.keyed {
-        return Ok(blake3::Hasher::new_keyed(&read_key()?));
+        return Ok(Function::Keyed(read_key()?));
     }
     Ok(match &args.derive_key {
-        Some(context) => blake3::Hasher::new_derive_key(context),
-        None => blake3::Hasher::new(),
+        Some(context) => Function::derive_key(context),
+        None => Function::Hash,
     })
 }
 
@@ -236,13 +232,17 @@ fn hash_all(
     };
     let mut failed = 0;
     thread::scope(|scope| {
-        let (found, paths) = inputs::spawn(scope, files, args.recursive);
+        let found = inputs::spawn(scope, files, args.recursive);
         let jobs = found.into_iter().map(|found| match found {
-            Found::File(_) => Job::Scan(found),
+            Found::File(ref path, size) => Job::File {
+                path: path.clone(),
+                size,
+                item: found,
+            },
             Found::Stdin => Job::Stdin(found),
             _ => Job::Note(found),
         });
-        hash_in_order(jobs, paths.into_iter(), hashing, |found, hashed| {
+        hash_in_order(jobs, hashing, |found, hashed| {
             failed += u64::from(!report(out, &format, found, hashed)?);
             Ok(())
         })
@@ -260,7 +260,7 @@ fn report(
 ) -> io::Result<bool> {
     let stdin = Path::new("-");
     let (name, hashed) = match (&found, hashed) {
-        (Found::File(path), Some(hashed)) => (path.as_path(), hashed),
+        (Found::File(path, _), Some(hashed)) => (path.as_path(), hashed),
         (Found::Stdin, Some(hashed)) => (stdin, hashed),
         (Found::Unlisted(path, e), _) => {
             eprintln!("{}", output::file_error(path, e));
@@ -274,7 +274,7 @@ fn report(
         (_, None) => unreachable!("files and standard input are hashed"),
     };
     match hashed {
-        Ok(hasher) => output::write_hash(out, format, name, &hasher).map(|()| true),
+        Ok(hash) => output::write_hash(out, format, name, hash).map(|()| true),
         Err(e) => {
             out.flush()?;
             eprintln!("{}", output::file_error(name, &e));
@@ -337,22 +337,20 @@ fn check_lines(
         .iter()
         .map(|line| output::parse_check_line(line))
         .collect();
-    let paths: Vec<PathBuf> = parsed
-        .iter()
-        .filter_map(|line| line.as_ref().ok())
-        .filter(|line| line.path != Path::new("-"))
-        .map(|line| line.path.clone())
-        .collect();
     let jobs = parsed.into_iter().map(|line| match &line {
         Ok(parsed) if parsed.path == Path::new("-") => Job::Stdin(line),
-        Ok(_) => Job::Scan(line),
+        Ok(parsed) => Job::File {
+            path: parsed.path.clone(),
+            size: hash::file_size(&parsed.path),
+            item: line,
+        },
         Err(_) => Job::Note(line),
     });
     let mut failed = 0;
-    hash_in_order(jobs, paths.into_iter(), hashing, |line, hashed| {
+    hash_in_order(jobs, hashing, |line, hashed| {
         let passed = match (line, hashed) {
             (Ok(line), Some(hashed)) => {
-                let found = hashed.as_ref().map_err(|e| e as &dyn std::fmt::Display);
+                let found = hashed.map_err(|e| Box::new(e) as Box<dyn std::fmt::Display>);
                 output::write_check(out, &line, found, args.seek, args.quiet)?
             }
             (Err(why), _) => {

@@ -2,40 +2,73 @@
 //! to whichever thread is free), standard input on the caller's thread in its turn, and each
 //! result handed back in input order, paired with what the caller listed it as.
 //!
-//! A file's bytes are taken in runs of up to [`RUN`] bytes with `fill_buf_at_least`, in place
-//! in the reader's pool, and a run of at least [`SPREAD`] bytes is hashed on every core
-//! (`Hasher::update_rayon`, rayon's pool), so that one large file uses every core as b3sum's
-//! `mmap` path does, while the reader reads the next runs. Smaller runs are hashed on the
-//! scan's thread: many small files keep every core busy by themselves.
+//! - A file of more than [`PIECE`] bytes (by the size looked up when it was listed) is cut
+//!   into subtrees of the BLAKE3 tree, each a byte range that the scan hands out like a file
+//!   (see `support/b3sum_tree.rs`): one large file is read and hashed on every thread at
+//!   once, each thread copying its pieces out of the page cache and hashing them.
+//! - Any other file is one entry, hashed on one thread.
+//!
+//! Bytes are hashed in runs of up to [`RUN`] bytes taken with `fill_buf_at_least`, in place
+//! in the reader's pool.
 
-use std::fs::File;
+use std::fs::{self, File};
 use std::io::{self, BufRead, IsTerminal};
-use std::path::PathBuf;
-use std::sync::mpsc;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::thread;
 use std::time::Duration;
 
+use blake3::hazmat::{hash_derive_key_context, ChainingValue, ContextKey, HasherExt, Mode};
 use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
-use readahead::{Outcome, Scan, ScanFile, ScanHandle, SequentialFileReader};
+use readahead::{Entry, Outcome, Scan, ScanFile, ScanHandle, SequentialFileReader};
+
+use crate::tree::{self, PIECE};
 
 /// The most bytes hashed in one go: a sixteenth of the reader's default pool, so that the
 /// reads of the next runs are in flight while this one is hashed.
 const RUN: usize = 2 << 20;
-/// Runs at least this long are spread over every core. Below it, waking rayon's threads
-/// costs more than it gains (blake3's docs put the break-even near 128 KiB).
-const SPREAD: usize = 128 << 10;
+/// Entries handed to the scan ahead of the results at most.
+const AHEAD: usize = 4096;
+
+/// Which BLAKE3 function: the hash, keyed (`--keyed`), or key derivation (`--derive-key`).
+#[derive(Clone, Debug)]
+pub enum Function {
+    Hash,
+    Keyed([u8; blake3::KEY_LEN]),
+    DeriveKey(ContextKey),
+}
+
+impl Function {
+    /// Key derivation with `context`.
+    pub fn derive_key(context: &str) -> Self {
+        Function::DeriveKey(hash_derive_key_context(context))
+    }
+
+    fn hasher(&self) -> blake3::Hasher {
+        match self {
+            Function::Hash => blake3::Hasher::new(),
+            Function::Keyed(key) => blake3::Hasher::new_keyed(key),
+            Function::DeriveKey(context) => blake3::Hasher::new_from_context_key(context),
+        }
+    }
+
+    fn mode(&self) -> Mode<'_> {
+        match self {
+            Function::Hash => Mode::Hash,
+            Function::Keyed(key) => Mode::KeyedHash(key),
+            Function::DeriveKey(context) => Mode::DeriveKeyMaterial(context),
+        }
+    }
+}
 
 /// How to hash.
 #[derive(Clone, Debug)]
 pub struct Hashing {
-    /// The hasher every file starts from: plain, keyed (`--keyed`) or deriving (`--derive-key`).
-    pub base: blake3::Hasher,
+    pub function: Function,
     /// Scan threads (0: one per core).
     pub threads: usize,
-    /// Whether a large file is spread over every core (not with `--no-mmap`).
-    pub spread: bool,
-    /// Whether standard input held the key, and so cannot be hashed (`--keyed`).
-    pub keyed: bool,
+    /// Whether a large file is cut in pieces hashed on every thread (not with `--no-mmap`).
+    pub cut: bool,
     /// Whether to draw a progress bar on stderr.
     pub progress: bool,
 }
@@ -43,54 +76,72 @@ pub struct Hashing {
 /// One input, in the order results are wanted, carrying what the caller needs to report it.
 #[derive(Debug)]
 pub enum Job<T> {
-    /// A file the scan hashes: its path is the next of the scan's entries.
-    Scan(T),
+    /// A file, hashed on the scan; cut in pieces if its size is given and large.
+    File {
+        item: T,
+        path: PathBuf,
+        size: Option<u64>,
+    },
     /// Standard input, hashed on the caller's thread when its turn comes.
     Stdin(T),
     /// Nothing to hash (an error found before, a file skipped): handed on in its turn.
     Note(T),
 }
 
-/// A file's hash, or the error that kept it from being hashed.
-pub type Hashed = io::Result<blake3::Hasher>;
+/// A file's output (its hash, and as much more as `--length` asks), or the error that kept
+/// it from being hashed.
+pub type Hashed = io::Result<blake3::OutputReader>;
 
-/// Hashes every job in order and hands each to `each`, with its result (`None` for a
-/// [`Job::Note`]). `entries` are the paths of the [`Job::Scan`]s, in the same order. Stops at
-/// the first error `each` returns.
+/// What the results side makes of one job.
+enum Plan<T> {
+    /// A file hashed as this many entries of the scan: 1, or its pieces (its size then).
+    File(T, usize, Option<u64>),
+    Stdin(T),
+    Note(T),
+}
+
+/// What the scan's closure returns for one entry.
+enum Piece {
+    Whole(blake3::OutputReader),
+    Subtree(ChainingValue),
+}
+
+/// Hashes every job in order and hands each to `each` with its result (`None` for a
+/// [`Job::Note`]). Jobs are taken on a thread of their own, which hands the files to the
+/// scan ahead of the results. Stops at the first error `each` returns.
 ///
 /// # Errors
 ///
 /// What `each` returned, or a scan that could not run (a reader that could not be built).
-pub fn hash_in_order<T>(
-    jobs: impl Iterator<Item = Job<T>>,
-    entries: impl Iterator<Item = PathBuf> + Send,
+pub fn hash_in_order<T: Send>(
+    jobs: impl Iterator<Item = Job<T>> + Send,
     hashing: &Hashing,
     mut each: impl FnMut(T, Option<Hashed>) -> io::Result<()>,
 ) -> io::Result<()> {
     // Four times the default read size: fewer, larger reads for large files.
     let builder = SequentialFileReader::builder().read_size(2 << 20);
-    let scan = Scan::new(entries).threads(hashing.threads).reader(builder);
-    let handle = scan.handle();
-    let (base, spread) = (&hashing.base, hashing.spread);
     thread::scope(|scope| {
+        let (entries_tx, entries) = mpsc::sync_channel(AHEAD);
+        let (plans_tx, plans) = mpsc::channel();
+        scope.spawn(|| relay(jobs, hashing.cut, entries_tx, plans_tx));
+        let scan = Scan::new(entries).threads(hashing.threads).reader(builder);
+        let handle = scan.handle();
         let (_scanning, ended) = mpsc::channel::<()>();
         if hashing.progress {
-            scope.spawn(|| draw(&handle, ended));
+            scope.spawn(move || draw(&handle, ended));
         }
+        let function = &hashing.function;
         let (result, _summary) = scan
-            .map(|file| hash_file(base.clone(), file, spread))
+            .map(|file| hash_entry(function.hasher(), file))
             .ordered(|mut outcomes| {
-                let mut scanned = 0;
-                for job in jobs {
-                    let (item, hashed) = match job {
-                        Job::Scan(item) => {
-                            let (index, outcome) = outcomes.next().expect("an outcome a file");
-                            debug_assert_eq!(index, scanned, "outcomes in input order");
-                            scanned += 1;
-                            (item, Some(from_outcome(outcome)))
+                for plan in plans {
+                    let (item, hashed) = match plan {
+                        Plan::File(item, pieces, size) => {
+                            let outcomes = outcomes.by_ref().take(pieces).map(|(_, o)| o);
+                            (item, Some(assemble(outcomes, size, function)))
                         }
-                        Job::Stdin(item) => (item, Some(hash_stdin(hashing))),
-                        Job::Note(item) => (item, None),
+                        Plan::Stdin(item) => (item, Some(hash_stdin(function))),
+                        Plan::Note(item) => (item, None),
                     };
                     each(item, hashed)?;
                 }
@@ -100,16 +151,101 @@ pub fn hash_in_order<T>(
     })
 }
 
-fn from_outcome(outcome: Outcome<blake3::Hasher, io::Error>) -> Hashed {
+/// Takes the jobs in order: hands each file's entries (its pieces, or itself) to the scan,
+/// and what to make of them to the results side, first, so that it never waits for an entry
+/// the scan has not been given.
+fn relay<T>(
+    jobs: impl Iterator<Item = Job<T>>,
+    cut: bool,
+    entries: SyncSender<Entry<'static>>,
+    plans: Sender<Plan<T>>,
+) {
+    for job in jobs {
+        let (plan, pieces) = match job {
+            Job::File { item, path, size } => {
+                let size = size.filter(|&size| cut && size > PIECE);
+                let pieces = size.map_or_else(|| vec![(0, u64::MAX)], tree::cut);
+                let entries = pieces.into_iter().map(|(start, len)| {
+                    let entry = Entry::path(path.clone());
+                    if len == u64::MAX {
+                        entry
+                    } else {
+                        entry.range(start, len)
+                    }
+                });
+                let entries: Vec<Entry> = entries.collect();
+                (Plan::File(item, entries.len(), size), entries)
+            }
+            Job::Stdin(item) => (Plan::Stdin(item), Vec::new()),
+            Job::Note(item) => (Plan::Note(item), Vec::new()),
+        };
+        if plans.send(plan).is_err() || pieces.into_iter().any(|e| entries.send(e).is_err()) {
+            return; // the results side stopped
+        }
+    }
+}
+
+/// One file's output from the outcomes of its entries: the one whole hash, or its pieces
+/// merged up the tree. The first error of a piece is the file's.
+fn assemble(
+    mut outcomes: impl Iterator<Item = Outcome<Piece, io::Error>>,
+    size: Option<u64>,
+    function: &Function,
+) -> Hashed {
+    let Some(size) = size else {
+        return match outcomes.next().expect("a file's outcome") {
+            Outcome::Done(Piece::Whole(output)) => Ok(output),
+            other => Err(failure(other)),
+        };
+    };
+    let mut pieces = Vec::new();
+    let mut error = None;
+    for outcome in outcomes {
+        match outcome {
+            Outcome::Done(Piece::Subtree(cv)) => pieces.push(cv),
+            other => error = error.or(Some(failure(other))),
+        }
+    }
+    match error {
+        Some(e) => Err(e),
+        None => Ok(tree::merge(size, &pieces, function.mode())),
+    }
+}
+
+/// The error an outcome that is not the expected piece stands for.
+fn failure(outcome: Outcome<Piece, io::Error>) -> io::Error {
     match outcome {
-        Outcome::Done(hasher) => Ok(hasher),
-        Outcome::Failed(e) => Err(system_error(e)),
+        Outcome::Failed(e) => system_error(e),
+        Outcome::Done(_) => unreachable!("a whole file's outcome is whole, a piece's a subtree"),
         Outcome::NotRun => unreachable!("the scan is never cancelled"),
     }
 }
 
-/// Hashes one file of the scan, in runs taken in place from the reader's pool.
-fn hash_file(mut hasher: blake3::Hasher, file: &mut ScanFile, spread: bool) -> Hashed {
+/// Hashes one entry of the scan: a whole file, or a piece of one (a range), to the chaining
+/// value of its subtree.
+fn hash_entry(mut hasher: blake3::Hasher, file: &mut ScanFile) -> io::Result<Piece> {
+    let Some(len) = file.len() else {
+        hash_runs(&mut hasher, file)?;
+        return Ok(Piece::Whole(hasher.finalize_xof()));
+    };
+    hasher.set_input_offset(file.start());
+    let hashed = hash_runs(&mut hasher, file)?;
+    if hashed != len {
+        // The file was cut by its size when listed: it has shrunk since.
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!(
+                "the file shrank while it was read: {hashed} bytes at {} of {len}",
+                file.start()
+            ),
+        ));
+    }
+    Ok(Piece::Subtree(hasher.finalize_non_root()))
+}
+
+/// Hashes a file's bytes in runs taken in place from the reader's pool; how many.
+fn hash_runs(hasher: &mut blake3::Hasher, file: &mut ScanFile) -> io::Result<u64> {
+    let mut hashed = 0;
     loop {
         let run = match file.fill_buf_at_least(RUN) {
             Ok(run) => run,
@@ -118,16 +254,22 @@ fn hash_file(mut hasher: blake3::Hasher, file: &mut ScanFile, spread: bool) -> H
             Err(e) => return Err(e),
         };
         if run.is_empty() {
-            return Ok(hasher);
+            return Ok(hashed);
         }
-        if spread && run.len() >= SPREAD {
-            hasher.update_rayon(run);
-        } else {
-            hasher.update(run);
-        }
+        hasher.update(run);
         let n = run.len();
         file.consume(n);
+        hashed += n as u64;
     }
+}
+
+/// The size of the file at `path`, if it is a regular file (one `stat`): what lets a large
+/// file be cut in pieces.
+pub fn file_size(path: &Path) -> Option<u64> {
+    fs::metadata(path)
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
 }
 
 /// Whether the reader refused a file for being unseekable (a pipe, a character device),
@@ -140,20 +282,21 @@ fn not_seekable(e: &io::Error) -> bool {
 }
 
 /// A pipe or a device named on the command line, read front to back as b3sum reads it.
-fn hash_unseekable(mut hasher: blake3::Hasher, file: &ScanFile) -> Hashed {
+fn hash_unseekable(hasher: &mut blake3::Hasher, file: &ScanFile) -> io::Result<u64> {
     let path = file.path().expect("the scan's entries are paths");
+    let before = hasher.count();
     hasher.update_reader(File::open(path)?)?;
-    Ok(hasher)
+    Ok(hasher.count() - before)
 }
 
 /// Standard input, as b3sum reads it (not in keyed mode, where it held the key).
-fn hash_stdin(hashing: &Hashing) -> Hashed {
-    if hashing.keyed {
+fn hash_stdin(function: &Function) -> Hashed {
+    if let Function::Keyed(_) = function {
         return Err(io::Error::other("Cannot open `-` in keyed mode"));
     }
-    let mut hasher = hashing.base.clone();
+    let mut hasher = function.hasher();
     hasher.update_reader(io::stdin().lock())?;
-    Ok(hasher)
+    Ok(hasher.finalize_xof())
 }
 
 /// The crate's error inside a reader's `io::Error`, if it is one.
@@ -177,17 +320,12 @@ pub fn system_error(e: io::Error) -> io::Error {
 
 /// Keeps a bar on stderr up to date with the scan's counters, ten times a second, until
 /// `ended` says the scan is over.
-fn draw(handle: &ScanHandle, ended: mpsc::Receiver<()>) {
+fn draw(handle: &ScanHandle, ended: Receiver<()>) {
     let style = ProgressStyle::with_template("{spinner} {msg} {elapsed}").expect("a template");
     let bar = ProgressBar::new_spinner().with_style(style);
     while let Err(mpsc::RecvTimeoutError::Timeout) = ended.recv_timeout(Duration::from_millis(100))
     {
-        let progress = handle.progress();
-        bar.set_message(format!(
-            "{} files, {}",
-            progress.files,
-            HumanBytes(progress.bytes)
-        ));
+        bar.set_message(format!("{} hashed", HumanBytes(handle.progress().bytes)));
         bar.tick();
     }
     bar.finish_and_clear();

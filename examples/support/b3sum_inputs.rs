@@ -14,17 +14,18 @@ use std::fs::{self, FileType};
 use std::io;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::thread::Scope;
 
-/// Paths listed ahead of the scan at most: the walk waits for the scan beyond them.
+/// Inputs listed ahead of the hashing at most: the walk waits for it beyond them.
 const AHEAD: usize = 4096;
 
 /// One input, in output order.
 #[derive(Debug)]
 pub enum Found {
-    /// A file to hash, named as it is to be printed.
-    File(PathBuf),
+    /// A file to hash, named as it is to be printed, with its size if it is a regular file
+    /// (looked up here, ahead of the scan, so that a large file can be cut in pieces).
+    File(PathBuf, Option<u64>),
     /// `-`: standard input.
     Stdin,
     /// A directory that could not be listed.
@@ -33,59 +34,46 @@ pub enum Found {
     Skipped(PathBuf, &'static str),
 }
 
-/// Lists `args` on a thread of `scope`: every input in order, and (the second receiver) the
-/// paths of the [`Found::File`]s alone, in the same order, for the scan.
+/// Lists `args` in order on a thread of `scope`, walking directories if `recursive`.
 pub fn spawn<'scope>(
     scope: &'scope Scope<'scope, '_>,
     args: Vec<PathBuf>,
     recursive: bool,
-) -> (Receiver<Found>, Receiver<PathBuf>) {
-    let (found_tx, found) = mpsc::channel();
-    let (files_tx, files) = mpsc::sync_channel(AHEAD);
+) -> Receiver<Found> {
+    let (tx, found) = mpsc::sync_channel(AHEAD);
     scope.spawn(move || {
-        let mut out = Out {
-            found: found_tx,
-            files: files_tx,
-        };
+        let mut out = Out(tx);
         for arg in args {
-            let walk = recursive && fs::metadata(&arg).is_ok_and(|m| m.is_dir());
-            let sent = if arg.as_os_str() == "-" {
-                out.send(Found::Stdin)
-            } else if walk {
+            if arg.as_os_str() == "-" {
+                if out.send(Found::Stdin).is_err() {
+                    return; // no one is listening any more
+                }
+                continue;
+            }
+            let meta = fs::metadata(&arg).ok();
+            let sent = if recursive && meta.as_ref().is_some_and(|m| m.is_dir()) {
                 out.walk(&arg)
             } else {
-                out.send(Found::File(arg))
+                let size = meta.filter(|m| m.is_file()).map(|m| m.len());
+                out.send(Found::File(arg, size))
             };
             if sent.is_err() {
                 return; // no one is listening any more
             }
         }
     });
-    (found, files)
+    found
 }
 
 /// Where the walk sends what it finds.
-struct Out {
-    found: Sender<Found>,
-    files: SyncSender<PathBuf>,
-}
+struct Out(SyncSender<Found>);
 
-/// The receivers hung up: the run is over.
+/// The receiver hung up: the run is over.
 struct HungUp;
 
 impl Out {
-    /// Sends one input; a file's path also to the scan, after the input itself, so that the
-    /// order's side never waits for a path the scan has not been given.
     fn send(&mut self, found: Found) -> Result<(), HungUp> {
-        let path = match &found {
-            Found::File(path) => Some(path.clone()),
-            _ => None,
-        };
-        self.found.send(found).map_err(|_| HungUp)?;
-        match path {
-            Some(path) => self.files.send(path).map_err(|_| HungUp),
-            None => Ok(()),
-        }
+        self.0.send(found).map_err(|_| HungUp)
     }
 
     /// Sends the regular files under `dir`, depth first, each directory's entries by name.
@@ -94,11 +82,11 @@ impl Out {
             Ok(entries) => entries,
             Err(e) => return self.send(Found::Unlisted(dir.to_path_buf(), e)),
         };
-        for (name, kind) in entries {
+        for (name, kind, size) in entries {
             let path = dir.join(name);
             match kind {
                 Ok(t) if t.is_dir() => self.walk(&path)?,
-                Ok(t) if t.is_file() => self.send(Found::File(path))?,
+                Ok(t) if t.is_file() => self.send(Found::File(path, size))?,
                 Ok(t) if t.is_symlink() => {}
                 Ok(t) => self.send(Found::Skipped(path, kind_name(t)))?,
                 Err(e) => self.send(Found::Unlisted(path, e))?,
@@ -107,14 +95,21 @@ impl Out {
         Ok(())
     }
 }
+/// A directory entry: its name, its type, and its size if it is a regular file.
+type Listed = (OsString, io::Result<FileType>, Option<u64>);
 
-/// A directory's entries with their types (from the directory itself where the filesystem
-/// says, so without a `stat` each), sorted by name.
-fn list(dir: &Path) -> io::Result<Vec<(OsString, io::Result<FileType>)>> {
+/// A directory's entries, sorted by name: their types from the directory itself where the
+/// filesystem says, the sizes of regular files from a `stat` relative to the directory.
+fn list(dir: &Path) -> io::Result<Vec<Listed>> {
     let mut entries = Vec::new();
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
-        entries.push((entry.file_name(), entry.file_type()));
+        let kind = entry.file_type();
+        let size = match &kind {
+            Ok(t) if t.is_file() => entry.metadata().ok().map(|m| m.len()),
+            _ => None,
+        };
+        entries.push((entry.file_name(), kind, size));
     }
     entries.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(entries)

@@ -48,9 +48,8 @@ pub fn escape_name(path: &Path) -> (String, bool) {
     (escaped, true)
 }
 
-/// The output of `hasher` from byte `seek`, `length` bytes of it.
-fn output_bytes(hasher: &blake3::Hasher, seek: u64, length: u64) -> impl io::Read {
-    let mut output = hasher.finalize_xof();
+/// A file's output from byte `seek`, `length` bytes of it.
+fn output_bytes(mut output: blake3::OutputReader, seek: u64, length: u64) -> impl io::Read {
     output.set_position(seek);
     io::Read::take(output, length)
 }
@@ -78,9 +77,9 @@ pub fn write_hash(
     out: &mut (impl Write + ?Sized),
     format: &Format,
     name: &Path,
-    hasher: &blake3::Hasher,
+    hash: blake3::OutputReader,
 ) -> io::Result<()> {
-    let bytes = output_bytes(hasher, format.seek, format.length);
+    let bytes = output_bytes(hash, format.seek, format.length);
     if format.raw {
         io::copy(&mut { bytes }, out)?;
         return Ok(());
@@ -209,19 +208,19 @@ fn unescape(name: &str) -> Result<String, String> {
 pub fn write_check(
     out: &mut (impl Write + ?Sized),
     line: &CheckLine,
-    found: Result<&blake3::Hasher, &dyn Display>,
+    found: Result<blake3::OutputReader, Box<dyn Display>>,
     seek: u64,
     quiet: bool,
 ) -> io::Result<bool> {
-    let hasher = match found {
-        Ok(hasher) => hasher,
+    let hash = match found {
+        Ok(hash) => hash,
         Err(e) => {
             writeln!(out, "{}: FAILED ({e})", line.shown)?;
             return Ok(false);
         }
     };
     let mut got = [0u8; blake3::OUT_LEN];
-    io::Read::read_exact(&mut output_bytes(hasher, seek, got.len() as u64), &mut got)?;
+    io::Read::read_exact(&mut output_bytes(hash, seek, got.len() as u64), &mut got)?;
     // In constant time, as b3sum compares `blake3::Hash`es.
     if blake3::Hash::from(got) == blake3::Hash::from(line.expected) {
         if !quiet {
