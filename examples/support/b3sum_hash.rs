@@ -2,10 +2,10 @@
 //! to whichever thread is free), standard input on the caller's thread in its turn, and each
 //! result handed back in input order, paired with what the caller listed it as.
 //!
-//! - A file of more than [`PIECE`] bytes (by the size looked up when it was listed) is cut
-//!   into subtrees of the BLAKE3 tree, each a byte range that the scan hands out like a file
-//!   (see `support/b3sum_tree.rs`): one large file is read and hashed on every thread at
-//!   once, each thread copying its pieces out of the page cache and hashing them.
+//! - A file of more than 1 MiB (by the size looked up when it was listed) is cut
+//!   into subtrees of the BLAKE3 tree (a [`Cut`]), each a byte range that the scan hands out
+//!   like a file (see `support/b3sum_tree.rs`): one large file is read and hashed on every
+//!   thread at once, each thread copying its pieces out of the page cache and hashing them.
 //! - Any other file is one entry, hashed on one thread.
 //!
 //! Bytes are hashed in runs of up to [`RUN`] bytes taken with `fill_buf_at_least`, in place
@@ -22,7 +22,7 @@ use blake3::hazmat::{hash_derive_key_context, ChainingValue, ContextKey, HasherE
 use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
 use readahead::{Entry, Outcome, Scan, ScanFile, ScanHandle, SequentialFileReader};
 
-use crate::tree::{self, PIECE};
+use crate::tree::Cut;
 
 /// The most bytes hashed in one go: a sixteenth of the reader's default pool, so that the
 /// reads of the next runs are in flight while this one is hashed.
@@ -94,8 +94,8 @@ pub type Hashed = io::Result<blake3::OutputReader>;
 
 /// What the results side makes of one job.
 enum Plan<T> {
-    /// A file hashed as this many entries of the scan: 1, or its pieces (its size then).
-    File(T, usize, Option<u64>),
+    /// A file hashed as this many entries of the scan: 1, or the pieces of its cut.
+    File(T, usize, Option<Cut>),
     Stdin(T),
     Note(T),
 }
@@ -136,9 +136,9 @@ pub fn hash_in_order<T: Send>(
             .ordered(|mut outcomes| {
                 for plan in plans {
                     let (item, hashed) = match plan {
-                        Plan::File(item, pieces, size) => {
+                        Plan::File(item, pieces, cut) => {
                             let outcomes = outcomes.by_ref().take(pieces).map(|(_, o)| o);
-                            (item, Some(assemble(outcomes, size, function)))
+                            (item, Some(assemble(outcomes, cut, function)))
                         }
                         Plan::Stdin(item) => (item, Some(hash_stdin(function))),
                         Plan::Note(item) => (item, None),
@@ -156,25 +156,21 @@ pub fn hash_in_order<T: Send>(
 /// the scan has not been given.
 fn relay<T>(
     jobs: impl Iterator<Item = Job<T>>,
-    cut: bool,
+    cutting: bool,
     entries: SyncSender<Entry<'static>>,
     plans: Sender<Plan<T>>,
 ) {
     for job in jobs {
         let (plan, pieces) = match job {
             Job::File { item, path, size } => {
-                let size = size.filter(|&size| cut && size > PIECE);
-                let pieces = size.map_or_else(|| vec![(0, u64::MAX)], tree::cut);
-                let entries = pieces.into_iter().map(|(start, len)| {
-                    let entry = Entry::path(path.clone());
-                    if len == u64::MAX {
-                        entry
-                    } else {
-                        entry.range(start, len)
-                    }
-                });
-                let entries: Vec<Entry> = entries.collect();
-                (Plan::File(item, entries.len(), size), entries)
+                let cut = size.filter(|_| cutting).and_then(Cut::of);
+                let entries: Vec<Entry> = match cut {
+                    None => vec![Entry::path(path)],
+                    Some(cut) => (cut.pieces().into_iter())
+                        .map(|(start, len)| Entry::path(path.clone()).range(start, len))
+                        .collect(),
+                };
+                (Plan::File(item, entries.len(), cut), entries)
             }
             Job::Stdin(item) => (Plan::Stdin(item), Vec::new()),
             Job::Note(item) => (Plan::Note(item), Vec::new()),
@@ -189,10 +185,10 @@ fn relay<T>(
 /// merged up the tree. The first error of a piece is the file's.
 fn assemble(
     mut outcomes: impl Iterator<Item = Outcome<Piece, io::Error>>,
-    size: Option<u64>,
+    cut: Option<Cut>,
     function: &Function,
 ) -> Hashed {
-    let Some(size) = size else {
+    let Some(cut) = cut else {
         return match outcomes.next().expect("a file's outcome") {
             Outcome::Done(Piece::Whole(output)) => Ok(output),
             other => Err(failure(other)),
@@ -208,7 +204,7 @@ fn assemble(
     }
     match error {
         Some(e) => Err(e),
-        None => Ok(tree::merge(size, &pieces, function.mode())),
+        None => Ok(cut.merge(&pieces, function.mode())),
     }
 }
 
