@@ -267,8 +267,7 @@ fn report(
             return Ok(false);
         }
         (Found::Skipped(path, kind), _) => {
-            let why = format!("not a regular file (a {kind}), skipped");
-            eprintln!("{}", output::file_error(path, &why));
+            eprintln!("{}", output::skipped(path, kind));
             return Ok(true);
         }
         (_, None) => unreachable!("files and standard input are hashed"),

@@ -14,6 +14,8 @@
 //!   on stderr.
 //! - A file that cannot be hashed: `b3sum: NAME: ERROR` on stderr, the name unescaped, the
 //!   error the system's (`No such file or directory (os error 2)`).
+//! - With `-r` (the example's own), a fifo, socket or device is skipped with
+//!   `b3sum: NAME: not a regular file (a KIND), skipped` on stderr.
 //! - What stops the whole run (a checkfile that cannot be opened or read, a bad `--raw` or
 //!   key): `Error: WHY` on stderr.
 
@@ -104,6 +106,11 @@ pub fn write_hash(
 /// b3sum's line on stderr for a file that could not be hashed (the name as given, unescaped).
 pub fn file_error(name: &Path, error: &dyn Display) -> String {
     format!("{NAME}: {}: {error}", name.to_string_lossy())
+}
+
+/// The line on stderr for what `-r` (ours, not b3sum's) skips: a fifo, socket or device.
+pub fn skipped(name: &Path, kind: &str) -> String {
+    file_error(name, &format!("not a regular file (a {kind}), skipped"))
 }
 
 /// b3sum's line on stderr for what stops the whole run (anyhow's form for `main`'s error).
