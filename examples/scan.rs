@@ -190,9 +190,7 @@ use std::process::ExitCode;
 use compare::{Role, Run};
 use consume::{json_line, summary};
 use files::{collect_files, FileList};
-use options::{
-    child_args, parse_args, Command, Options, Runner, UsageError, DEFAULT_ROUNDS, USAGE,
-};
+use options::{child_args, Options, Runner, DEFAULT_ROUNDS};
 
 /// Writes to stdout; a closed stdout (`scan | head`) is not worth a panic.
 fn emit(text: &str) {
@@ -296,17 +294,7 @@ fn compare(opts: &Options, fio: Option<&Path>) -> Result<ExitCode, String> {
 }
 
 fn main() -> ExitCode {
-    let mut opts = match parse_args(std::env::args_os().skip(1)) {
-        Ok(Command::Run(opts)) => opts,
-        Ok(Command::Help) => {
-            emit(USAGE);
-            return ExitCode::SUCCESS;
-        }
-        Err(UsageError(msg)) => {
-            eprintln!("error: {msg}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    let mut opts = options::parse();
     // What needs the system is checked before anything runs.
     let fio = match opts.fio.then(fio::find).transpose() {
         Ok(fio) => fio,
@@ -322,7 +310,7 @@ fn main() -> ExitCode {
         }
     }
     // Mounted for the whole scan: the child runs read it.
-    let mount = match opts.fuse_latency.then(fuse_latency::mount).transpose() {
+    let mount = match opts.fuse_latency().then(fuse_latency::mount).transpose() {
         Ok(mount) => mount,
         Err(msg) => {
             eprintln!("error: {msg}");
@@ -333,7 +321,7 @@ fn main() -> ExitCode {
         opts.paths.push(m.dir().to_path_buf());
     }
     if opts.paths.is_empty() {
-        let set = opts.data_set.unwrap_or(&data_sets::DATA_SETS[0]);
+        let set = opts.generated().unwrap_or(&data_sets::DATA_SETS[0]);
         match set.ensure(progress::shown(opts.json)) {
             Ok(dir) => opts.paths.push(dir),
             Err(e) => {

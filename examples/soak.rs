@@ -42,6 +42,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 #[cfg(target_os = "linux")]
 use common::fusecheck::{assert_unmounts_clean, check_file, queue_of};
 #[cfg(target_os = "linux")]
@@ -67,37 +68,38 @@ enum Serve {
     DirectIo,
 }
 
-/// The command line.
-#[derive(Debug)]
+/// Soak run: scan, drop, rebuild and re-scan a FUSE data set with random faults and a real
+/// on-disk data set, round after round, checking every byte, the descriptors, the mounts and
+/// the memory each round.
+///
+/// The first failure stops the run with a message naming the round and the seed; --seed S
+/// runs the same rounds again.
+#[derive(Debug, Parser)]
+#[command(name = "soak", max_term_width = 100)]
 struct Options {
+    /// How long to run, in minutes (fractions allowed)
+    #[arg(long, value_name = "N", default_value_t = 1.0)]
     minutes: f64,
-    seed: u64,
+    /// The seed every round's settings are drawn from [default: the time]
+    #[arg(long, value_name = "S")]
+    seed: Option<u64>,
+    /// FUSE files a round, each up to 256 KiB with random faults
+    #[arg(long, value_name = "N", default_value_t = 300)]
     fuse_files: usize,
+    /// The on-disk data set's size in MiB (files of 0-4 MiB, made once in $TMPDIR)
+    #[arg(long, value_name = "M", default_value_t = 64)]
     disk_mib: u64,
 }
 
-fn parse_args() -> Result<Options, String> {
-    let mut o = Options {
-        minutes: 1.0,
-        seed: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_secs()),
-        fuse_files: 300,
-        disk_mib: 64,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let value = args.next().ok_or(format!("{arg} needs a value"))?;
-        let bad = |e: &dyn std::fmt::Display| format!("{arg} {value}: {e}");
-        match arg.as_str() {
-            "--minutes" => o.minutes = value.parse().map_err(|e| bad(&e))?,
-            "--seed" => o.seed = value.parse().map_err(|e| bad(&e))?,
-            "--fuse-files" => o.fuse_files = value.parse().map_err(|e| bad(&e))?,
-            "--disk-mib" => o.disk_mib = value.parse().map_err(|e| bad(&e))?,
-            _ => return Err(format!("unknown option {arg}")),
-        }
+impl Options {
+    /// The seed given, or the time in seconds.
+    fn seed(&self) -> u64 {
+        self.seed.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_secs())
+        })
     }
-    Ok(o)
 }
 
 /// A round's reader and filesystem settings.
@@ -183,15 +185,8 @@ struct Totals {
 }
 
 fn main() -> ExitCode {
-    let o = match parse_args() {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!(
-                "soak: {e}\nusage: soak --minutes N [--seed S] [--fuse-files N] [--disk-mib M]"
-            );
-            return ExitCode::from(2);
-        }
-    };
+    let o = Options::parse();
+    let seed = o.seed();
     // glibc gives threads arenas of their own and keeps what is freed in them, and every scan
     // runs on a new thread (to time it out): with one arena, resident memory measures the
     // reader rather than how many arenas have been made so far.
@@ -201,7 +196,7 @@ fn main() -> ExitCode {
         libc::mallopt(libc::M_ARENA_MAX, 1)
     };
     let backends = common::backends();
-    let disk = make_disk_set(o.disk_mib, o.seed);
+    let disk = make_disk_set(o.disk_mib, seed);
     let want = common::oracle_all(&disk.paths);
     let mut fuse_ok = true;
     let fds_before = common::open_fds();
@@ -210,7 +205,7 @@ fn main() -> ExitCode {
     let start = Instant::now();
     println!(
         "soak: seed {}, {:.1} minutes, {} FUSE files a round, disk set {} files, {:.1} MiB in {}",
-        o.seed,
+        seed,
         o.minutes,
         o.fuse_files,
         disk.paths.len(),
@@ -219,9 +214,9 @@ fn main() -> ExitCode {
     );
     while start.elapsed().as_secs_f64() < o.minutes * 60.0 {
         let round = totals.rounds + 1;
-        let mut rng = Prng::new(o.seed ^ round.wrapping_mul(0xA076_1D64_78BD_642F));
+        let mut rng = Prng::new(seed ^ round.wrapping_mul(0xA076_1D64_78BD_642F));
         let s = Settings::draw(&mut rng, &backends);
-        let what = format!("round {round} (--seed {}) {s}", o.seed);
+        let what = format!("round {round} (--seed {seed}) {s}");
         let t = Instant::now();
         let fuse = if fuse_ok {
             let r = fuse_round(&s, o.fuse_files, rng.next_u64(), &what, &mut totals);

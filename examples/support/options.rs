@@ -1,69 +1,18 @@
-//! The scan example's command line: its options, parsed and checked, the usage text, and the
-//! arguments of the child processes that `--compare` runs.
+//! The scan example's command line (clap, derived): its options, parsed and checked, the help
+//! text, and the arguments of the child processes that `--compare` runs.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use clap::{CommandFactory, Parser};
 use readahead::{Backend, DEFAULT_BUFFER_SIZE, DEFAULT_READ_SIZE};
 
 use crate::consume::Consumer;
 use crate::data_sets::{self, DataSet};
 
-pub const USAGE: &str = "\
-usage: scan [OPTIONS] [PATH ...]
-
-Reads every file under the PATHs (files, or directories walked recursively) front to back,
-with readahead and with std's BufReader, and compares throughput. With no PATH, scans a
-built-in data set (--data-set), generated once in $TMPDIR/readahead-scan-NAME and fsynced.
-
-By default (no --compare, --backend or --json) runs rounds of ours and std, each run a
-child process: per round, cold ours, cold std, warm ours, warm std. Cold: every file's
-pages dropped first, with fsync and posix_fadvise(POSIX_FADV_DONTNEED) per file (no root
-needed; it drops only that file's clean pages, its inode and directory stay cached), or
-with --drop-caches the whole page cache. Prints the cold and the warm ratio ours / std
-(medians of the rounds, and their range) first, then the runs.
-
-options:
-  --backend B        auto | uring | sync | std: one run of that backend, in this process
-                     (with --compare: readahead's backend, default auto; uring: Linux only)
-  --direct           O_DIRECT reads (readahead, and fio)
-  --hash             blake3 of every file instead of a cheap checksum
-  --records          parse every record (136-byte header, bytes 8..16 the data length,
-                     data, padding to 8) and blake3 each record's data; a file that does
-                     not parse fails alone; the checksum is a sum of the record hashes
-  --threads N        N threads (default 1): readahead's parallel scan, one reader a
-                     thread, each file to whichever thread is free; std's BufReaders
-                     with file i on thread i mod N
-  --buffer-size N    readahead's pool size, per reader (default 32M); suffixes K, M, G
-  --read-size N      readahead's largest single read (default 512K)
-  --std-buffer N     std's BufReader capacity, the baseline (default 1M, as in
-                     BENCHMARKS.md; 32K is a validator's startup scan today)
-  --json             one line of JSON on stdout (readahead only unless --backend;
-                     with --compare, the whole comparison)
-  --compare          readahead and std alternately, each run a child process; a table
-                     of runs, medians, and the ratios of the medians
-  --rounds N         rounds of --compare or of the default run (default 3)
-  --drop-caches      before every run (every cold run by default): sync, then
-                     3 > /proc/sys/vm/drop_caches (root; Linux only)
-  --fio              with --compare: fio over the same files each round, twice: io_uring
-                     at 256K blocks, depth 64, and 1M blocks, depth 32 (fio on PATH)
-  --data-set NAME    a built-in data set instead of PATHs:
-                       mixed      256 MiB of 4 KiB-4 MiB files, log-uniform (default)
-                       mixed-1g   the same, 1 GiB
-                       tiny       20,000 files of 4 KiB
-                       tiny-100k  100,000 files of 4 KiB
-                       tiny-530k  530,000 files of 4 KiB (a validator's count of
-                                  storage files; 2 GiB)
-                       accounts   1.5 GiB of account storage files (10,766): 97% of
-                                  15-115 KB, 3% log-uniform 136 B-32 MiB; each a run of
-                                  records (136-byte header, data, padding to 8)
-                       accounts-small  64 MiB of them (881 files, tail up to 4 MiB)
-                       fuse-latency  300 files of 4 KiB-1 MiB served over FUSE (mounted
-                                  for the scan, root only), 1 ms a read: a slow,
-                                  remote-like disk
-  -h, --help         this text
-
-the scenarios of BENCHMARKS.md (cold ones as root):
+/// The built-in scenarios, after the options in `--help`.
+const SCENARIOS: &str = "\
+The scenarios of BENCHMARKS.md (cold ones as root; scan is `cargo run --release --example scan --`):
   warm, checksum      scan --data-set mixed-1g --compare
   warm, blake3        scan --data-set mixed-1g --compare --hash
   cold, buffered      scan --data-set mixed-1g --compare --drop-caches
@@ -73,8 +22,7 @@ the scenarios of BENCHMARKS.md (cold ones as root):
   records, 2 threads  scan --data-set accounts --compare --records --threads 2
                       (--std-buffer 32K for the validator's std readers; --drop-caches
                       --direct for cold O_DIRECT)
-  latency, 1 ms/read  scan --data-set fuse-latency --compare --rounds 5 (root)
-(scan is `cargo run --release --example scan --`)";
+  latency, 1 ms/read  scan --data-set fuse-latency --compare --rounds 5 (root)";
 
 /// std's `BufReader` capacity unless `--std-buffer` says otherwise: the baseline of
 /// BENCHMARKS.md.
@@ -90,52 +38,107 @@ pub enum Runner {
     Std,
 }
 
-/// The command line, parsed.
-#[derive(Clone, Debug)]
+/// Reads every file under the PATHs front to back, with readahead and with std's BufReader,
+/// and compares throughput.
+///
+/// With no PATH, scans a built-in data set (--data-set), generated once in
+/// $TMPDIR/readahead-scan-NAME and fsynced.
+///
+/// By default (no --compare, --backend or --json) runs rounds of ours and std, each run a
+/// child process: per round, cold ours, cold std, warm ours, warm std. Cold: every file's
+/// pages dropped first, with fsync and posix_fadvise(POSIX_FADV_DONTNEED) per file (no root
+/// needed; it drops only that file's clean pages, its inode and directory stay cached), or
+/// with --drop-caches the whole page cache. Prints the cold and the warm ratio ours / std
+/// (medians of the rounds, and their range) first, then the runs.
+#[derive(Clone, Debug, Parser)]
+#[command(name = "scan", max_term_width = 100, after_long_help = SCENARIOS)]
 pub struct Options {
+    /// Files, or directories walked recursively (their files in sorted order)
+    #[arg(value_name = "PATH")]
     pub paths: Vec<PathBuf>,
+    /// auto | uring | sync | std: one run of that backend, in this process
+    ///
+    /// With --compare: readahead's backend (default auto). uring: Linux only.
+    #[arg(long, value_name = "B", value_parser = parse_backend)]
     pub backend: Option<Runner>,
+    /// O_DIRECT reads (readahead, and fio)
+    #[arg(long)]
     pub direct: bool,
+    /// blake3 of every file instead of a cheap checksum
+    #[arg(long)]
     pub hash: bool,
+    /// Parse every record and blake3 each record's data
+    ///
+    /// A record: a 136-byte header whose bytes 8..16 hold the data length, the data,
+    /// padding to 8. A file that does not parse fails alone; the checksum is a sum of the
+    /// record hashes.
+    #[arg(long)]
     pub records: bool,
-    /// Readers, one per thread.
+    /// N threads: readahead's parallel scan, one reader a thread, each file to
+    /// whichever thread is free; std's BufReaders with file i on thread i mod N
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = parse_count)]
     pub threads: usize,
+    /// readahead's pool size, per reader (default 32M); suffixes K, M, G
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_BUFFER_SIZE, value_parser = parse_size, hide_default_value = true)]
     pub buffer_size: usize,
+    /// readahead's largest single read (default 512K)
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_READ_SIZE, value_parser = parse_size, hide_default_value = true)]
     pub read_size: usize,
-    /// std's `BufReader` capacity.
+    /// std's BufReader capacity, the baseline (default 1M, as in BENCHMARKS.md; 32K is a
+    /// validator's startup scan today)
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_STD_BUFFER, value_parser = parse_size, hide_default_value = true)]
     pub std_buffer: usize,
+    /// One line of JSON on stdout (readahead only unless --backend; with --compare, the
+    /// whole comparison)
+    #[arg(long)]
     pub json: bool,
+    /// readahead and std alternately, each run a child process; a table of runs, medians,
+    /// and the ratios of the medians
+    #[arg(long)]
     pub compare: bool,
-    /// Rounds of `--compare` or of the default run, when given.
+    /// Rounds of --compare or of the default run (default 3)
+    #[arg(long, value_name = "N", value_parser = parse_count)]
     pub rounds: Option<usize>,
+    /// Before every run (every cold run by default): sync, then 3 > /proc/sys/vm/drop_caches
+    /// (root; Linux only)
+    #[arg(long)]
     pub drop_caches: bool,
+    /// With --compare: fio over the same files each round, twice: io_uring at 256K blocks,
+    /// depth 64, and 1M blocks, depth 32 (fio on PATH)
+    #[arg(long)]
     pub fio: bool,
-    pub data_set: Option<&'static DataSet>,
-    /// `--data-set fuse-latency`: files over a FUSE filesystem with a delay on every read.
-    pub fuse_latency: bool,
+    /// A built-in data set instead of PATHs (default mixed)
+    ///
+    /// mixed: 256 MiB of 4 KiB-4 MiB files, log-uniform. mixed-1g: the same, 1 GiB.
+    /// tiny: 20,000 files of 4 KiB. tiny-100k: 100,000 files of 4 KiB. tiny-530k: 530,000
+    /// files of 4 KiB (a validator's count of storage files; 2 GiB). accounts: 1.5 GiB of
+    /// account storage files (10,766): 97% of 15-115 KB, 3% log-uniform 136 B-32 MiB; each a
+    /// run of records (136-byte header, data, padding to 8). accounts-small: 64 MiB of them
+    /// (881 files, tail up to 4 MiB). fuse-latency: 300 files of 4 KiB-1 MiB served over FUSE
+    /// (mounted for the scan, root only), 1 ms a read: a slow, remote-like disk.
+    #[arg(long, value_name = "NAME", value_parser = parse_data_set)]
+    pub data_set: Option<Source>,
 }
 
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            paths: Vec::new(),
-            backend: None,
-            direct: false,
-            hash: false,
-            records: false,
-            threads: 1,
-            buffer_size: DEFAULT_BUFFER_SIZE,
-            read_size: DEFAULT_READ_SIZE,
-            std_buffer: DEFAULT_STD_BUFFER,
-            json: false,
-            compare: false,
-            rounds: None,
-            drop_caches: false,
-            fio: false,
-            data_set: None,
-            fuse_latency: false,
-        }
+/// What `--data-set` names.
+#[derive(Clone, Copy, Debug)]
+pub enum Source {
+    /// A data set generated on disk.
+    Generated(&'static DataSet),
+    /// Files over a FUSE filesystem with a delay on every read.
+    FuseLatency,
+}
+
+/// Parses and checks the command line; exits with clap's message and status 2 where it is
+/// wrong, or after printing the help.
+pub fn parse() -> Options {
+    let opts = Options::parse();
+    if let Err(msg) = opts.validate() {
+        Options::command()
+            .error(clap::error::ErrorKind::ArgumentConflict, msg)
+            .exit();
     }
+    opts
 }
 
 impl Options {
@@ -181,9 +184,22 @@ impl Options {
         text
     }
 
+    /// The data set to generate, if `--data-set` names one.
+    pub fn generated(&self) -> Option<&'static DataSet> {
+        match self.data_set {
+            Some(Source::Generated(set)) => Some(set),
+            _ => None,
+        }
+    }
+
+    /// Whether `--data-set fuse-latency` asks for files over FUSE with a delay on each read.
+    pub fn fuse_latency(&self) -> bool {
+        matches!(self.data_set, Some(Source::FuseLatency))
+    }
+
     /// The options that only make sense together, checked.
-    fn validate(&self) -> Result<(), UsageError> {
-        let error = |msg: &str| Err(UsageError(msg.to_owned()));
+    fn validate(&self) -> Result<(), String> {
+        let error = |msg: &str| Err(msg.to_owned());
         if self.fio && !self.compare {
             return error("--fio needs --compare");
         }
@@ -196,7 +212,7 @@ impl Options {
         if self.compare && self.backend == Some(Runner::Std) {
             return error("--compare runs std itself: give --backend auto, uring or sync");
         }
-        if (self.data_set.is_some() || self.fuse_latency) && !self.paths.is_empty() {
+        if self.data_set.is_some() && !self.paths.is_empty() {
             return error("--data-set and PATHs exclude each other");
         }
         if !cfg!(target_os = "linux") && self.backend == Some(Runner::Ours(Backend::IoUring)) {
@@ -211,123 +227,32 @@ impl Options {
     }
 }
 
-/// What the command line asks for.
-pub enum Command {
-    Run(Options),
-    Help,
-}
-
-/// A bad command line: the message, shown above the usage.
-pub struct UsageError(pub String);
-
-pub fn parse_args(mut args: impl Iterator<Item = OsString>) -> Result<Command, UsageError> {
-    let mut opts = Options::default();
-    let mut only_paths = false;
-    while let Some(arg) = args.next() {
-        let text = arg.to_str().unwrap_or("");
-        if only_paths || !text.starts_with('-') || text == "-" {
-            opts.paths.push(PathBuf::from(arg));
-        } else if text == "--" {
-            only_paths = true;
-        } else if text == "-h" || text == "--help" {
-            return Ok(Command::Help);
-        } else {
-            let (name, inline) = match text.split_once('=') {
-                Some((name, value)) => (name.to_owned(), Some(value.to_owned())),
-                None => (text.to_owned(), None),
-            };
-            parse_option(&mut opts, &name, inline, &mut args)?;
-        }
-    }
-    opts.validate()?;
-    Ok(Command::Run(opts))
-}
-
-/// Applies one `--name [value]` option.
-fn parse_option(
-    opts: &mut Options,
-    name: &str,
-    inline: Option<String>,
-    args: &mut impl Iterator<Item = OsString>,
-) -> Result<(), UsageError> {
-    let takes_value = matches!(
-        name,
-        "--backend"
-            | "--buffer-size"
-            | "--read-size"
-            | "--std-buffer"
-            | "--rounds"
-            | "--threads"
-            | "--data-set"
-    );
-    if !takes_value && inline.is_some() {
-        return Err(UsageError(format!("option '{name}' takes no value")));
-    }
-    let value = || option_value(name, inline, args);
-    match name {
-        "--backend" => opts.backend = Some(parse_backend(&value()?)?),
-        "--buffer-size" => opts.buffer_size = parse_size(name, &value()?)?,
-        "--read-size" => opts.read_size = parse_size(name, &value()?)?,
-        "--std-buffer" => opts.std_buffer = parse_size(name, &value()?)?,
-        "--direct" => opts.direct = true,
-        "--hash" => opts.hash = true,
-        "--records" => opts.records = true,
-        "--threads" => opts.threads = parse_count(name, &value()?)?,
-        "--json" => opts.json = true,
-        "--compare" => opts.compare = true,
-        "--rounds" => opts.rounds = Some(parse_count(name, &value()?)?),
-        "--drop-caches" => opts.drop_caches = true,
-        "--fio" => opts.fio = true,
-        "--data-set" => {
-            let value = value()?;
-            if value == data_sets::FUSE_LATENCY {
-                opts.fuse_latency = true;
-                return Ok(());
-            }
-            let set = data_sets::find(&value).ok_or_else(|| {
-                UsageError(format!(
-                    "unknown data set '{value}': use {}",
-                    data_sets::names()
-                ))
-            })?;
-            opts.data_set = Some(set);
-        }
-        _ => return Err(UsageError(format!("unknown option '{name}'"))),
-    }
-    Ok(())
-}
-
-/// The value of an option: after `=`, or the next argument.
-fn option_value(
-    name: &str,
-    inline: Option<String>,
-    args: &mut impl Iterator<Item = OsString>,
-) -> Result<String, UsageError> {
-    match inline.or_else(|| args.next().map(|a| a.to_string_lossy().into_owned())) {
-        Some(value) => Ok(value),
-        None => Err(UsageError(format!("option '{name}' needs a value"))),
-    }
-}
-
-fn parse_backend(value: &str) -> Result<Runner, UsageError> {
+fn parse_backend(value: &str) -> Result<Runner, String> {
     match value {
         "auto" => Ok(Runner::Ours(Backend::Auto)),
         "uring" | "io_uring" | "io-uring" => Ok(Runner::Ours(Backend::IoUring)),
         "sync" => Ok(Runner::Ours(Backend::Sync)),
         "std" => Ok(Runner::Std),
-        _ => Err(UsageError(format!(
+        _ => Err(format!(
             "unknown backend '{value}': use auto, uring, sync or std"
-        ))),
+        )),
     }
 }
 
-fn parse_count(name: &str, value: &str) -> Result<usize, UsageError> {
+fn parse_count(value: &str) -> Result<usize, String> {
     match value.parse() {
         Ok(n) if n > 0 => Ok(n),
-        _ => Err(UsageError(format!(
-            "option '{name}': '{value}' is not a count of 1 or more"
-        ))),
+        _ => Err(format!("'{value}' is not a count of 1 or more")),
     }
+}
+
+fn parse_data_set(value: &str) -> Result<Source, String> {
+    if value == data_sets::FUSE_LATENCY {
+        return Ok(Source::FuseLatency);
+    }
+    data_sets::find(value)
+        .map(Source::Generated)
+        .ok_or_else(|| format!("unknown data set '{value}': use {}", data_sets::names()))
 }
 
 /// The name `--backend` takes for `runner`.
@@ -342,12 +267,8 @@ fn runner_arg(runner: Runner) -> &'static str {
 }
 
 /// A byte count: plain, or with a suffix K, M or G (powers of 1024).
-fn parse_size(name: &str, value: &str) -> Result<usize, UsageError> {
-    let bad = || {
-        UsageError(format!(
-            "option '{name}': '{value}' is not a size like 4096, 512K or 64M"
-        ))
-    };
+fn parse_size(value: &str) -> Result<usize, String> {
+    let bad = || format!("'{value}' is not a size like 4096, 512K or 64M");
     let (digits, shift) = match value.char_indices().last() {
         Some((i, 'k' | 'K')) => (&value[..i], 10),
         Some((i, 'm' | 'M')) => (&value[..i], 20),
@@ -390,11 +311,15 @@ mod tests {
     use super::*;
 
     fn parse(args: &[&str]) -> Result<Options, String> {
-        match parse_args(args.iter().map(OsString::from)) {
-            Ok(Command::Run(opts)) => Ok(opts),
-            Ok(Command::Help) => Err("help".into()),
-            Err(UsageError(msg)) => Err(msg),
-        }
+        let args = std::iter::once("scan").chain(args.iter().copied());
+        let opts = Options::try_parse_from(args).map_err(|e| e.to_string())?;
+        opts.validate()?;
+        Ok(opts)
+    }
+
+    fn parse_child(args: Vec<OsString>) -> Options {
+        let args = std::iter::once(OsString::from("scan")).chain(args);
+        Options::try_parse_from(args).expect("the child's arguments parse")
     }
 
     #[test]
@@ -407,7 +332,7 @@ mod tests {
             ),
             (&["--json", "--rounds", "2"], "or the default run"),
             (&["--records", "--hash"], "give one"),
-            (&["--threads", "0"], "'--threads': '0' is not a count"),
+            (&["--threads", "0"], "'--threads <N>': '0' is not a count"),
             (
                 &["--compare", "--backend", "std"],
                 "--compare runs std itself",
@@ -422,7 +347,7 @@ mod tests {
         let opts = parse(&["--compare", "--fio", "--rounds=5", "--data-set=tiny"]).unwrap();
         assert!(opts.compare && opts.fio);
         assert_eq!(opts.rounds, Some(5));
-        assert_eq!(opts.data_set.map(|set| set.name), Some("tiny"));
+        assert_eq!(opts.generated().map(|set| set.name), Some("tiny"));
         let opts = parse(&["--rounds", "4", "--records", "--threads=2"]).unwrap();
         assert!(opts.cold_and_warm() && opts.records);
         assert_eq!((opts.rounds, opts.threads), (Some(4), 2));
@@ -447,10 +372,7 @@ mod tests {
         ])
         .unwrap();
         let args = child_args(&parent, parent.ours());
-        let child = match parse_args(args.into_iter()) {
-            Ok(Command::Run(opts)) => opts,
-            _ => panic!("the child's arguments parse"),
-        };
+        let child = parse_child(args);
         assert_eq!(child.backend, Some(Runner::Ours(Backend::IoUring)));
         assert!(child.json && !child.compare && !child.fio);
         assert!(child.direct && child.hash && child.drop_caches);
@@ -463,10 +385,7 @@ mod tests {
         let std = child_args(&parent, Runner::Std);
         assert!(std.windows(2).any(|w| w[0] == "--backend" && w[1] == "std"));
         let records = parse(&["--records", "--threads", "3"]).unwrap();
-        let child = match parse_args(child_args(&records, Runner::Std).into_iter()) {
-            Ok(Command::Run(opts)) => opts,
-            _ => panic!("the child's arguments parse"),
-        };
+        let child = parse_child(child_args(&records, Runner::Std));
         assert!(child.records && !child.hash);
         assert_eq!(child.threads, 3);
     }
