@@ -128,6 +128,11 @@ impl<'a> FileEntry<'a> {
         }
     }
 
+    /// The bytes of the file to read, once sized: its range, cut at the size it had then.
+    pub(crate) fn sized_len(&self) -> Option<u64> {
+        Some(self.sized_end?.saturating_sub(self.start))
+    }
+
     /// Whether the file was opened and sized (whatever happened since).
     pub(crate) fn is_sized(&self) -> bool {
         self.sized_end.is_some()
@@ -308,6 +313,18 @@ impl<'a> Queue<'a> {
         let e = self.files.get_mut(self.index_of(id)?)?;
         debug_assert_eq!(e.id, id);
         Some(e)
+    }
+
+    /// The bytes the queued files have left for the consumer, as far as known: each sized
+    /// file's rest, and `not_sized` for each file not opened yet.
+    pub(crate) fn bytes_left(&self, not_sized: u64) -> u64 {
+        self.files
+            .iter()
+            .map(|f| match f.sized_end {
+                Some(_) => f.stop().saturating_sub(f.consumed),
+                None => not_sized,
+            })
+            .sum()
     }
 
     /// The error of the first queued file that failed with no caller given its error.

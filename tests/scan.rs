@@ -154,7 +154,8 @@ proptest! {
 
 #[test]
 fn outcomes_are_keyed_by_input_index_with_the_file_s_path_and_length() {
-    let files = make_files(&[10, 0, 5000, 70_000, 3, 4096, 1, 2]);
+    let sizes = [10, 0, 5000, 70_000, 3, 4096, 1, 2];
+    let files = make_files(&sizes);
     for &backend in backends_once() {
         let scan = Scan::new(&files.paths)
             .threads(3)
@@ -181,7 +182,11 @@ fn outcomes_are_keyed_by_input_index_with_the_file_s_path_and_length() {
                 Some(files.paths[i].as_path()),
                 "{backend:?}"
             );
-            assert_eq!(len, None, "{backend:?}: a path read to its end");
+            assert_eq!(
+                len,
+                Some(sizes[i] as u64),
+                "{backend:?}: the size, once read"
+            );
             assert_bytes_eq(&bytes, &oracle(&files.paths[i], u64::MAX), &format!("#{i}"));
         }
     }
@@ -204,13 +209,12 @@ fn every_kind_of_entry_reads_its_bytes() {
         ];
         let scan = Scan::new(entries).threads(2).reader(builder(backend, true));
         let (outcomes, _) = collect(scan, |file| {
-            let len = file.len();
             let bytes = read_all(file)?;
-            io::Result::Ok((len, bytes))
+            io::Result::Ok((file.len(), bytes))
         });
         let outcomes = by_index(6, outcomes);
-        let lens = [None, Some(50_000), None, Some(100_001), None, Some(1 << 40)];
         let ends = [3000, 50_000, 10, 100_001, 0, 9000];
+        let lens = ends.map(|end| Some(end as u64));
         for (i, outcome) in outcomes.into_iter().enumerate() {
             let Outcome::Done((len, bytes)) = outcome else {
                 panic!("{backend:?}: entry #{i}: {outcome:?}")
@@ -628,7 +632,11 @@ fn cancelling_reports_the_files_not_started_as_not_run() {
             if threads == 1 {
                 // The one thread stops right after the file that cancelled.
                 assert_eq!(done, 3, "{what}");
-                assert_eq!(indexes, (0..8).collect(), "{what}: its window, and no more");
+                // What it took: a prefix of the input, of no more than the two files before
+                // and its window of 8 (the file that cancelled included).
+                let n = indexes.len();
+                assert_eq!(indexes, (0..n).collect(), "{what}: a prefix");
+                assert!(n <= 2 + 8, "{what}: its window, and no more: {n}");
             }
         }
     }
@@ -795,4 +803,37 @@ fn a_closure_that_leaves_a_file_early_does_not_shift_the_next() {
         }
     }
     assert!(stopped_early.load(SeqCst));
+}
+
+/// A few large files by path, equal work each, on 2 threads: both threads read a fair share.
+/// No thread takes a long run of paths before their sizes are known: its first take is one
+/// entry, each next twice as many, and none once the sizes it knows fill half its pool.
+#[test]
+fn a_few_large_paths_are_shared_between_the_threads() {
+    let files = make_files(&[1 << 20; 16]);
+    for &backend in backends_once() {
+        let scan = Scan::new(&files.paths)
+            .threads(2)
+            .reader(builder(backend, false).buffer_size(4 << 20));
+        let (outcomes, _) = collect(scan, |file| {
+            let bytes = read_all(file)?;
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            io::Result::Ok((std::thread::current().id(), bytes.len()))
+        });
+        let mut per_thread = std::collections::HashMap::new();
+        for (i, outcome) in outcomes {
+            let Outcome::Done((thread, len)) = outcome else {
+                panic!("{backend:?}: #{i}: {outcome:?}")
+            };
+            assert_eq!(len, 1 << 20);
+            *per_thread.entry(thread).or_insert(0) += 1;
+        }
+        let counts: Vec<usize> = per_thread.into_values().collect();
+        assert_eq!(
+            counts.len(),
+            2,
+            "{backend:?}: both threads read: {counts:?}"
+        );
+        assert!(counts.iter().all(|&n| n >= 4), "{backend:?}: {counts:?}");
+    }
 }

@@ -199,6 +199,18 @@ impl<'a> Engine<'a> {
         self.queue.first_unreported().map(|e| e.duplicate().into())
     }
 
+    /// The bytes the queued files have left to read, as far as known (one page for a file
+    /// not opened yet).
+    pub(crate) fn queued_bytes(&self) -> u64 {
+        self.queue.bytes_left(crate::consts::PAGE as u64)
+    }
+
+    /// The current file's length in bytes once it is open: its range's, cut at the size it
+    /// had then.
+    pub(crate) fn current_len(&self) -> Option<u64> {
+        self.queue.front()?.sized_len()
+    }
+
     /// A descriptor of the ring, where it has a submission thread others may share.
     pub(crate) fn sq_poll_ring(&self) -> Option<std::fs::File> {
         self.io.sq_poll_ring()

@@ -535,6 +535,17 @@ impl<'a> SequentialFileReader<'a> {
         self.engine.close()
     }
 
+    /// The bytes the queued files have left, as far as known (for the scan's hand-out of
+    /// work).
+    pub(crate) fn queued_bytes(&self) -> u64 {
+        self.engine.queued_bytes()
+    }
+
+    /// The current file's length once it is open (for the scan's handle).
+    pub(crate) fn current_len(&self) -> Option<u64> {
+        self.engine.current_len()
+    }
+
     /// The backend in use: [`Backend::IoUring`] or [`Backend::Sync`], never `Auto`.
     pub fn backend(&self) -> Backend {
         self.engine.backend()

@@ -57,15 +57,16 @@ impl<'r, 'a> ScanFile<'r, 'a> {
         self.reader.current_path()
     }
 
-    /// The length of the entry's range, where one was given (the file may end first);
-    /// `None` for a file read to its end.
+    /// The bytes of the entry: once its file is open (it is by its first read, and most are
+    /// opened ahead), its range or whole length, cut at the size the file had then; before,
+    /// the range's length where one was given, `None` for a whole file.
     pub fn len(&self) -> Option<u64> {
-        self.len
+        self.reader.current_len().or(self.len)
     }
 
-    /// Whether the entry is a range of 0 bytes.
+    /// Whether the entry has no bytes (as far as [`len`](Self::len) knows).
     pub fn is_empty(&self) -> bool {
-        self.len == Some(0)
+        self.len() == Some(0)
     }
 
     /// Where the entry's bytes start in the file (0 unless it is a range).

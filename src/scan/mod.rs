@@ -53,9 +53,12 @@ const IN_TRANSIT: usize = 1024;
 ///   converts into them), consumed lazily: a few at a time, never collected.
 /// - **Threads**: [`threads`](Self::threads) of them (by default, the available
 ///   parallelism), each with a reader built from one [`ReaderBuilder`]
-///   ([`reader`](Self::reader)). Entries are handed out in small batches from one shared
-///   cursor whenever a thread's window runs low, so no thread idles while entries remain and
-///   a big file holds up only the thread reading it. Each thread keeps a window of entries
+///   ([`reader`](Self::reader)). Entries are handed out in batches from one shared cursor
+///   whenever a thread's window runs low: a thread's first batch is one entry, each next
+///   twice as many, and it takes none while the bytes it knows it holds fill half its pool
+///   (a path's size is known once its reader opens it ahead). So a thread holds only a few
+///   large files at a time, and a thread that finds the input empty waits at most for what
+///   another holds (its window, not the rest of the input). Each thread keeps a window of entries
 ///   ([`queue_ahead`](Self::queue_ahead)) queued in its reader, so its read-ahead runs into
 ///   the next files while the closure works on this one. Paths are opened only when the
 ///   read-ahead reaches them.

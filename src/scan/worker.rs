@@ -89,7 +89,7 @@ where
     E: From<io::Error>,
 {
     let _stop = StopOnPanic(shared.state);
-    let mut lane = Lane::default();
+    let mut lane = Lane::new();
     let mut local = None;
     let result = loop {
         if shared.state.stopped() {
@@ -122,25 +122,23 @@ where
     result.map(|()| lane.end())
 }
 
-/// An entry of the window, queued into the reader or refused by it.
+/// An entry of the window, queued into the reader.
 struct Queued {
     index: usize,
     start: u64,
     len: Option<u64>,
-    weight: u64,
-    /// Why the reader refused it (a range it cannot read): the entry's error.
-    refused: Option<io::Error>,
     /// Its place in the reader's queue ([`SequentialFileReader::current_index`]).
     id: u64,
 }
 
 /// A thread's reader and its window of entries, in input order.
-#[derive(Default)]
 struct Lane<'a> {
     reader: Option<SequentialFileReader<'a>>,
     queued: VecDeque<Queued>,
-    /// What the entries of `queued` weigh together.
-    weight: u64,
+    /// The most entries the next top-up takes: 1 at first, twice as many each time after,
+    /// so that no thread takes a long run of entries before the others have started, nor
+    /// before the sizes of the paths it took are known.
+    batch: usize,
     /// Entries just taken from the input (kept to reuse its allocation).
     taken: Vec<Taken<'a>>,
     /// The entries queued into the reader so far.
@@ -148,6 +146,22 @@ struct Lane<'a> {
 }
 
 impl<'a> Lane<'a> {
+    fn new() -> Self {
+        Lane {
+            reader: None,
+            queued: VecDeque::new(),
+            batch: 1,
+            taken: Vec::new(),
+            ids: 0,
+        }
+    }
+
+    /// The bytes the window holds for its reader to read: paths count by the sizes their
+    /// reader found when it opened them ahead, one page until then.
+    fn ahead_bytes(&self) -> u64 {
+        self.reader.as_ref().map_or(0, |r| r.queued_bytes())
+    }
+
     /// Takes more entries and queues them once the window is down to half (of its files or
     /// of its bytes): a batch at a time, so that the cursor is locked once a batch.
     fn top_up<I>(&mut self, shared: &Shared<'_, I>) -> io::Result<()>
@@ -156,63 +170,44 @@ impl<'a> Lane<'a> {
         I::Item: Into<Entry<'a>>,
     {
         let (ahead, bytes) = (shared.queue_ahead, shared.queue_bytes);
-        if self.queued.len() > ahead / 2 || self.weight > bytes / 2 {
+        let held = self.ahead_bytes();
+        if self.queued.len() > ahead / 2 || held > bytes / 2 {
             return Ok(());
         }
+        let files = (ahead - self.queued.len()).min(self.batch);
+        self.batch = self.batch.saturating_mul(2);
         let mut taken = mem::take(&mut self.taken);
-        shared
-            .work
-            .take(ahead - self.queued.len(), bytes - self.weight, &mut taken);
+        shared.work.take(files, bytes - held, &mut taken);
         let result = self.queue_all(&mut taken, shared.builders);
         self.taken = taken;
         result
     }
 
-    /// Queues `taken` into the reader, built on the first entry. Entries it refuses keep
-    /// their error; every entry lands in `queued`, even where this fails.
+    /// Queues `taken` into the reader, built on the first entry; every entry lands in
+    /// `queued`, even where this fails (those after a failure are reported not run).
     fn queue_all(&mut self, taken: &mut Vec<Taken<'a>>, builders: &Builders) -> io::Result<()> {
         let mut result = Ok(());
-        for Taken {
-            index,
-            entry,
-            weight,
-        } in taken.drain(..)
-        {
-            let mut q = Queued {
+        for Taken { index, entry, .. } in taken.drain(..) {
+            let q = Queued {
                 index,
                 start: entry.start(),
                 len: entry.len(),
-                weight,
-                refused: None,
                 id: self.ids,
             };
             if result.is_ok() {
-                match self.queue_one(entry, builders) {
-                    Ok(refused) => q.refused = refused,
-                    Err(e) => result = Err(e),
-                }
+                result = self.queue_one(entry, builders);
             }
-            self.weight += weight;
             self.queued.push_back(q);
         }
         result
     }
 
-    /// Queues one entry; `Ok(Some(e))` if the reader refused it alone.
-    fn queue_one(
-        &mut self,
-        entry: Entry<'a>,
-        builders: &Builders,
-    ) -> io::Result<Option<io::Error>> {
+    /// Queues one entry. An error is the reader's (its ring failed), not the entry's.
+    fn queue_one(&mut self, entry: Entry<'a>, builders: &Builders) -> io::Result<()> {
         let reader = self.reader(builders)?;
-        match entry.queue_into(reader) {
-            Ok(()) => {
-                self.ids += 1;
-                Ok(None)
-            }
-            Err(e) if refused_alone(&e) => Ok(Some(e)),
-            Err(e) => Err(e),
-        }
+        entry.queue_into(reader)?;
+        self.ids += 1;
+        Ok(())
     }
 
     /// The thread's reader, built the first time an entry is queued (a thread with nothing
@@ -237,11 +232,6 @@ impl<'a> Lane<'a> {
         E: From<io::Error>,
     {
         let q = self.queued.pop_front().expect("the caller saw an entry");
-        self.weight -= q.weight;
-        if let Some(e) = q.refused {
-            state.count_file(true);
-            return (q.index, Outcome::Failed(e.into()), Ok(()));
-        }
         let reader = self.reader.as_mut().expect("an entry was queued into it");
         debug_assert_eq!(reader.current_index(), Some(q.id), "the reader is in step");
         let mut file = ScanFile::new(reader, q.index, q.start, q.len, state);
@@ -262,20 +252,10 @@ impl<'a> Lane<'a> {
             // A caller that has gone wants none of them.
             let _ = tx.send((q.index, Outcome::NotRun));
         }
-        self.weight = 0;
     }
 
     /// The reader's counters and backend, dropping it.
     fn end(self) -> ThreadEnd {
         self.reader.map(|r| (r.stats(), r.backend()))
     }
-}
-
-/// Whether an error of queuing an entry is that entry's alone (the reader refused its
-/// arguments, and queued nothing), rather than of the reader's ring.
-fn refused_alone(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::Unsupported | io::ErrorKind::InvalidInput
-    )
 }
