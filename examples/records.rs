@@ -76,7 +76,11 @@ fn scan(dir: &Path) -> io::Result<usize> {
                         eprintln!("skipping {}: {e}", paths[index].display());
                         failed += 1;
                     }
-                    Outcome::NotRun => unreachable!("the scan is never cancelled"),
+                    // Not cancelled here: a reader that failed as a whole (its ring) left it.
+                    Outcome::NotRun => {
+                        eprintln!("not read: {}: the scan stopped", paths[index].display());
+                        failed += 1;
+                    }
                 }
             }
             (records, failed, sum)

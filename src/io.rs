@@ -221,6 +221,11 @@ pub(crate) trait Io<'a>: Send {
     fn cached(&mut self, _fd: &FdRef<'a>, _offset: u64, _len: u64) -> Option<bool> {
         None
     }
+    /// The file's size now (a read found its end before the size it had when opened);
+    /// `None` where it cannot be told.
+    fn size_now(&mut self, fd: &FdRef<'a>) -> Option<u64> {
+        sys::file_size(fd.file()).ok()
+    }
     /// Switches the descriptor of a file that refused `O_DIRECT` reads to buffered ones:
     /// the same descriptor, never the file reopened by its path, which may name another
     /// file by now.

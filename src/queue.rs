@@ -61,6 +61,8 @@ pub(crate) struct FileEntry<'a> {
     pub(crate) consumed: u64,
     /// Reads of this file in flight.
     pub(crate) in_flight: usize,
+    /// The end of the bytes reads brought in so far (not past `stop()` for the consumer).
+    pub(crate) read_end: u64,
 }
 
 impl<'a> FileEntry<'a> {
@@ -78,6 +80,7 @@ impl<'a> FileEntry<'a> {
             next_read: start,
             consumed: start,
             in_flight: 0,
+            read_end: 0,
         }
     }
 
@@ -104,6 +107,24 @@ impl<'a> FileEntry<'a> {
             }
             _ => None,
         }
+    }
+
+    /// Where a skip took the consumer past the end a read found later (the file was cut
+    /// after it was opened, so the skip counted bytes it did not have): an error saying so,
+    /// rather than an end at a place the file never reached.
+    pub(crate) fn skipped_past_end(&self) -> Option<io::Error> {
+        let State::Ended { len } = self.state else {
+            return None;
+        };
+        (self.consumed > len).then(|| {
+            let msg = format!(
+                "{} ended at offset {len}, before offset {} that a skip passed to: it was cut \
+                 after it was opened",
+                self.name(),
+                self.consumed
+            );
+            io::Error::new(io::ErrorKind::UnexpectedEof, msg)
+        })
     }
 
     /// The file's error, if it failed and no caller was ever given it.
@@ -238,6 +259,7 @@ impl<'a> FileEntry<'a> {
         debug_assert_eq!(self.in_flight, 0, "rewind with reads in flight");
         self.consumed = self.start;
         self.next_read = self.start;
+        self.read_end = 0;
         self.state = match self.sized_end {
             Some(_) => State::Reading,
             None => State::Queued,

@@ -69,10 +69,8 @@ fn a_reader_handed_over_mid_file_while_its_first_thread_sleeps_finishes_it() {
     for direct in [false, true] {
         evict_from_page_cache(&path);
         if !evicted(&path) {
-            eprintln!(
-                "skipped: {} stays in the page cache, so no read of it waits for the disk",
-                path.display()
-            );
+            let why = format!("{} stays in the page cache", path.display());
+            skip_refused("a cold read", why);
             return;
         }
         let r = SequentialFileReader::builder()

@@ -92,7 +92,8 @@ fn ours(
                 let (bytes, result) = match outcome {
                     Outcome::Done(done) => done,
                     Outcome::Failed(e) => (0, Err(e)),
-                    Outcome::NotRun => unreachable!("the scan is never cancelled"),
+                    // Not cancelled here: a reader that failed as a whole (its ring) left it.
+                    Outcome::NotRun => (0, Err(io::Error::other("not read: the scan stopped"))),
                 };
                 tally.record(index, bytes, result, &files.paths[index]);
             });

@@ -72,6 +72,7 @@ impl<'a> Engine<'a> {
             .expect("a live chunk's file is queued");
         chunk.filled = chunk.from + n;
         debug_assert!(chunk.filled <= chunk.want);
+        entry.read_end = entry.read_end.max(chunk.offset + chunk.filled as u64);
         let to_end = entry.stop().saturating_sub(chunk.offset);
         let short = chunk.filled < chunk.want && (chunk.filled as u64) < to_end;
         if short {
@@ -136,6 +137,7 @@ impl<'a> Engine<'a> {
         chunk.filled = chunk.from;
         chunk.region = Some(region);
         let at = chunk.offset + chunk.from as u64;
+        let file = chunk.file;
         entry.in_flight -= 1;
         match error {
             Some(source) => {
@@ -148,9 +150,23 @@ impl<'a> Engine<'a> {
                     self.stats.files_failed += 1;
                 }
             }
-            None => entry.end_at(at),
+            None => self.end_early(file, at),
         }
         self.drop_chunks_after(i);
+    }
+
+    /// A read of `file` found its end at `at`, before the size it had when opened: it was
+    /// cut, maybe further than `at` (a read there finds the end wherever it now is). It ends
+    /// at its size now, but never before the bytes reads brought in (they were the file's
+    /// when read); a skip that passed that end is then an error (`skipped_past_end`).
+    fn end_early(&mut self, file: u64, at: u64) {
+        let fd = self.queue.by_id_mut(file).and_then(|e| e.fd.clone());
+        let size = fd.and_then(|fd| self.io.size_now(&fd));
+        let entry = self.queue.by_id_mut(file).expect("a live chunk's file");
+        let len = size
+            .map_or(at, |size| size.min(at))
+            .max(entry.read_end.min(at));
+        entry.end_at(len);
     }
 
     /// Retries a failed read where the error is passing (`None`: resubmitted); gives the

@@ -105,7 +105,7 @@ impl<'a> Engine<'a> {
     /// for room where there is none).
     fn issue_for_front(&mut self) -> io::Result<Front> {
         let front = self.queue.front().expect("a current file");
-        if let Some(e) = front.error_out() {
+        if let Some(e) = front.error_out().or_else(|| front.skipped_past_end()) {
             return Err(e);
         }
         if front.all_issued() {

@@ -1834,3 +1834,29 @@ fn the_first_error_nobody_read_is_kept() {
     assert!(e.fill_buf_at_least(8193).is_err());
     assert!(e.unread_error().is_none(), "read now");
 }
+
+/// A skip that passed the end a read finds only later (the file was cut after it was
+/// opened) is not an end at a place the file never reached: the next read says the file
+/// ended before the skip's offset.
+#[test]
+fn a_skip_past_the_end_of_a_file_cut_after_it_was_opened_is_an_error() {
+    let f = files(&[100_000, 100]);
+    // Reads complete lazily, so the skip comes before a read finds the new end.
+    let io = Scripted::new(|_| Act::Full).ordered((false, true));
+    let mut e = engine(io, 32 << 10, 4096);
+    queue_paths(&mut e, &f);
+    assert_eq!(e.fill_buf_at_least(10).unwrap()[..10], f.data[0][..10]);
+    std::fs::File::options()
+        .write(true)
+        .open(&f.paths[0])
+        .unwrap()
+        .set_len(8192)
+        .unwrap();
+    assert_eq!(e.skip(50_000).unwrap(), 50_000, "the end is not known yet");
+    let err = e.fill_buf().unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof, "{err}");
+    assert!(err.to_string().contains("ended at offset 8192"), "{err}");
+    assert!(e.fill_buf_at_least(1).is_err(), "it sticks");
+    assert!(e.move_to_next_file().unwrap());
+    assert_exact(&read_all(&mut e), &f.data[1..]);
+}

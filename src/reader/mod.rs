@@ -435,7 +435,8 @@ impl<'a> SequentialFileReader<'a> {
     /// As [`close`](Self::close): where the reads in flight do not all come back within
     /// [`ReaderBuilder::drain_timeout`], or the ring fails while waiting, the reader is
     /// dropped, its pool and ring leaked rather than freed under the kernel, and the error
-    /// says so.
+    /// says so. Unlike `close`, file errors nobody read are not returned: they are dropped
+    /// with their files (read each file to its end, or its error, first if they matter).
     ///
     /// # Examples
     ///

@@ -57,11 +57,16 @@ impl<'r, 'a> ScanFile<'r, 'a> {
         self.reader.current_path()
     }
 
-    /// The bytes of the entry: once its file is open (it is by its first read, and most are
-    /// opened ahead), its range or whole length, cut at the size the file had then; before,
-    /// the range's length where one was given, `None` for a whole file.
+    /// The bytes of the entry: the length of its range, as given (the file may end first);
+    /// for a whole file, its size once it is open (it is by its first read, and most are
+    /// opened ahead), `None` before.
     pub fn len(&self) -> Option<u64> {
-        self.reader.current_len().or(self.len)
+        self.len.or_else(|| self.reader.current_len())
+    }
+
+    /// Whether the entry is a byte range of its file (`Entry::range`), not the whole of it.
+    pub fn is_range(&self) -> bool {
+        self.len.is_some()
     }
 
     /// Whether the entry has no bytes (as far as [`len`](Self::len) knows).
