@@ -53,7 +53,9 @@ pub struct Progress {
 ///     .for_each(|index, outcome| println!("{index}: {outcome:?}"))?;
 /// assert!(summary.cancelled);
 /// assert_eq!(summary.progress.files, 1);
-/// assert_eq!(summary.progress.not_run, 2);
+/// // Entries taken from the input but not started come out as not run; the rest are
+/// // never taken (a thread's first take is one entry).
+/// assert!(summary.progress.not_run <= 2);
 /// # Ok(())
 /// # }
 /// ```
