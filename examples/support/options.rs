@@ -78,6 +78,10 @@ pub struct Options {
     /// whichever thread is free; std's BufReaders with file i on thread i mod N
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = parse_count)]
     pub threads: usize,
+    /// One kernel submission thread (SQPOLL) shared by readahead's readers, polling MS
+    /// milliseconds when idle (Linux; default: none, each reader submits itself)
+    #[arg(long, value_name = "MS")]
+    pub sq_poll: Option<u64>,
     /// readahead's pool size, per reader (default 32M); suffixes K, M, G
     #[arg(long, value_name = "N", default_value_t = DEFAULT_BUFFER_SIZE, value_parser = parse_size, hide_default_value = true)]
     pub buffer_size: usize,
@@ -301,6 +305,9 @@ pub fn child_args(opts: &Options, runner: Runner) -> Vec<OsString> {
         (opts.drop_caches, "--drop-caches"),
     ];
     args.extend(flags.iter().filter(|f| f.0).map(|f| f.1.into()));
+    if let Some(ms) = opts.sq_poll {
+        args.extend(["--sq-poll".into(), ms.to_string().into()]);
+    }
     args.push("--".into());
     args.extend(opts.paths.iter().map(|path| path.clone().into_os_string()));
     args

@@ -70,9 +70,12 @@ fn ours(
         .read_size(opts.read_size)
         .direct_io(opts.direct)
         .backend(backend);
-    let scan = Scan::new(&files.paths)
+    let mut scan = Scan::new(&files.paths)
         .threads(opts.threads.max(1))
         .reader(builder);
+    if let Some(ms) = opts.sq_poll {
+        scan = scan.sq_poll(Duration::from_millis(ms));
+    }
     let handle = scan.handle();
     let consumer = opts.consumer();
     let mut tally = Tally::new(consumer);
