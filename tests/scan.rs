@@ -542,18 +542,15 @@ fn a_panic_in_a_closure_is_raised_again_after_every_thread_stopped() {
 fn a_panic_in_the_sink_stops_the_threads_and_is_raised_again() {
     let files = make_files(&[10; 300]);
     let started = AtomicUsize::new(0);
-    let unwound = AtomicBool::new(false);
     let scan = Scan::new(&files.paths).threads(1).queue_ahead(1);
     let result = panic::catch_unwind(AssertUnwindSafe(|| {
         scan.map(|file| {
             started.fetch_add(1, SeqCst);
-            if file.index() > 0 {
-                wait_for(&unwound);
-            }
+            // Slow enough that the sink gets the first batch long before the last file.
+            std::thread::sleep(Duration::from_millis(1));
             read_all(file)
         })
         .for_each(|index, _| {
-            let _unwound = SetOnDrop(&unwound);
             assert_ne!(index, 0, "the sink panics");
         })
     }));
@@ -562,9 +559,10 @@ fn a_panic_in_the_sink_stops_the_threads_and_is_raised_again() {
         .downcast_ref::<String>()
         .unwrap()
         .contains("the sink panics"));
-    // File 0, and file 1 if the thread started it before the panic.
+    // A thread sends outcomes a batch (of 32) at a time: the sink sees file 0 with the
+    // first batch at the latest, and the thread stops at its next file, far from the end.
     assert!(
-        started.load(SeqCst) <= 2,
+        started.load(SeqCst) <= 100,
         "{} files started",
         started.load(SeqCst)
     );

@@ -144,8 +144,19 @@ impl State {
 
     /// Waits until file `index` is within `window` of the results delivered in order;
     /// `false` if the scan stopped instead.
-    pub(super) fn wait_turn(&self, index: usize, window: usize) -> bool {
+    pub(super) fn wait_turn(
+        &self,
+        index: usize,
+        window: usize,
+        before_waiting: impl FnOnce(),
+    ) -> bool {
         let mut released = self.lock_released();
+        if index >= released.saturating_add(window) && !self.stopped() {
+            // Not under the lock: it may block on the caller, who takes it to release.
+            drop(released);
+            before_waiting();
+            released = self.lock_released();
+        }
         while index >= released.saturating_add(window) && !self.stopped() {
             released = self
                 .moved

@@ -34,7 +34,7 @@ pub use order::Ordered;
 
 use control::{State, StopOnPanic};
 use work::Work;
-use worker::{Builders, Sent, Shared, ThreadEnd};
+use worker::{Batch, Builders, Shared, ThreadEnd};
 
 use crate::config::ReaderBuilder;
 use crate::consts::Backend;
@@ -43,8 +43,9 @@ use crate::sys;
 
 /// Entries each thread keeps queued in its reader ahead of the file it reads, by default.
 pub const DEFAULT_QUEUE_AHEAD: usize = 256;
-/// Outcomes on their way to the caller at most, before the threads wait for it.
-const IN_TRANSIT: usize = 1024;
+/// Batches of outcomes on their way to the caller at most (each of up to 32 files), before
+/// the threads wait for it.
+const IN_TRANSIT: usize = 32;
 
 /// Reads many files on N threads, one [`SequentialFileReader`] each, and runs a closure on
 /// every file: the whole job of a checksum tool or a startup scan in one call.
@@ -323,7 +324,9 @@ where
 {
     /// Runs the scan, handing each file's outcome to `sink` on the caller's thread as files
     /// finish (not in input order), with the file's index in the input. Returns once every
-    /// thread has stopped.
+    /// thread has stopped. A thread sends its outcomes a few dozen at a time (and whatever it
+    /// has when it waits or ends), not one by one: so the caller's thread is woken once a
+    /// batch, not once a file.
     ///
     /// # Errors
     ///
@@ -345,7 +348,7 @@ where
         E: From<io::Error> + Send,
     {
         let (_, summary) = self.run(None, |results, _| {
-            for (index, outcome) in results {
+            for (index, outcome) in results.into_iter().flatten() {
                 sink(index, outcome);
             }
         })?;
@@ -392,7 +395,7 @@ where
     fn run<S, T, E, R>(
         self,
         window: Option<usize>,
-        consume: impl FnOnce(Receiver<Sent<T, E>>, &State) -> R,
+        consume: impl FnOnce(Receiver<Batch<T, E>>, &State) -> R,
     ) -> io::Result<(R, ScanSummary)>
     where
         INIT: Fn() -> S + Sync,

@@ -7,8 +7,11 @@ use std::fmt;
 use std::sync::mpsc::Receiver;
 
 use super::control::State;
-use super::worker::Sent;
+use super::worker::Batch;
 use super::Outcome;
+
+/// Outcomes handed out between two releases of the threads waiting at the window.
+const RELEASE_EVERY: usize = 16;
 
 /// The outcomes of an ordered scan, as an iterator of `(index, outcome)` in input order.
 ///
@@ -17,7 +20,7 @@ use super::Outcome;
 /// it waits here, and a thread that gets a window ahead of the last outcome handed out waits
 /// before its next file. Dropping it before its end stops the scan.
 pub struct Ordered<'s, T, E> {
-    results: Receiver<Sent<T, E>>,
+    results: Receiver<Batch<T, E>>,
     state: &'s State,
     /// `waiting[i]` is the outcome of file `next + i`, once it has arrived.
     waiting: VecDeque<Option<Outcome<T, E>>>,
@@ -25,7 +28,7 @@ pub struct Ordered<'s, T, E> {
 }
 
 impl<'s, T, E> Ordered<'s, T, E> {
-    pub(super) fn new(results: Receiver<Sent<T, E>>, state: &'s State) -> Self {
+    pub(super) fn new(results: Receiver<Batch<T, E>>, state: &'s State) -> Self {
         Ordered {
             results,
             state,
@@ -58,13 +61,19 @@ impl<T, E> Iterator for Ordered<'_, T, E> {
                 let outcome = self.waiting.pop_front().flatten()?;
                 let index = self.next;
                 self.next += 1;
-                self.state.release(self.next);
+                // Threads at the window's edge are let go every few outcomes, and always
+                // before this waits for more (below), rather than woken for each one.
+                if self.next.is_multiple_of(RELEASE_EVERY) {
+                    self.state.release(self.next);
+                }
                 return Some((index, outcome));
             }
+            self.state.release(self.next);
             // Once every thread has ended, a gap is a file whose closure panicked: the
             // panic is raised once the threads are joined, and nothing after it comes out.
-            let (index, outcome) = self.results.recv().ok()?;
-            self.insert(index, outcome);
+            for (index, outcome) in self.results.recv().ok()? {
+                self.insert(index, outcome);
+            }
         }
     }
 }

@@ -55,6 +55,56 @@ impl Builders {
 /// An outcome on its way to the caller, with its index in the input.
 pub(super) type Sent<T, E> = (usize, Outcome<T, E>);
 
+/// What a thread sends the caller at once: the outcomes of up to [`SEND_BATCH`] files.
+pub(super) type Batch<T, E> = Vec<Sent<T, E>>;
+
+/// Outcomes a thread gathers before it sends them: one message, and at most one wake-up of
+/// the caller's thread, per this many files, rather than per file. (On 10,766 account files
+/// on 2 threads, a message per file cost 26,800 `futex` calls and 5% of the time.)
+const SEND_BATCH: usize = 32;
+
+/// A thread's outcomes on their way to the caller, sent a batch at a time, and whatever is
+/// gathered before the thread waits for the caller (`flush`) or ends, even by a panic.
+struct Outbox<'t, T, E> {
+    tx: &'t SyncSender<Batch<T, E>>,
+    state: &'t State,
+    batch: Batch<T, E>,
+}
+
+impl<'t, T, E> Outbox<'t, T, E> {
+    fn new(tx: &'t SyncSender<Batch<T, E>>, state: &'t State) -> Self {
+        Outbox {
+            tx,
+            state,
+            batch: Vec::with_capacity(SEND_BATCH),
+        }
+    }
+
+    fn push(&mut self, index: usize, outcome: Outcome<T, E>) {
+        self.batch.push((index, outcome));
+        if self.batch.len() >= SEND_BATCH {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let batch = mem::replace(&mut self.batch, Vec::with_capacity(SEND_BATCH));
+        if self.tx.send(batch).is_err() {
+            // The caller has gone: nobody wants the rest.
+            self.state.stop();
+        }
+    }
+}
+
+impl<T, E> Drop for Outbox<'_, T, E> {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
 /// What every thread of a scan works by.
 pub(super) struct Shared<'s, I> {
     pub(super) work: &'s Work<I>,
@@ -81,7 +131,7 @@ pub(super) fn run<'a, I, S, T, E>(
     shared: &Shared<'_, I>,
     init: &impl Fn() -> S,
     f: &impl Fn(&mut S, &mut ScanFile<'_, 'a>) -> Result<T, E>,
-    tx: &SyncSender<Sent<T, E>>,
+    tx: &SyncSender<Batch<T, E>>,
 ) -> io::Result<ThreadEnd>
 where
     I: Iterator,
@@ -89,6 +139,7 @@ where
     E: From<io::Error>,
 {
     let _stop = StopOnPanic(shared.state);
+    let mut out = Outbox::new(tx, shared.state);
     let mut lane = Lane::new();
     let mut local = None;
     let result = loop {
@@ -102,15 +153,13 @@ where
             break Ok(());
         };
         if let Some(window) = shared.window {
-            if !shared.state.wait_turn(next.index, window) {
+            // The caller may be waiting for what this thread gathered: sent first.
+            if !shared.state.wait_turn(next.index, window, || out.flush()) {
                 break Ok(());
             }
         }
         let (index, outcome, moved) = lane.run_next(shared.state, &mut local, init, f);
-        if tx.send((index, outcome)).is_err() {
-            // The caller has gone: nobody wants the rest.
-            shared.state.stop();
-        }
+        out.push(index, outcome);
         if let Err(e) = moved {
             break Err(e);
         }
@@ -118,7 +167,7 @@ where
     if result.is_err() {
         shared.state.stop();
     }
-    lane.report_not_run(shared.state, tx);
+    lane.report_not_run(shared.state, &mut out);
     result.map(|()| lane.end())
 }
 
@@ -246,11 +295,10 @@ impl<'a> Lane<'a> {
     }
 
     /// Reports every entry left in the window as not run.
-    fn report_not_run<T, E>(&mut self, state: &State, tx: &SyncSender<Sent<T, E>>) {
+    fn report_not_run<T, E>(&mut self, state: &State, out: &mut Outbox<'_, T, E>) {
         for q in self.queued.drain(..) {
             state.count_not_run();
-            // A caller that has gone wants none of them.
-            let _ = tx.send((q.index, Outcome::NotRun));
+            out.push(q.index, Outcome::NotRun);
         }
     }
 
