@@ -300,46 +300,37 @@ impl<'a> Ring<'a> {
 
     /// Blocks in the kernel until at least one completion is there.
     fn wait_one(&mut self) -> io::Result<()> {
-        let mut tries = 0;
-        loop {
-            match self.ring.submit_and_wait(1) {
-                Ok(_) => return Ok(()),
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
-                // Completions are waiting to be reaped: reap them.
-                Err(e) if is_busy(&e) && tries < BUSY_TRIES => {
-                    tries += 1;
-                    if !self.ring.completion().is_empty() {
-                        return Ok(());
-                    }
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        self.wait_one_until(None)
     }
 
     /// [`wait_one`](Self::wait_one), or an error of kind `TimedOut` once `deadline` has
     /// passed (`None`: never). The bound needs `IORING_FEAT_EXT_ARG` (Linux 5.11), a wait
     /// with a timeout; without it the wait is not bounded.
     fn wait_one_until(&mut self, deadline: Option<Instant>) -> io::Result<()> {
-        let Some(deadline) = deadline.filter(|_| self.ring.params().is_feature_ext_arg()) else {
-            return self.wait_one();
-        };
+        let deadline = deadline.filter(|_| self.ring.params().is_feature_ext_arg());
         let mut tries = 0;
         loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "no completion before the deadline",
-                ));
-            }
-            let timeout = types::Timespec::from(left);
-            let args = types::SubmitArgs::new().timespec(&timeout);
-            match self.ring.submitter().submit_with_args(1, &args) {
+            let waited = match deadline {
+                None => self.ring.submit_and_wait(1),
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "no completion before the deadline",
+                        ));
+                    }
+                    let timeout = types::Timespec::from(left);
+                    let args = types::SubmitArgs::new().timespec(&timeout);
+                    self.ring.submitter().submit_with_args(1, &args)
+                }
+            };
+            match waited {
                 Ok(_) => return Ok(()),
                 // Timed out: the caller reaps what came meanwhile, then finds no time left.
                 Err(e) if e.raw_os_error() == Some(libc::ETIME) => return Ok(()),
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                // Completions are waiting to be reaped: reap them.
                 Err(e) if is_busy(&e) && tries < BUSY_TRIES => {
                     tries += 1;
                     if !self.ring.completion().is_empty() {

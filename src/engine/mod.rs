@@ -134,25 +134,31 @@ impl<'a> Engine<'a> {
         }
         self.drain()?;
         let io = mem::replace(&mut self.io, Box::new(Detached)).rebind();
-        Ok(Engine {
+        let pool = mem::replace(&mut self.pool, Pool::empty());
+        let limits = Limits {
+            max_open: self.opens.configured_cap(self.limits.max_open),
+            ..self.limits
+        };
+        // A fresh engine (with `readers: None`, so that building it counts no reader), then
+        // what carries on: the counters, the spill's allocation, and the policy, renewed so
+        // that the reader stays counted once.
+        let mut engine = Engine::new(
             io,
-            pool: mem::replace(&mut self.pool, Pool::empty()),
-            queue: Queue::default(),
-            chunks: Chunks::default(),
-            limits: Limits {
-                max_open: self.opens.configured_cap(self.limits.max_open),
-                ..self.limits
+            pool,
+            Limits {
+                readers: None,
+                ..limits
             },
-            policy: self.policy.renewed(),
-            opens: Opens::default(),
-            done: Vec::new(),
-            stats: self.stats,
-            exposed: 0,
-            spill: mem::take(&mut self.spill),
-            unread: None,
-            #[cfg(test)]
-            poison: self.poison,
-        })
+        );
+        engine.limits = limits;
+        engine.policy = self.policy.renewed();
+        engine.stats = self.stats;
+        engine.spill = mem::take(&mut self.spill);
+        #[cfg(test)]
+        {
+            engine.poison = self.poison;
+        }
+        Ok(engine)
     }
 
     /// Shuts the engine down and says what went wrong: the one answer of the reader's
