@@ -83,14 +83,8 @@ fn child_reads_100k_paths_under_a_low_nofile() {
     let Some(value) = child_value(CHILD_ENV) else {
         return;
     };
+    limit_descriptors_to(&value);
     let nofile: u64 = value.parse().expect("a descriptor limit");
-    let limit = libc::rlimit {
-        rlim_cur: nofile as libc::rlim_t,
-        rlim_max: nofile as libc::rlim_t,
-    };
-    // SAFETY: setrlimit reads the struct we pass; this process runs only this test.
-    let rc = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
-    assert_eq!(rc, 0, "setrlimit: {}", std::io::Error::last_os_error());
 
     let start = Instant::now();
     let files = small_files(1000);

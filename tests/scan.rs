@@ -751,14 +751,7 @@ fn child_reads_more_paths_than_its_limit() {
     let Some(value) = child_value(NOFILE_CHILD_ENV) else {
         return;
     };
-    let nofile: u64 = value.parse().expect("a descriptor limit");
-    let limit = libc::rlimit {
-        rlim_cur: nofile as libc::rlim_t,
-        rlim_max: nofile as libc::rlim_t,
-    };
-    // SAFETY: setrlimit reads the struct we pass; this process runs only this test.
-    let rc = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
-    assert_eq!(rc, 0, "setrlimit: {}", io::Error::last_os_error());
+    limit_descriptors_to(&value);
     let dir = tempdir_for_many_files();
     let paths: Vec<PathBuf> = (0..3000)
         .map(|i| make_file(dir.path(), &format!("{i:06}"), i * 7 % 200))
@@ -767,7 +760,7 @@ fn child_reads_more_paths_than_its_limit() {
     for &backend in backends_once() {
         let scan = Scan::new(&paths).threads(2).reader(builder(backend, false));
         let (outcomes, summary) = collect(scan, read_all);
-        let what = format!("{backend:?} under ulimit -n {nofile}");
+        let what = format!("{backend:?} under ulimit -n {value}");
         assert_files_eq(&done_bytes(by_index(3000, outcomes), &what), &want, &what);
         assert_eq!(summary.progress.failed, 0, "{what}");
     }

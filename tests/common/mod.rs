@@ -589,6 +589,19 @@ pub fn child_value(env: &str) -> Option<String> {
     std::env::var(env).ok()
 }
 
+/// In a child process started by [`run_in_child`]: lowers `RLIMIT_NOFILE` (soft and hard)
+/// to the number `value` says.
+pub fn limit_descriptors_to(value: &str) {
+    let nofile: u64 = value.parse().expect("a descriptor limit");
+    let limit = libc::rlimit {
+        rlim_cur: nofile as libc::rlim_t,
+        rlim_max: nofile as libc::rlim_t,
+    };
+    // SAFETY: setrlimit reads the struct we pass; this process runs only the one test.
+    let rc = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
+    assert_eq!(rc, 0, "setrlimit: {}", io::Error::last_os_error());
+}
+
 /// Runs `test`, a test of this same test binary, alone in a child process with `env` set to
 /// `value`. For what must never happen in this process, whose other tests run on parallel
 /// threads: lowered limits, a seccomp filter, dropped capabilities.
