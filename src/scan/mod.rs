@@ -56,7 +56,7 @@ const IN_TRANSIT: usize = 32;
 ///   parallelism), each with a reader built from one [`ReaderBuilder`]
 ///   ([`reader`](Self::reader)). Entries are handed out in batches from one shared cursor
 ///   whenever a thread's window runs low: a thread's first batch is one entry, each next
-///   twice as many, and it takes none while the bytes it knows it holds fill half its pool
+///   twice as many, and it takes none while the bytes it knows it holds fill its pool
 ///   (a path's size is known once its reader opens it ahead). So a thread holds only a few
 ///   large files at a time, and a thread that finds the input empty waits at most for what
 ///   another holds (its window, not the rest of the input). Each thread keeps a window of entries
@@ -224,9 +224,10 @@ where
     }
 
     /// Entries each thread keeps queued in its reader (the file being read included), so
-    /// that the read-ahead crosses into the files after it; also bounded by the bytes of the
-    /// reader's pool, for entries whose size is known. Default [`DEFAULT_QUEUE_AHEAD`]; at
-    /// least 1. A thread takes more from the input once it is down to half of either.
+    /// that the read-ahead crosses into the files after it; also bounded by twice the bytes
+    /// of the reader's pool, for entries whose size is known. Default
+    /// [`DEFAULT_QUEUE_AHEAD`]; at least 1. A thread takes more from the input once it is
+    /// down to half of either.
     pub fn queue_ahead(mut self, files: usize) -> Self {
         self.queue_ahead = files.max(1);
         self
@@ -413,7 +414,7 @@ where
             state,
             builders: &builders,
             queue_ahead: scan.queue_ahead,
-            queue_bytes: builders.buffer_size() as u64,
+            queue_bytes: 2 * builders.buffer_size() as u64,
             window,
         };
         let (tx, rx) = mpsc::sync_channel(IN_TRANSIT);
