@@ -16,7 +16,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use common::*;
-use readahead::ReaderBuilder;
+use readahead::{ReaderBuilder, SequentialFileReader};
 
 const KIB: usize = 1 << 10;
 
@@ -306,13 +306,7 @@ fn direct_io_where_the_filesystem_refuses_it_reads_buffered() {
         for way in ["path", "borrowed", "owned"] {
             let mut r = b.clone().build().unwrap();
             r.add_path_to_prefetch(&files.paths[0]).unwrap();
-            match way {
-                "path" => r.add_path_to_prefetch(attr).unwrap(),
-                "borrowed" => r.add_file_to_prefetch(&borrowed, u64::MAX).unwrap(),
-                _ => r
-                    .add_owned_file_to_prefetch(File::open(attr).unwrap(), u64::MAX)
-                    .unwrap(),
-            }
+            queue_way(&mut r, way, attr, &borrowed);
             r.add_path_to_prefetch(&files.paths[1]).unwrap();
             let what = format!("{name} {way}");
             assert_files_eq(
@@ -323,16 +317,27 @@ fn direct_io_where_the_filesystem_refuses_it_reads_buffered() {
             assert_direct_reads(r.stats(), true, &what);
 
             let mut r = b.clone().build().unwrap();
-            match way {
-                "path" => r.add_path_to_prefetch(attr).unwrap(),
-                "borrowed" => r.add_file_to_prefetch(&borrowed, u64::MAX).unwrap(),
-                _ => r
-                    .add_owned_file_to_prefetch(File::open(attr).unwrap(), u64::MAX)
-                    .unwrap(),
-            }
+            queue_way(&mut r, way, attr, &borrowed);
             let what = format!("{what}, alone");
             assert_files_eq(&read_all_ok(&mut r), std::slice::from_ref(&want), &what);
             assert_direct_reads(r.stats(), !refused, &what);
         }
+    }
+}
+
+/// Queues `path` into `r` by path, as `borrowed` (a `File` open on it), or as an owned
+/// `File` opened now, as `way` says.
+fn queue_way<'a>(
+    r: &mut SequentialFileReader<'a>,
+    way: &str,
+    path: &std::path::Path,
+    borrowed: &'a File,
+) {
+    match way {
+        "path" => r.add_path_to_prefetch(path).unwrap(),
+        "borrowed" => r.add_file_to_prefetch(borrowed, u64::MAX).unwrap(),
+        _ => r
+            .add_owned_file_to_prefetch(File::open(path).unwrap(), u64::MAX)
+            .unwrap(),
     }
 }
