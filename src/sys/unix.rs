@@ -260,24 +260,18 @@ pub(crate) fn file_size(file: &File) -> Result<u64, SizeError> {
 fn device_size(file: &File) -> io::Result<u64> {
     /// `_IOR(0x12, 114, size_t)` of `<linux/fs.h>`: the direction bits sit higher on these
     /// architectures (`_IOC_READ` is 2 in 3 bits from bit 29, not in 2 from bit 30).
-    #[cfg(any(
+    const READ: u64 = if cfg!(any(
         target_arch = "mips",
         target_arch = "mips64",
         target_arch = "powerpc",
         target_arch = "powerpc64",
         target_arch = "sparc",
         target_arch = "sparc64"
-    ))]
-    const READ: u64 = 2 << 29;
-    #[cfg(not(any(
-        target_arch = "mips",
-        target_arch = "mips64",
-        target_arch = "powerpc",
-        target_arch = "powerpc64",
-        target_arch = "sparc",
-        target_arch = "sparc64"
-    )))]
-    const READ: u64 = 2 << 30;
+    )) {
+        2 << 29
+    } else {
+        2 << 30
+    };
     const SIZE_T: u64 = std::mem::size_of::<usize>() as u64;
     const BLKGETSIZE64: u64 = READ | SIZE_T << 16 | 0x12 << 8 | 114;
     let mut size: u64 = 0;
