@@ -9,12 +9,15 @@ use indicatif::ProgressBar;
 use readahead::Stats;
 
 use crate::checksum::Checksum;
+use crate::light::Light;
 use crate::records::RecordSum;
 use crate::system;
 
-/// What every byte of a scan goes through (`--hash`, `--records`, or neither).
+/// What every byte of a scan goes through (`--consumer`, or `--records`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Consumer {
+    /// The sum of each file's words: as little work a byte as reads every byte.
+    Light,
     /// The cheap checksum of each file.
     Checksum,
     /// blake3 of each file.
@@ -24,8 +27,14 @@ pub enum Consumer {
 }
 
 impl Consumer {
+    /// What `--consumer` takes: every consumer of whole files (records have `--records`).
+    pub const CHOICES: [Consumer; 3] = [Consumer::Light, Consumer::Checksum, Consumer::Blake3];
+
+    /// The name in the output; for the consumers of [`Consumer::CHOICES`], also the value of
+    /// `--consumer`.
     pub fn name(self) -> &'static str {
         match self {
+            Consumer::Light => "light",
             Consumer::Checksum => "checksum",
             Consumer::Blake3 => "blake3",
             Consumer::Records => "records (blake3 of each)",
@@ -43,6 +52,7 @@ pub enum FileResult {
 
 /// The consumer of one file's bytes as they come.
 enum FileDigest {
+    Light(Light),
     Sum(Checksum),
     Hash(Box<blake3::Hasher>),
 }
@@ -50,6 +60,7 @@ enum FileDigest {
 impl FileDigest {
     fn new(consumer: Consumer) -> Self {
         match consumer {
+            Consumer::Light => FileDigest::Light(Light::default()),
             Consumer::Blake3 => FileDigest::Hash(Box::default()),
             _ => FileDigest::Sum(Checksum::default()),
         }
@@ -57,6 +68,7 @@ impl FileDigest {
 
     fn update(&mut self, bytes: &[u8]) {
         match self {
+            FileDigest::Light(sum) => sum.update(bytes),
             FileDigest::Sum(sum) => sum.update(bytes),
             FileDigest::Hash(hasher) => {
                 hasher.update(bytes);
@@ -66,13 +78,14 @@ impl FileDigest {
 
     fn finish(self) -> FileResult {
         match self {
+            FileDigest::Light(sum) => FileResult::Sum(sum.finish()),
             FileDigest::Sum(sum) => FileResult::Sum(sum.finish()),
             FileDigest::Hash(hasher) => FileResult::Hash(hasher.finalize()),
         }
     }
 }
 
-/// Feeds the rest of the current file to the checksum or blake3 of `consumer`, straight from
+/// Feeds the rest of the current file to the sum, checksum or blake3 of `consumer`, straight from
 /// the reader's buffer; returns the bytes consumed, and the file's digest or the error that
 /// stopped it early.
 pub fn consume_file(

@@ -13,8 +13,9 @@ use crate::data_sets::{self, DataSet};
 /// The built-in scenarios, after the options in `--help`.
 const SCENARIOS: &str = "\
 The scenarios of BENCHMARKS.md (cold ones as root; scan is `cargo run --release --example scan --`):
+  warm, light         scan --data-set mixed-1g --compare --consumer light
   warm, checksum      scan --data-set mixed-1g --compare
-  warm, blake3        scan --data-set mixed-1g --compare --hash
+  warm, blake3        scan --data-set mixed-1g --compare --consumer blake3
   cold, buffered      scan --data-set mixed-1g --compare --drop-caches
   cold, O_DIRECT      scan --data-set mixed-1g --compare --drop-caches --direct --fio
   cold, tiny files    scan --data-set tiny --compare --drop-caches
@@ -64,10 +65,17 @@ pub struct Options {
     /// O_DIRECT reads (readahead, and fio)
     #[arg(long)]
     pub direct: bool,
-    /// blake3 of every file instead of a cheap checksum
+    /// What every file's bytes go through: light | checksum | blake3 (default checksum)
+    ///
+    /// light: a wrapping sum of the file's u64 words, one add per 8 bytes. checksum: a
+    /// polynomial over four lanes of u64 words, order-sensitive, still well above memory
+    /// bandwidth. blake3: blake3 of every file.
+    #[arg(long = "consumer", value_name = "C", value_parser = parse_consumer)]
+    pub file_consumer: Option<Consumer>,
+    /// The same as --consumer blake3 (kept for the commands that name it)
     #[arg(long)]
     pub hash: bool,
-    /// Parse every record and blake3 each record's data
+    /// Parse every record and blake3 each record's data (a consumer of its own)
     ///
     /// A record: a 136-byte header whose bytes 8..16 hold the data length, the data,
     /// padding to 8. A file that does not parse fails alone; the checksum is a sum of the
@@ -153,10 +161,11 @@ impl Options {
 
     /// What every byte goes through.
     pub fn consumer(&self) -> Consumer {
-        match (self.records, self.hash) {
-            (true, _) => Consumer::Records,
-            (false, true) => Consumer::Blake3,
-            (false, false) => Consumer::Checksum,
+        match (self.records, self.hash, self.file_consumer) {
+            (true, _, _) => Consumer::Records,
+            (false, _, Some(consumer)) => consumer,
+            (false, true, None) => Consumer::Blake3,
+            (false, false, None) => Consumer::Checksum,
         }
     }
 
@@ -213,6 +222,14 @@ impl Options {
         if self.records && self.hash {
             return error("--records hashes every record; --hash is for whole files: give one");
         }
+        if self.records && self.file_consumer.is_some() {
+            return error(
+                "--records is a consumer of its own; --consumer is for whole files: give one",
+            );
+        }
+        if self.hash && self.file_consumer.is_some_and(|c| c != Consumer::Blake3) {
+            return error("--hash is --consumer blake3: give one consumer");
+        }
         if self.compare && self.backend == Some(Runner::Std) {
             return error("--compare runs std itself: give --backend auto, uring or sync");
         }
@@ -241,6 +258,14 @@ fn parse_backend(value: &str) -> Result<Runner, String> {
             "unknown backend '{value}': use auto, uring, sync or std"
         )),
     }
+}
+
+fn parse_consumer(value: &str) -> Result<Consumer, String> {
+    let names = || Consumer::CHOICES.map(Consumer::name).join(", ");
+    Consumer::CHOICES
+        .into_iter()
+        .find(|consumer| consumer.name() == value)
+        .ok_or_else(|| format!("unknown consumer '{value}': use {}", names()))
 }
 
 fn parse_count(value: &str) -> Result<usize, String> {
@@ -298,10 +323,12 @@ pub fn child_args(opts: &Options, runner: Runner) -> Vec<OsString> {
         "--threads".into(),
         opts.threads.to_string().into(),
     ];
+    match opts.consumer() {
+        Consumer::Records => args.push("--records".into()),
+        consumer => args.extend(["--consumer".into(), consumer.name().into()]),
+    }
     let flags = [
         (opts.direct, "--direct"),
-        (opts.hash, "--hash"),
-        (opts.records, "--records"),
         (opts.drop_caches, "--drop-caches"),
     ];
     args.extend(flags.iter().filter(|f| f.0).map(|f| f.1.into()));
@@ -339,6 +366,16 @@ mod tests {
             ),
             (&["--json", "--rounds", "2"], "or the default run"),
             (&["--records", "--hash"], "give one"),
+            (
+                &["--records", "--consumer", "light"],
+                "--records is a consumer of its own",
+            ),
+            (
+                &["--hash", "--consumer", "light"],
+                "--hash is --consumer blake3",
+            ),
+            (&["--consumer", "fast"], "use light, checksum, blake3"),
+            (&["--consumer", "records"], "unknown consumer"),
             (&["--threads", "0"], "'--threads <N>': '0' is not a count"),
             (
                 &["--compare", "--backend", "std"],
@@ -362,6 +399,23 @@ mod tests {
     }
 
     #[test]
+    fn the_consumer_is_checksum_unless_named_and_hash_is_blake3() {
+        for (args, want) in [
+            (&[][..], Consumer::Checksum),
+            (&["--consumer", "light"], Consumer::Light),
+            (&["--consumer=checksum"], Consumer::Checksum),
+            (&["--consumer", "blake3"], Consumer::Blake3),
+            (&["--hash"], Consumer::Blake3),
+            (&["--hash", "--consumer", "blake3"], Consumer::Blake3),
+            (&["--records"], Consumer::Records),
+        ] {
+            let opts = parse(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            assert_eq!(opts.consumer(), want, "{args:?}");
+            assert!(opts.settings().contains(want.name()), "{args:?}");
+        }
+    }
+
+    #[test]
     fn a_child_gets_the_same_options_and_one_backend() {
         let parent = parse(&[
             "--compare",
@@ -382,7 +436,8 @@ mod tests {
         let child = parse_child(args);
         assert_eq!(child.backend, Some(Runner::Ours(Backend::IoUring)));
         assert!(child.json && !child.compare && !child.fio);
-        assert!(child.direct && child.hash && child.drop_caches);
+        assert!(child.direct && child.drop_caches);
+        assert_eq!(child.consumer(), Consumer::Blake3);
         assert_eq!(child.buffer_size, 8 << 20);
         assert_eq!(child.read_size, 128 << 10);
         assert_eq!(
@@ -393,7 +448,21 @@ mod tests {
         assert!(std.windows(2).any(|w| w[0] == "--backend" && w[1] == "std"));
         let records = parse(&["--records", "--threads", "3"]).unwrap();
         let child = parse_child(child_args(&records, Runner::Std));
-        assert!(child.records && !child.hash);
+        assert!(child.records && !child.hash && child.file_consumer.is_none());
         assert_eq!(child.threads, 3);
+    }
+
+    #[test]
+    fn every_child_of_a_comparison_gets_its_consumer() {
+        for consumer in Consumer::CHOICES {
+            for parent in [&["--compare"][..], &[]] {
+                let args = [parent, &["--consumer", consumer.name()]].concat();
+                let parent = parse(&args).unwrap();
+                for runner in [parent.ours(), Runner::Std] {
+                    let child = parse_child(child_args(&parent, runner));
+                    assert_eq!(child.consumer(), consumer, "{args:?}, {runner:?}");
+                }
+            }
+        }
     }
 }
