@@ -78,13 +78,16 @@ pub struct Stats {
 }
 
 impl Stats {
-    /// Adds another reader's counters to these: counts add up, peaks keep the larger.
+    /// Adds another reader's counters to these: counts add up, peaks keep the larger, and so
+    /// does the process-wide [`drains_abandoned`](Self::drains_abandoned) (both read the same
+    /// count, the later the larger).
     pub(crate) fn add(&mut self, other: &Stats) {
         self.bytes_read += other.bytes_read;
         self.bytes_consumed += other.bytes_consumed;
         self.bytes_spilled += other.bytes_spilled;
         self.bytes_skipped += other.bytes_skipped;
         self.reads += other.reads;
+        self.reads_direct += other.reads_direct;
         self.short_reads += other.short_reads;
         self.reads_offloaded += other.reads_offloaded;
         self.retries += other.retries;
@@ -95,5 +98,55 @@ impl Stats {
         self.files_failed += other.files_failed;
         self.peak_in_flight = self.peak_in_flight.max(other.peak_in_flight);
         self.peak_pool_bytes = self.peak_pool_bytes.max(other.peak_pool_bytes);
+        self.drains_abandoned = self.drains_abandoned.max(other.drains_abandoned);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every counter set, each to a value of its own.
+    fn reader() -> Stats {
+        Stats {
+            bytes_read: 1,
+            bytes_consumed: 2,
+            bytes_spilled: 3,
+            bytes_skipped: 4,
+            reads: 5,
+            reads_direct: 6,
+            short_reads: 7,
+            reads_offloaded: 8,
+            retries: 9,
+            reads_discarded: 10,
+            waits: 11,
+            wait_time: Duration::from_millis(12),
+            files_opened: 13,
+            files_failed: 14,
+            peak_in_flight: 15,
+            peak_pool_bytes: 16,
+            drains_abandoned: 17,
+        }
+    }
+
+    #[test]
+    fn adding_a_reader_to_nothing_gives_its_every_counter() {
+        let mut sum = Stats::default();
+        sum.add(&reader());
+        assert_eq!(sum, reader());
+    }
+
+    #[test]
+    fn adding_two_readers_adds_counts_and_keeps_peaks_and_the_process_count() {
+        let mut sum = reader();
+        sum.add(&reader());
+        let one = reader();
+        assert_eq!(sum.reads_direct, 2 * one.reads_direct);
+        assert_eq!(sum.bytes_read, 2 * one.bytes_read);
+        assert_eq!(sum.wait_time, 2 * one.wait_time);
+        assert_eq!(sum.peak_in_flight, one.peak_in_flight);
+        assert_eq!(sum.peak_pool_bytes, one.peak_pool_bytes);
+        // The same process-wide count, read by both: not counted twice.
+        assert_eq!(sum.drains_abandoned, one.drains_abandoned);
     }
 }
