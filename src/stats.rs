@@ -80,8 +80,25 @@ pub struct Stats {
 impl Stats {
     /// Adds another reader's counters to these: counts add up, peaks keep the larger, and so
     /// does the process-wide [`drains_abandoned`](Self::drains_abandoned) (both read the same
-    /// count, the later the larger).
-    pub(crate) fn add(&mut self, other: &Stats) {
+    /// count, the later the larger). The totals of readers run side by side, as a scan's
+    /// [`ScanSummary::stats`](crate::ScanSummary::stats) has them.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use readahead::{SequentialFileReader, Stats};
+    ///
+    /// # fn main() -> Result<(), readahead::Error> {
+    /// let readers = [SequentialFileReader::new()?, SequentialFileReader::new()?];
+    /// let mut total = Stats::default();
+    /// for reader in &readers {
+    ///     total.add(&reader.stats());
+    /// }
+    /// assert_eq!(total.reads, 0); // nothing queued, nothing read
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn add(&mut self, other: &Stats) {
         self.bytes_read += other.bytes_read;
         self.bytes_consumed += other.bytes_consumed;
         self.bytes_spilled += other.bytes_spilled;
