@@ -2,15 +2,16 @@
 //! validator's startup scan of its account storage does (see `accounts.rs` for the layout).
 //!
 //! The loop is written once, over [`RecordSource`]: at least `n` contiguous bytes of the
-//! current file, then `consume`. The reader is one as it is (`fill_buf_at_least`); std's
-//! `BufReader` gets there through [`Spilling`], which copies a record that straddles the end
-//! of its buffer into a spill `Vec`: that is what a validator does today. The hashes are folded into a sum that does not depend on the order of
-//! the records or the files ([`RecordSum`]), so that every backend and thread count agrees.
+//! current file, then `consume`. The reader is one as it is (`fill_buf_at_least`), a file of
+//! the scan or a reader of its own; std's `BufReader` gets there through [`Spilling`], which
+//! copies a record that straddles the end of its buffer into a spill `Vec`: that is what a
+//! validator does today. The hashes are folded into a sum that does not depend on the order
+//! of the records or the files ([`RecordSum`]), so that every backend and thread count agrees.
 
 use std::io::{self, BufRead};
 
 use indicatif::ProgressBar;
-use readahead::ScanFile;
+use readahead::{ScanFile, SequentialFileReader};
 
 use crate::accounts::{record_size, DATA_LEN_AT, HEADER};
 
@@ -101,18 +102,24 @@ impl<R: BufRead> RecordSource for Spilling<'_, R> {
     }
 }
 
-/// A file of the scan as a record source: the reader's `fill_buf_at_least` returns a record
-/// in place, copying it only where it straddles the end of the pool (see
-/// `Stats::bytes_spilled`).
-impl RecordSource for ScanFile<'_, '_> {
-    fn fill_at_least(&mut self, n: usize) -> io::Result<&[u8]> {
-        self.fill_buf_at_least(n)
-    }
+/// The reader's files as record sources, a file of the scan and the current file of a reader
+/// alike: `fill_buf_at_least` returns a record in place, copying it only where it straddles
+/// the end of the pool (see `Stats::bytes_spilled`).
+macro_rules! in_place {
+    ($($source:ty),*) => {$(
+        impl RecordSource for $source {
+            fn fill_at_least(&mut self, n: usize) -> io::Result<&[u8]> {
+                self.fill_buf_at_least(n)
+            }
 
-    fn consume(&mut self, n: usize) {
-        BufRead::consume(self, n)
-    }
+            fn consume(&mut self, n: usize) {
+                BufRead::consume(self, n)
+            }
+        }
+    )*};
 }
+
+in_place!(ScanFile<'_, '_>, SequentialFileReader<'_>);
 
 /// The records of some files, hashed: how many, and the wrapping sum of the first 16 bytes of
 /// each record's blake3 hash (as a little-endian `u128`), which no order changes.
