@@ -84,6 +84,14 @@
 //!   one `BufReader` a file. The figures are the totals (bytes of all threads over the wall
 //!   time of the whole run; the process's CPU). Each reader has a pool of its own
 //!   (`--buffer-size`).
+//! - `--runner scan|reader`: how ours runs. `scan` (the default): the library's parallel scan,
+//!   as above. `reader`: no scan, the loop a program writes with the reader alone, as the
+//!   README shows it: one `SequentialFileReader` a thread, built with the same settings
+//!   (`--buffer-size`, `--read-size`, `--direct`, `--backend`, `--sq-poll`), file `i` on
+//!   thread `i mod N` as std's (with `--threads 1`, the one reader on the calling thread), each
+//!   thread's files all queued by path before the first is read, then each read through the
+//!   same consumer and moved past. The child runs of `--compare` and of the default run get
+//!   it too, so that a figure can be measured on either path.
 //! - `--buffer-size N`, `--read-size N`, `--std-buffer N`: bytes, or with a suffix K, M or G
 //!   (`512K`, `64M`). The pool's size, the largest single read, and std's `BufReader`
 //!   capacity (default 1 MiB; `--std-buffer 32K` is the validator's path today).

@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::{CommandFactory, Parser};
+use clap::{CommandFactory, Parser, ValueEnum};
 use readahead::{Backend, DEFAULT_BUFFER_SIZE, DEFAULT_READ_SIZE};
 
 use crate::consume::Consumer;
@@ -37,6 +37,25 @@ pub const DEFAULT_ROUNDS: usize = 3;
 pub enum Runner {
     Ours(Backend),
     Std,
+}
+
+/// How readahead's readers are run (`--runner`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Driver {
+    /// The library's parallel scan (`readahead::Scan`).
+    Scan,
+    /// No scan: the loop a program writes by hand, one `SequentialFileReader` a thread.
+    Reader,
+}
+
+impl Driver {
+    /// The value of `--runner`, and the name in the settings line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Driver::Scan => "scan",
+            Driver::Reader => "reader",
+        }
+    }
 }
 
 /// Reads every file under the PATHs front to back, with readahead and with std's BufReader,
@@ -83,9 +102,18 @@ pub struct Options {
     #[arg(long)]
     pub records: bool,
     /// N threads: readahead's parallel scan, one reader a thread, each file to
-    /// whichever thread is free; std's BufReaders with file i on thread i mod N
+    /// whichever thread is free (--runner reader: file i on thread i mod N); std's
+    /// BufReaders with file i on thread i mod N
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = parse_count)]
     pub threads: usize,
+    /// How readahead runs: scan | reader (default scan)
+    ///
+    /// scan: the library's parallel Scan. reader: no Scan, the loop a program writes by hand:
+    /// one SequentialFileReader a thread (the calling thread with --threads 1) built with the
+    /// same settings, file i on thread i mod N as std's, each thread's files all queued by path
+    /// before it reads the first, then read in turn.
+    #[arg(long, value_name = "R", value_enum, default_value_t = Driver::Scan, hide_default_value = true, hide_possible_values = true)]
+    pub runner: Driver,
     /// One kernel submission thread (SQPOLL) shared by readahead's readers, polling MS
     /// milliseconds when idle (Linux; default: none, each reader submits itself)
     #[arg(long, value_name = "MS")]
@@ -185,6 +213,9 @@ impl Options {
         );
         if self.threads > 1 {
             text += &format!(", {} threads", self.threads);
+        }
+        if self.backend != Some(Runner::Std) {
+            text += &format!(", runner {}", self.runner.name());
         }
         text += match (self.direct, self.fio) {
             (false, _) => "",
@@ -322,6 +353,8 @@ pub fn child_args(opts: &Options, runner: Runner) -> Vec<OsString> {
         opts.std_buffer.to_string().into(),
         "--threads".into(),
         opts.threads.to_string().into(),
+        "--runner".into(),
+        opts.runner.name().into(),
     ];
     match opts.consumer() {
         Consumer::Records => args.push("--records".into()),
@@ -450,6 +483,44 @@ mod tests {
         let child = parse_child(child_args(&records, Runner::Std));
         assert!(child.records && !child.hash && child.file_consumer.is_none());
         assert_eq!(child.threads, 3);
+    }
+
+    #[test]
+    fn the_runner_is_the_scan_unless_named() {
+        for (args, want) in [
+            (&[][..], Driver::Scan),
+            (&["--runner", "scan"], Driver::Scan),
+            (&["--runner=reader", "--threads", "2"], Driver::Reader),
+            (
+                &["--compare", "--runner", "reader", "--records"],
+                Driver::Reader,
+            ),
+        ] {
+            let opts = parse(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            assert_eq!(opts.runner, want, "{args:?}");
+            let named = format!("runner {}", want.name());
+            assert!(opts.settings().contains(&named), "{args:?}");
+        }
+        let err = parse(&["--runner", "threads"]).unwrap_err();
+        assert!(err.contains("scan") && err.contains("reader"), "{err}");
+        // std alone has no runner to name.
+        let std = parse(&["--backend", "std", "--runner", "reader"]).unwrap();
+        assert!(!std.settings().contains("runner"), "{}", std.settings());
+    }
+
+    #[test]
+    fn every_child_of_a_comparison_gets_its_runner() {
+        for runner in [Driver::Scan, Driver::Reader] {
+            for parent in [&["--compare"][..], &[], &["--compare", "--threads", "2"]] {
+                let args = [parent, &["--runner", runner.name()]].concat();
+                let parent = parse(&args).unwrap();
+                for role in [parent.ours(), Runner::Std] {
+                    let child = parse_child(child_args(&parent, role));
+                    assert_eq!(child.runner, runner, "{args:?}, {role:?}");
+                    assert_eq!(child.threads, parent.threads, "{args:?}, {role:?}");
+                }
+            }
+        }
     }
 
     #[test]
