@@ -45,6 +45,7 @@ pub struct ReaderBuilder {
     pub(crate) max_open_files: usize,
     pub(crate) io_workers: Option<u32>,
     pub(crate) drain_timeout: Duration,
+    pub(crate) offload: bool,
     /// How long an idle submission thread polls before it sleeps, where there is one.
     pub(crate) sq_poll: Option<Duration>,
     /// The ring whose submission thread this reader's ring shares, where it does.
@@ -76,6 +77,7 @@ impl Default for ReaderBuilder {
             max_open_files: DEFAULT_MAX_OPEN_FILES,
             io_workers: None,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+            offload: true,
             sq_poll: None,
             sq_poll_ring: None,
         }
@@ -163,6 +165,20 @@ impl ReaderBuilder {
     /// Ignored where the kernel lacks it, by [`Backend::Sync`], and off Linux.
     pub fn io_workers(mut self, workers: u32) -> Self {
         self.io_workers = Some(workers);
+        self
+    }
+
+    /// Whether large reads of files in the page cache may be copied by io_uring's kernel
+    /// workers (`IOSQE_ASYNC`) while the caller works on the bytes before them. Default
+    /// `true`: then they are, where fewer readers are alive than the process has CPUs, and
+    /// where the reader finds it faster than copying on the caller's thread, which it tries
+    /// both ways every so often with the caller's own work on the bytes. Handing the copy
+    /// over costs CPU time (wake-ups, the bytes landing in another CPU's cache): `false`
+    /// keeps every copy on the caller's thread, for the least CPU time per byte, at
+    /// `BufReader`'s speed. The README's "Performance" has what each costs and gains.
+    /// Ignored by [`Backend::Sync`] and off Linux, which copy on the caller's thread.
+    pub fn offload(mut self, on: bool) -> Self {
+        self.offload = on;
         self
     }
 

@@ -406,8 +406,10 @@ fn the_real_ring_never_exposes_a_byte_no_read_wrote() {
             depth: 8,
             max_open: 3,
             warm_window: 32 << 10,
+            inline_window: 32 << 10,
             small_window: 32 << 10,
             offload_depth: 2,
+            offload: crate::engine::Offloading::Always,
             readers: None,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
         };

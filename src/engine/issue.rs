@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
 
+use super::offload::{Copier, Offload, Offloading};
 use super::{ring_error, Engine};
 use crate::consts::{DIRECT_ALIGN, OFFLOAD_MIN, SMALL_READS_PER_HINT};
 use crate::io::ReadReq;
@@ -32,6 +33,8 @@ pub(super) struct Policy {
     /// This reader, counted among the readers that share the CPUs while it lives (where
     /// `Limits::readers` names a count).
     counted: Option<Counted>,
+    /// Who copies large cached reads while a CPU is left over (see `offload`).
+    offload: Offload,
 }
 
 /// The readers alive that share some CPUs with the kernel workers copying for them.
@@ -101,13 +104,37 @@ impl Policy {
     pub(super) fn renewed(&mut self) -> Self {
         Policy {
             counted: self.counted.take(),
+            offload: self.offload,
             ..Policy::default()
         }
     }
 
-    /// Whether large cached reads may go to kernel workers now.
+    /// Whether large cached reads may go to kernel workers now: a CPU is left over.
     pub(super) fn may_offload(&self) -> bool {
         self.counted.as_ref().is_none_or(|c| c.0.cpu_to_spare())
+    }
+
+    /// Whether large cached reads go to kernel workers now, without moving the trial on.
+    fn offloading(&self, how: Offloading) -> bool {
+        self.may_offload()
+            && match how {
+                Offloading::Never => false,
+                Offloading::Tried => self.offload.copier() == Copier::Workers,
+                Offloading::Always => true,
+            }
+    }
+
+    /// Whether the next large read goes to kernel workers, `consumed` bytes into the
+    /// stream: where a CPU is left over and the file is cached, as `how` says.
+    fn offload_next(&mut self, cached: bool, how: Offloading, consumed: u64) -> bool {
+        if how == Offloading::Never || !self.may_offload() {
+            return false;
+        }
+        if !cached {
+            self.offload.uncached(consumed);
+            return false;
+        }
+        how == Offloading::Always || self.offload.next(consumed, Instant::now) == Copier::Workers
     }
 
     /// Whether the last range asked about was in the page cache.
@@ -172,7 +199,7 @@ impl<'a> Engine<'a> {
     /// the pipeline; while the consumer's thread does every copy (a reader per CPU), a
     /// smaller window keeps the copies in its CPU's cache until it gets to them.
     fn small_reads_window(&self) -> usize {
-        if self.policy.may_offload() {
+        if self.policy.offloading(self.limits.offload) {
             self.limits.warm_window
         } else {
             self.limits.small_window
@@ -290,16 +317,17 @@ impl<'a> Engine<'a> {
         // otherwise it may fill the pool, for depth.
         let cached = !direct && self.cached(file, &fd, offset, len);
         let small = read_len < OFFLOAD_MIN;
-        let limit = match (cached && !(idx == 0 && self.policy.stretch), small) {
-            (true, true) => self.small_reads_window(),
-            (true, false) => self.limits.warm_window,
-            (false, _) => self.pool.capacity(),
+        let offload = !small && self.offload_next(cached);
+        let limit = match (cached && !(idx == 0 && self.policy.stretch), small, offload) {
+            (true, true, _) => self.small_reads_window(),
+            (true, false, true) => self.limits.warm_window,
+            (true, false, false) => self.limits.inline_window,
+            (false, _, _) => self.pool.capacity(),
         };
         let held = self.pool.live_bytes();
         if held > 0 && held + read_len > limit {
             return Step::Blocked;
         }
-        let offload = cached && !small && self.policy.may_offload();
         self.policy.small_last = small;
         let helping = self.policy.helping;
         if offload && self.policy.offloaded >= self.limits.offload_depth && !helping {
@@ -348,6 +376,13 @@ impl<'a> Engine<'a> {
             self.policy.offloaded += 1;
             self.stats.reads_offloaded += 1;
         }
+    }
+
+    /// Whether the next large read goes to kernel workers (see `Policy::offload_next`).
+    fn offload_next(&mut self, cached: bool) -> bool {
+        let consumed = self.stats.bytes_consumed;
+        self.policy
+            .offload_next(cached, self.limits.offload, consumed)
     }
 
     /// Whether a read of `len` bytes of `file` at `offset` will find them in the page cache.

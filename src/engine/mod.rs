@@ -9,6 +9,7 @@
 //! | `stream` | the consumer's side: queue, `fill_buf`, `consume`, move on, activate | `exposed` |
 //! | `records` | `fill_buf_at_least` (in place, or copied) and `skip` | [`records::Spill`] |
 //! | `issue` | which read goes next, when to wait, what to offload | [`issue::Policy`] |
+//! | `offload` | who copies large cached reads: kernel workers or the consumer's thread | [`offload::Offload`] |
 //! | `complete` | completions: bytes, continuations, retries, errors | - |
 //! | `opens` | descriptors: opening ahead, the cap, running out | [`opens::Opens`] |
 //! | `chunks` | reads in flight or waiting, and orphans | [`chunks::Chunks`] |
@@ -26,6 +27,7 @@
 mod chunks;
 mod complete;
 mod issue;
+mod offload;
 mod opens;
 mod records;
 mod stream;
@@ -50,6 +52,7 @@ use crate::stats::{self, Stats};
 use chunks::Chunks;
 use issue::Policy;
 pub(crate) use issue::{Readers, READERS};
+pub(crate) use offload::Offloading;
 use opens::Opens;
 use records::Spill;
 
@@ -60,13 +63,19 @@ pub(crate) struct Limits {
     pub(crate) direct: bool,
     pub(crate) depth: usize,
     pub(crate) max_open: usize,
-    /// Pool bytes the read-ahead may hold while the files ahead are in the page cache.
+    /// Pool bytes the read-ahead may hold while the files ahead are in the page cache and
+    /// kernel workers copy their large reads.
     pub(crate) warm_window: usize,
+    /// The same while the consumer's thread copies them: the copies land this far ahead of
+    /// the consumer at most, in the same few pages each time.
+    pub(crate) inline_window: usize,
     /// The same while those reads are small (below `OFFLOAD_MIN`): they are copied on the
     /// consumer's thread, so this is how far ahead of it the copies land.
     pub(crate) small_window: usize,
     /// Offloaded reads in flight at most.
     pub(crate) offload_depth: usize,
+    /// Whether large cached reads may be offloaded, and how it is decided.
+    pub(crate) offload: Offloading,
     /// The readers this one shares the CPUs with ([`READERS`]: the process's), counted to
     /// offload only while a CPU is left over; `None`: offload whenever cached.
     pub(crate) readers: Option<&'static Readers>,

@@ -478,8 +478,10 @@ fn limits(read_size: usize, warm_window: usize) -> Limits {
         depth: 16,
         max_open: 4,
         warm_window,
+        inline_window: warm_window,
         small_window: warm_window,
         offload_depth: 2,
+        offload: crate::engine::Offloading::Always,
         readers: None,
         drain_timeout: crate::consts::DEFAULT_DRAIN_TIMEOUT,
     }
@@ -1859,4 +1861,32 @@ fn a_skip_past_the_end_of_a_file_cut_after_it_was_opened_is_an_error() {
     assert!(e.fill_buf_at_least(1).is_err(), "it sticks");
     assert!(e.move_to_next_file().unwrap());
     assert_exact(&read_all(&mut e), &f.data[1..]);
+}
+
+#[test]
+fn without_offloading_cached_reads_are_copied_here_one_read_ahead() {
+    for order in ORDERS {
+        let f = files(&WARM_SIZES);
+        let mut io = Scripted::new(|_| Act::Full).ordered(order);
+        io.cached = Some(true);
+        let log = io.log.clone();
+        let read_size = 64 << 10;
+        let limits = Limits {
+            offload: Offloading::Never,
+            inline_window: read_size,
+            small_window: read_size,
+            ..limits(read_size, 4 * read_size)
+        };
+        let mut e = Engine::new(Box::new(io), Pool::with_capacity(1 << 20).unwrap(), limits);
+        e.poison = Some(POISON);
+        queue_paths(&mut e, &f);
+        assert_exact(&read_all(&mut e), &f.data);
+        let stats = e.stats();
+        drop(e);
+        let log = mem::take(&mut *log.lock().unwrap());
+        assert!(log.reads.iter().all(|c| !c.offload), "order {order:?}");
+        assert_eq!(stats.reads_offloaded, 0);
+        // The consumer's thread copies each read into the region it has just consumed.
+        assert!(stats.peak_pool_bytes <= read_size as u64, "{stats:?}");
+    }
 }

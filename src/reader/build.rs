@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{ReaderBuilder, SharedRing};
-use crate::consts::{Backend, OFFLOAD_DEPTH, SMALL_WINDOW, WARM_WINDOW};
-use crate::engine::{Engine, Limits, READERS};
+use crate::consts::{Backend, INLINE_WINDOW, OFFLOAD_DEPTH, SMALL_WINDOW, WARM_WINDOW};
+use crate::engine::{Engine, Limits, Offloading, READERS};
 use crate::error::Error;
 use crate::io::Io;
 use crate::pool::Pool;
@@ -58,8 +58,14 @@ impl<'a> SequentialFileReader<'a> {
             depth: config.queue_depth as usize,
             max_open: config.max_open_files,
             warm_window: WARM_WINDOW.max(config.read_size).min(config.buffer_size),
+            inline_window: INLINE_WINDOW.max(config.read_size).min(config.buffer_size),
             small_window: SMALL_WINDOW.min(config.buffer_size),
             offload_depth: OFFLOAD_DEPTH,
+            offload: if config.offload {
+                Offloading::Tried
+            } else {
+                Offloading::Never
+            },
             readers: Some(&READERS),
             drain_timeout: config.drain_timeout,
         };
