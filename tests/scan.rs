@@ -607,8 +607,13 @@ fn cancelling_reports_the_files_not_started_as_not_run() {
                 .reader(builder(backend, false));
             let handle = scan.handle();
             let (outcomes, summary) = collect(scan, |file| {
-                if file.index() == 2 {
-                    handle.cancel();
+                match file.index() {
+                    2 => handle.cancel(),
+                    // File 2 is the first file of the thread that takes it, so the others
+                    // can wait for its cancel without waiting on each other: else they
+                    // could finish the input before it lands, and nothing would be left.
+                    3.. => wait_until(|| handle.is_cancelled()),
+                    _ => {}
                 }
                 read_all(file)
             });
@@ -827,5 +832,14 @@ fn a_few_large_paths_are_shared_between_the_threads() {
             "{backend:?}: both threads read: {counts:?}"
         );
         assert!(counts.iter().all(|&n| n >= 4), "{backend:?}: {counts:?}");
+    }
+}
+
+/// Polls `done` every millisecond until it holds; fails the test after 10 seconds.
+fn wait_until(done: impl Fn() -> bool) {
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(start.elapsed() < Duration::from_secs(10), "waited 10 s");
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
