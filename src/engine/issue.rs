@@ -23,6 +23,11 @@ pub(super) struct Policy {
     /// Whether the consumer needs more of the current file at once than the window of
     /// cached reads holds (`fill_buf_at_least`): its reads may then use the whole pool.
     pub(super) stretch: bool,
+    /// Whether the consumer reads records (`fill_buf_at_least`): then the reads it copies
+    /// itself keep the warm window, not one read, so that most records lie in adjacent
+    /// regions and come out in place rather than copied across a wrap. Measured on account
+    /// storage files, records on 2 threads: 1.10x the time with one read (1.09x with 1 MiB).
+    pub(super) records: bool,
     /// Reads below `OFFLOAD_MIN` scheduled so far.
     small_reads: u64,
     /// Whether the last read scheduled was below `OFFLOAD_MIN`.
@@ -321,7 +326,8 @@ impl<'a> Engine<'a> {
         let limit = match (cached && !(idx == 0 && self.policy.stretch), small, offload) {
             (true, true, _) => self.small_reads_window(),
             (true, false, true) => self.limits.warm_window,
-            (true, false, false) => self.limits.inline_window,
+            (true, false, false) if !self.policy.records => self.limits.inline_window,
+            (true, false, false) => self.limits.warm_window,
             (false, _, _) => self.pool.capacity(),
         };
         let held = self.pool.live_bytes();

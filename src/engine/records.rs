@@ -79,6 +79,7 @@ impl Engine<'_> {
                 ),
             ));
         }
+        self.policy.records = true;
         if self.spill.pending() == 0 {
             // Most records lie inside the front chunk: no run to measure, no waiting.
             if let Some(len) = self.front_unread(n) {
