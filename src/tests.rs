@@ -5,38 +5,15 @@
 //! skipped, unless `READAHEAD_REQUIRE_URING=1`, where it fails instead (CI sets it, so that a
 //! green run ran every case).
 
-use std::fmt::Display;
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::sys::Opener;
 
-/// The variable that turns skipping into failing (see the module docs).
-const REQUIRE_URING: &str = "READAHEAD_REQUIRE_URING";
-
-/// Whether `READAHEAD_REQUIRE_URING=1`. Any value but `0`, `1` or empty is a mistake, and
-/// fails.
-fn uring_required() -> bool {
-    match std::env::var(REQUIRE_URING) {
-        Err(std::env::VarError::NotPresent) => false,
-        Ok(v) if v.is_empty() || v == "0" => false,
-        Ok(v) if v == "1" => true,
-        other => panic!("{REQUIRE_URING} must be 0 or 1, not {other:?}"),
-    }
-}
-
-/// Where `what` a test needs is refused here, for `why`: says so on stderr, for the caller to
-/// skip that case; under `READAHEAD_REQUIRE_URING=1` fails instead. Every probe of the unit
-/// tests goes through here.
-#[track_caller]
-pub(crate) fn skip_refused(what: &str, why: impl Display) {
-    assert!(
-        !uring_required(),
-        "{REQUIRE_URING}=1, yet {what} is refused here: {why}"
-    );
-    eprintln!("skipping {what}: {why}");
-}
+#[path = "../tests/common/refusal.rs"]
+mod refusal;
+pub(crate) use refusal::skip_refused;
 
 /// Whether io_uring may be used here; where not, see [`skip_refused`]. Linux only, as the
 /// ring's tests are.

@@ -10,8 +10,9 @@
 pub mod fusecheck;
 #[cfg(target_os = "linux")]
 pub mod fusefs;
-// The filter checks the x86_64 system call numbers.
 pub mod scan;
+// The filter checks the x86_64 system call numbers.
+mod refusal;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub mod seccomp;
 
@@ -23,33 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use readahead::{Backend, ReaderBuilder, SequentialFileReader};
 use tempfile::TempDir;
 
-/// The variable that makes a test fail, instead of skipping, where what it needs is refused
-/// here: io_uring, and with it `O_DIRECT` and a file dropped from the page cache on the disk
-/// that [`tempdir`] is on. `READAHEAD_REQUIRE_URING=1` turns it on (CI sets it, so that a green
-/// run ran every case); unset, empty or `0`, a refusal is printed and the case skipped.
-pub const REQUIRE_URING: &str = "READAHEAD_REQUIRE_URING";
-
-/// Whether [`REQUIRE_URING`] is on. Any value but `0`, `1` or empty is a mistake, and fails.
-pub fn uring_required() -> bool {
-    match std::env::var(REQUIRE_URING) {
-        Err(std::env::VarError::NotPresent) => false,
-        Ok(v) if v.is_empty() || v == "0" => false,
-        Ok(v) if v == "1" => true,
-        other => panic!("{REQUIRE_URING} must be 0 or 1, not {other:?}"),
-    }
-}
-
-/// Where `what` a test needs is refused here, for `why`: says so on stderr, for the caller to
-/// skip that case; under `READAHEAD_REQUIRE_URING=1` (see [`REQUIRE_URING`]) fails instead.
-/// Every probe of the tests goes through here.
-#[track_caller]
-pub fn skip_refused(what: &str, why: impl std::fmt::Display) {
-    assert!(
-        !uring_required(),
-        "{REQUIRE_URING}=1, yet {what} is refused here: {why}"
-    );
-    eprintln!("skipping {what}: {why}");
-}
+pub use refusal::skip_refused;
 
 /// Whether io_uring may be used here (the library's probe); where not, see [`skip_refused`].
 #[track_caller]
