@@ -6,28 +6,40 @@
 //! Whether that pays depends on the consumer, and not simply on how much work it does per
 //! byte. Measured on 1 GiB of 4 KiB-4 MiB files in the page cache, one reader on 2 CPUs,
 //! against std's `BufReader` of 1 MiB (7-11 rounds each): blake3 ran at 1.43-1.52x with
-//! workers and 0.99x without; a sum of words at 1.10-1.41x and 0.99-1.00x; but a checksum of
-//! multiply chains at 0.75-0.9x with workers (the build before, which always used them where
-//! a CPU was left over) and 0.99x without. So the engine measures: the bytes consumed per
-//! second over a stretch copied each way, keeping the faster way and trying the other again
-//! now and then (less and less often while the answer stays the same).
+//! workers and 0.99x without; a sum of words at 1.10-1.41x and 0.99-1.00x, for 1.16-1.46x
+//! the CPU time; but a checksum of multiply chains at 0.75-0.9x with workers (the build
+//! before, which always used them where a CPU was left over) and 0.99x without.
+//!
+//! So the engine measures, on the consumer's thread first. While it copies, the time inside
+//! the submissions is the copy's, the rest the consumer's own. The workers can at best take
+//! the copy off this thread, leaving the longer of the two; where even that would not be
+//! faster by the margin, they are not tried (a sum of words: the copy was 87% of its time,
+//! so at best 1.15x, for the workers' CPU time on top). Else the workers are timed too, and
+//! the faster way kept, the other tried again now and then (less and less often while the
+//! answer stays the same).
 
 use std::time::{Duration, Instant};
 
 /// Bytes consumed, in one way, before a phase is timed: the bytes the other way read
 /// ahead (the window of cached reads) are consumed first, so they do not count.
 const LEAD: u64 = 4 << 20;
-/// The same before the workers' phase: they take longer to reach their pace (the kernel
-/// starts them, and the scheduler moves them off the consumer's CPU).
-const WORKERS_LEAD: u64 = 16 << 20;
-/// Bytes consumed in a timed phase.
-const PHASE: u64 = 16 << 20;
-/// Bytes consumed before the first trial: the first milliseconds of a reader run slower
-/// either way (its pool's pages touched the first time, the kernel's workers started).
-/// Until then the workers copy: they are timed first, after running that long.
-const FIRST_TRIAL: u64 = 48 << 20;
+/// The same before the workers' phase: they take longer to reach their pace.
+const WORKERS_LEAD: u64 = 32 << 20;
+/// The same before the workers' first phase: the kernel starts them on the consumer's CPU,
+/// and the scheduler may take tens of milliseconds to move them off it. Measured with
+/// blake3: after 32 MiB they copied at 2.0 GB/s in 2 of 4 runs and 3.5-3.7 in the others;
+/// after 96 MiB at 3.3-3.9 in 5 of 5.
+const WORKERS_FIRST_LEAD: u64 = 96 << 20;
+/// Bytes consumed in a timed phase: 8-16 ms here, several scheduler ticks (16 MiB phases,
+/// one or two ticks, gave rates that varied by half from one run to the next).
+const PHASE: u64 = 32 << 20;
+/// Bytes consumed before the first trial, which times the consumer's own copies first: the
+/// first reads of a reader run slower (its pool's pages touched the first time).
+const FIRST_TRIAL: u64 = 32 << 20;
 /// Bytes consumed between the first trial and the next; it doubles while the answer stays.
-const FIRST_SETTLE: u64 = 512 << 20;
+/// Where the workers lose, a trial costs their 64-128 MiB at their slower pace: with 512 MiB,
+/// a checksum ran at 0.92x std over 1 GiB (two trials), with 1 GiB at 0.95x (one).
+const FIRST_SETTLE: u64 = 1 << 30;
 /// The longest stretch between two trials.
 const MAX_SETTLE: u64 = 8 << 30;
 /// How much faster, in percent, the workers must be to be kept: they cost more CPU time,
@@ -71,12 +83,14 @@ impl Copier {
 enum Step {
     /// A phase of a trial, copying with `copier`; timing starts once `lead_until` bytes
     /// are consumed, and the phase ends `PHASE` bytes after. A trial times the way in use,
-    /// then the other; `first` holds the first phase's rate in the second.
+    /// then the other; `first` holds the first phase's rate in the second. `copying` sums
+    /// the time the consumer's thread spent copying in the phase (see `copied`).
     Timing {
         copier: Copier,
         lead_until: u64,
         start: Option<(u64, Instant)>,
         first: Option<f64>,
+        copying: Duration,
     },
     /// Copying with `copier` until `until` bytes are consumed.
     Settled { copier: Copier, until: u64 },
@@ -88,16 +102,19 @@ pub(crate) struct Offload {
     step: Step,
     /// The next stretch between trials.
     settle: u64,
+    /// Whether the workers copied before (see `WORKERS_FIRST_LEAD`).
+    workers_ran: bool,
 }
 
 impl Default for Offload {
     fn default() -> Self {
         Offload {
             step: Step::Settled {
-                copier: Copier::Workers,
+                copier: Copier::Consumer,
                 until: FIRST_TRIAL,
             },
             settle: FIRST_SETTLE,
+            workers_ran: false,
         }
     }
 }
@@ -121,6 +138,7 @@ impl Offload {
                     lead_until: consumed,
                     start: Some((consumed, now())),
                     first: None,
+                    copying: Duration::ZERO,
                 };
             }
             Step::Timing {
@@ -137,18 +155,43 @@ impl Offload {
         self.copier()
     }
 
+    /// Whether the consumer's thread is copying in a timed phase: then the time its
+    /// submissions take is asked for (`copied`).
+    pub(super) fn times_copies(&self) -> bool {
+        matches!(
+            self.step,
+            Step::Timing {
+                copier: Copier::Consumer,
+                start: Some(_),
+                ..
+            }
+        )
+    }
+
+    /// The consumer's thread spent `time` in a submission, copying what it read.
+    pub(super) fn copied(&mut self, time: Duration) {
+        if let Step::Timing {
+            ref mut copying, ..
+        } = self.step
+        {
+            *copying += time;
+        }
+    }
+
     /// A large read found the file not cached: a phase timed across it would time the
     /// disk, so it starts again.
     pub(super) fn uncached(&mut self, consumed: u64) {
+        let lead = self.lead(self.copier());
         if let Step::Timing {
-            copier,
             ref mut lead_until,
             ref mut start,
+            ref mut copying,
             ..
         } = self.step
         {
-            *lead_until = consumed + lead(copier);
+            *lead_until = consumed + lead;
             *start = None;
+            *copying = Duration::ZERO;
         }
     }
 
@@ -163,27 +206,48 @@ impl Offload {
             copier,
             start: Some((bytes, then)),
             first,
+            copying,
             ..
         } = self.step
         else {
             return;
         };
-        let rate = rate(consumed - bytes, now.saturating_duration_since(then));
+        self.workers_ran |= copier == Copier::Workers;
+        let elapsed = now.saturating_duration_since(then);
+        let rate = rate(consumed - bytes, elapsed);
+        let before = if first.is_some() {
+            copier.other()
+        } else {
+            copier
+        };
         self.step = match first {
+            _ if copier == Copier::Consumer && !workers_may_win(elapsed, copying) => {
+                self.settle(before, Copier::Consumer, consumed)
+            }
             None => Step::Timing {
                 copier: copier.other(),
-                lead_until: consumed + lead(copier.other()),
+                lead_until: consumed + self.lead(copier.other()),
                 start: None,
                 first: Some(rate),
+                copying: Duration::ZERO,
             },
             Some(first) => {
                 let (consumer, workers) = match copier {
                     Copier::Consumer => (rate, first),
                     Copier::Workers => (first, rate),
                 };
-                self.settle(copier.other(), faster(consumer, workers), consumed)
+                self.settle(before, faster(consumer, workers), consumed)
             }
         };
+    }
+
+    /// The bytes consumed before a phase of `copier` is timed.
+    fn lead(&self, copier: Copier) -> u64 {
+        match copier {
+            Copier::Consumer => LEAD,
+            Copier::Workers if self.workers_ran => WORKERS_LEAD,
+            Copier::Workers => WORKERS_FIRST_LEAD,
+        }
     }
 
     /// The stretch after a trial that started with `before` and found `chosen` faster.
@@ -201,17 +265,18 @@ impl Offload {
     }
 }
 
-/// The bytes consumed before a phase of `copier` is timed.
-fn lead(copier: Copier) -> u64 {
-    match copier {
-        Copier::Consumer => LEAD,
-        Copier::Workers => WORKERS_LEAD,
-    }
-}
-
 /// Bytes a second (infinite for no time at all: a phase too quick to time is fast).
 fn rate(bytes: u64, time: Duration) -> f64 {
     bytes as f64 / time.as_secs_f64()
+}
+
+/// Whether the workers could be faster by the margin than the consumer's thread, which
+/// took `elapsed` for a phase, `copying` of it in its copies: at best they would take all
+/// of the copying off it, and the phase would take the longer of the copying and the rest.
+fn workers_may_win(elapsed: Duration, copying: Duration) -> bool {
+    let rest = elapsed.saturating_sub(copying);
+    let best = rest.max(copying.min(elapsed));
+    elapsed.as_secs_f64() > best.as_secs_f64() * (1.0 + MARGIN_PERCENT as f64 / 100.0)
 }
 
 /// The copier to keep: the workers only where they are faster by the margin.
@@ -227,13 +292,17 @@ fn faster(consumer: f64, workers: f64) -> Copier {
 mod tests {
     use super::*;
 
-    /// Feeds `offload` a stream consumed at `rate(copier)` bytes a second, `step` bytes a
-    /// read, up to `total` bytes; returns the copier of every read.
+    /// How a scripted consumer runs with each copier: bytes a second, and the share of its
+    /// time the consumer's thread spends copying.
+    type Script = fn(Copier) -> (f64, f64);
+
+    /// Feeds `offload` a stream consumed as `script` says, `step` bytes a read, up to
+    /// `total` bytes; returns the copier of every read.
     fn drive(
         offload: &mut Offload,
         clock: &mut (u64, Instant),
         total: u64,
-        rate: impl Fn(Copier) -> f64,
+        script: Script,
     ) -> Vec<Copier> {
         const STEP: u64 = 512 << 10;
         let mut copiers = Vec::new();
@@ -241,8 +310,13 @@ mod tests {
             let now = clock.1;
             let copier = offload.next(clock.0, || now);
             copiers.push(copier);
+            let (rate, copying) = script(copier);
+            let time = Duration::from_secs_f64(STEP as f64 / rate);
+            if offload.times_copies() {
+                offload.copied(time.mul_f64(copying));
+            }
             clock.0 += STEP;
-            clock.1 += Duration::from_secs_f64(STEP as f64 / rate(copier));
+            clock.1 += time;
         }
         copiers
     }
@@ -254,18 +328,29 @@ mod tests {
     const GIB: u64 = 1 << 30;
 
     #[test]
-    fn a_light_consumer_copies_its_own_bytes() {
+    fn a_consumer_that_mostly_copies_never_tries_the_workers() {
+        let mut offload = Offload::default();
+        let mut clock = (0, Instant::now());
+        // Timed, the workers would be faster; but with 87% of the time in the copies they
+        // could be 1.15x at best.
+        let copiers = drive(&mut offload, &mut clock, 4 * GIB, |c| match c {
+            Copier::Consumer => (3e9, 0.87),
+            Copier::Workers => (5e9, 0.0),
+        });
+        assert_eq!(share(&copiers, Copier::Workers), 0.0);
+    }
+
+    #[test]
+    fn a_consumer_the_workers_are_slower_for_copies_its_own_bytes() {
         let mut offload = Offload::default();
         let mut clock = (0, Instant::now());
         let copiers = drive(&mut offload, &mut clock, 4 * GIB, |c| match c {
-            Copier::Consumer => 3e9,
-            Copier::Workers => 2.5e9,
+            Copier::Consumer => (3e9, 0.6),
+            Copier::Workers => (2.5e9, 0.0),
         });
         assert_eq!(offload.copier(), Copier::Consumer);
-        assert!(
-            share(&copiers, Copier::Workers) < 0.05,
-            "the start and trials only"
-        );
+        // The trials' leads and phases only: 128 MiB at first, 64 MiB at 0.5, 1 and 2 GiB.
+        assert!(share(&copiers, Copier::Workers) < 0.08, "trials only");
     }
 
     #[test]
@@ -273,8 +358,8 @@ mod tests {
         let mut offload = Offload::default();
         let mut clock = (0, Instant::now());
         let copiers = drive(&mut offload, &mut clock, 4 * GIB, |c| match c {
-            Copier::Consumer => 2e9,
-            Copier::Workers => 2.8e9,
+            Copier::Consumer => (2e9, 0.4),
+            Copier::Workers => (2.8e9, 0.0),
         });
         assert_eq!(offload.copier(), Copier::Workers);
         assert!(share(&copiers, Copier::Consumer) < 0.05, "trials only");
@@ -285,8 +370,8 @@ mod tests {
         let mut offload = Offload::default();
         let mut clock = (0, Instant::now());
         drive(&mut offload, &mut clock, GIB, |c| match c {
-            Copier::Consumer => 2e9,
-            Copier::Workers => 2.1e9,
+            Copier::Consumer => (2e9, 0.5),
+            Copier::Workers => (2.1e9, 0.0),
         });
         assert_eq!(offload.copier(), Copier::Consumer);
     }
@@ -296,8 +381,8 @@ mod tests {
         let mut offload = Offload::default();
         let mut clock = (0, Instant::now());
         drive(&mut offload, &mut clock, GIB, |c| match c {
-            Copier::Consumer => 3e9,
-            Copier::Workers => 2e9,
+            Copier::Consumer => (3e9, 0.9),
+            Copier::Workers => (2e9, 0.0),
         });
         assert_eq!(offload.copier(), Copier::Consumer);
         // The trials back off, but never beyond `MAX_SETTLE`.
@@ -306,8 +391,8 @@ mod tests {
             &mut clock,
             GIB + 2 * MAX_SETTLE,
             |c| match c {
-                Copier::Consumer => 2e9,
-                Copier::Workers => 3e9,
+                Copier::Consumer => (2e9, 0.4),
+                Copier::Workers => (3e9, 0.0),
             },
         );
         assert_eq!(offload.copier(), Copier::Workers);
@@ -318,21 +403,22 @@ mod tests {
     fn time_spent_on_an_uncached_file_is_not_counted() {
         let mut offload = Offload::default();
         let start = Instant::now();
-        assert_eq!(offload.next(0, || start), Copier::Workers);
-        // The trial starts, timing the workers ...
+        assert_eq!(offload.next(0, || start), Copier::Consumer);
+        // The trial starts, timing the consumer's thread ...
         offload.next(FIRST_TRIAL, || start);
         // ... half a phase in, a read finds the disk and the consumer waits a minute for it.
         offload.uncached(FIRST_TRIAL + PHASE / 2);
         let later = start + Duration::from_secs(60);
-        let restart = FIRST_TRIAL + PHASE / 2 + WORKERS_LEAD;
+        let restart = FIRST_TRIAL + PHASE / 2 + LEAD;
         offload.next(restart, || later);
-        // Timed from there, the workers run at 16 MiB in 6 ms ...
-        let end = later + Duration::from_millis(6);
-        assert_eq!(offload.next(restart + PHASE, || end), Copier::Consumer);
-        // ... and the consumer's own copies at 16 MiB in 8 ms: the workers are kept.
-        let lead_end = restart + PHASE + LEAD;
+        // Timed from there, the consumer takes 16 MiB in 8 ms, 3 ms of it copying ...
+        offload.copied(Duration::from_millis(3));
+        let end = later + Duration::from_millis(8);
+        assert_eq!(offload.next(restart + PHASE, || end), Copier::Workers);
+        // ... and with the workers 16 MiB in 6 ms: they are kept.
+        let lead_end = restart + PHASE + WORKERS_FIRST_LEAD;
         offload.next(lead_end, || end);
-        let copier = offload.next(lead_end + PHASE, || end + Duration::from_millis(8));
+        let copier = offload.next(lead_end + PHASE, || end + Duration::from_millis(6));
         assert_eq!(copier, Copier::Workers);
     }
 }
