@@ -321,6 +321,13 @@ mod tests {
         copiers
     }
 
+    /// A fresh chooser fed `total` bytes as `script` says; it and the copier of every read.
+    fn run(total: u64, script: Script) -> (Offload, Vec<Copier>) {
+        let mut offload = Offload::default();
+        let copiers = drive(&mut offload, &mut (0, Instant::now()), total, script);
+        (offload, copiers)
+    }
+
     fn share(copiers: &[Copier], copier: Copier) -> f64 {
         copiers.iter().filter(|&&c| c == copier).count() as f64 / copiers.len() as f64
     }
@@ -329,11 +336,9 @@ mod tests {
 
     #[test]
     fn a_consumer_that_mostly_copies_never_tries_the_workers() {
-        let mut offload = Offload::default();
-        let mut clock = (0, Instant::now());
         // Timed, the workers would be faster; but with 87% of the time in the copies they
         // could be 1.15x at best.
-        let copiers = drive(&mut offload, &mut clock, 4 * GIB, |c| match c {
+        let (_, copiers) = run(4 * GIB, |c| match c {
             Copier::Consumer => (3e9, 0.87),
             Copier::Workers => (5e9, 0.0),
         });
@@ -342,22 +347,19 @@ mod tests {
 
     #[test]
     fn a_consumer_the_workers_are_slower_for_copies_its_own_bytes() {
-        let mut offload = Offload::default();
-        let mut clock = (0, Instant::now());
-        let copiers = drive(&mut offload, &mut clock, 4 * GIB, |c| match c {
+        let (offload, copiers) = run(4 * GIB, |c| match c {
             Copier::Consumer => (3e9, 0.6),
             Copier::Workers => (2.5e9, 0.0),
         });
         assert_eq!(offload.copier(), Copier::Consumer);
-        // The trials' leads and phases only: 128 MiB at first, 64 MiB at 0.5, 1 and 2 GiB.
+        // The trials' leads and phases only: 128 MiB in the first, 64 MiB in each of the
+        // next two (1 GiB, then 2 GiB later).
         assert!(share(&copiers, Copier::Workers) < 0.08, "trials only");
     }
 
     #[test]
     fn a_heavy_consumer_hands_the_copies_to_the_workers() {
-        let mut offload = Offload::default();
-        let mut clock = (0, Instant::now());
-        let copiers = drive(&mut offload, &mut clock, 4 * GIB, |c| match c {
+        let (offload, copiers) = run(4 * GIB, |c| match c {
             Copier::Consumer => (2e9, 0.4),
             Copier::Workers => (2.8e9, 0.0),
         });
@@ -367,9 +369,7 @@ mod tests {
 
     #[test]
     fn workers_barely_faster_are_not_worth_their_cpu() {
-        let mut offload = Offload::default();
-        let mut clock = (0, Instant::now());
-        drive(&mut offload, &mut clock, GIB, |c| match c {
+        let (offload, _) = run(GIB, |c| match c {
             Copier::Consumer => (2e9, 0.5),
             Copier::Workers => (2.1e9, 0.0),
         });
@@ -411,11 +411,11 @@ mod tests {
         let later = start + Duration::from_secs(60);
         let restart = FIRST_TRIAL + PHASE / 2 + LEAD;
         offload.next(restart, || later);
-        // Timed from there, the consumer takes 16 MiB in 8 ms, 3 ms of it copying ...
+        // Timed from there, the consumer takes a phase in 8 ms, 3 ms of it copying ...
         offload.copied(Duration::from_millis(3));
         let end = later + Duration::from_millis(8);
         assert_eq!(offload.next(restart + PHASE, || end), Copier::Workers);
-        // ... and with the workers 16 MiB in 6 ms: they are kept.
+        // ... and the workers a phase in 6 ms: they are kept.
         let lead_end = restart + PHASE + WORKERS_FIRST_LEAD;
         offload.next(lead_end, || end);
         let copier = offload.next(lead_end + PHASE, || end + Duration::from_millis(6));

@@ -926,15 +926,21 @@ fn read_counted(
     readers: &'static Readers,
     windows: (usize, usize),
 ) -> (Stats, Log) {
-    let f = files(sizes);
-    let mut io = Scripted::new(|_| Act::Full).ordered(order);
-    io.cached = Some(true);
-    let log = io.log.clone();
     let limits = Limits {
         small_window: windows.0,
         readers: Some(readers),
         ..limits(64 << 10, windows.1)
     };
+    read_cached(sizes, order, limits)
+}
+
+/// Reads `sizes` as cached files through an engine with `limits`; checks the bytes and
+/// returns the stats and the log.
+fn read_cached(sizes: &[usize], order: (bool, bool), limits: Limits) -> (Stats, Log) {
+    let f = files(sizes);
+    let mut io = Scripted::new(|_| Act::Full).ordered(order);
+    io.cached = Some(true);
+    let log = io.log.clone();
     let mut e = Engine::new(Box::new(io), Pool::with_capacity(1 << 20).unwrap(), limits);
     e.poison = Some(POISON);
     queue_paths(&mut e, &f);
@@ -1866,10 +1872,6 @@ fn a_skip_past_the_end_of_a_file_cut_after_it_was_opened_is_an_error() {
 #[test]
 fn without_offloading_cached_reads_are_copied_here_one_read_ahead() {
     for order in ORDERS {
-        let f = files(&WARM_SIZES);
-        let mut io = Scripted::new(|_| Act::Full).ordered(order);
-        io.cached = Some(true);
-        let log = io.log.clone();
         let read_size = 64 << 10;
         let limits = Limits {
             offload: Offloading::Never,
@@ -1877,13 +1879,7 @@ fn without_offloading_cached_reads_are_copied_here_one_read_ahead() {
             small_window: read_size,
             ..limits(read_size, 4 * read_size)
         };
-        let mut e = Engine::new(Box::new(io), Pool::with_capacity(1 << 20).unwrap(), limits);
-        e.poison = Some(POISON);
-        queue_paths(&mut e, &f);
-        assert_exact(&read_all(&mut e), &f.data);
-        let stats = e.stats();
-        drop(e);
-        let log = mem::take(&mut *log.lock().unwrap());
+        let (stats, log) = read_cached(&WARM_SIZES, order, limits);
         assert!(log.reads.iter().all(|c| !c.offload), "order {order:?}");
         assert_eq!(stats.reads_offloaded, 0);
         // The consumer's thread copies each read into the region it has just consumed.
