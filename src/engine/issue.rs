@@ -334,13 +334,17 @@ impl<'a> Engine<'a> {
         let (file, offset, direct) = (entry.id, entry.next_read, entry.direct);
         let fd = entry.fd.clone().expect("checked open");
         // While the files ahead are in the page cache, the read-ahead stays within a small
-        // window (its bytes are still in the CPU's cache when consumed; smaller still for
-        // small reads, copied on this thread) and large reads are copied by kernel workers;
-        // otherwise it may fill the pool, for depth.
+        // window, so its bytes are still in the CPU's cache when consumed: one read where
+        // this thread copies it (into the region just consumed), the warm window where
+        // kernel workers copy, records are parsed or disk reads may still be ahead, the
+        // small window for small reads; otherwise it may fill the pool, for depth.
         let cached = !direct && self.cached(file, &fd, offset, len);
         let small = read_len < OFFLOAD_MIN;
-        let offload = !small && self.offload_next(cached);
         let consumed = self.stats.bytes_consumed;
+        let offload = !small
+            && self
+                .policy
+                .offload_next(cached, self.limits.offload, consumed);
         if !cached && !direct {
             self.policy.cold_until = consumed + self.pool.capacity() as u64;
         }
@@ -404,13 +408,6 @@ impl<'a> Engine<'a> {
             self.policy.offloaded += 1;
             self.stats.reads_offloaded += 1;
         }
-    }
-
-    /// Whether the next large read goes to kernel workers (see `Policy::offload_next`).
-    fn offload_next(&mut self, cached: bool) -> bool {
-        let consumed = self.stats.bytes_consumed;
-        self.policy
-            .offload_next(cached, self.limits.offload, consumed)
     }
 
     /// Whether a read of `len` bytes of `file` at `offset` will find them in the page cache.
