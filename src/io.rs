@@ -221,6 +221,11 @@ pub(crate) trait Io<'a>: Send {
     fn cached(&mut self, _fd: &FdRef<'a>, _offset: u64, _len: u64) -> Option<bool> {
         None
     }
+    /// Keeps the kernel workers that copy offloaded reads off the CPU this thread runs on
+    /// now, so that they do not start out sharing it with the consumer; whether it could.
+    fn keep_workers_off_this_cpu(&mut self) -> bool {
+        false
+    }
     /// The file's size now (a read found its end before the size it had when opened);
     /// `None` where it cannot be told.
     fn size_now(&mut self, fd: &FdRef<'a>) -> Option<u64> {

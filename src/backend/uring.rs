@@ -402,6 +402,12 @@ impl<'a> Io<'a> for Ring<'a> {
         fd.try_clone_to_owned().ok().map(File::from)
     }
 
+    fn keep_workers_off_this_cpu(&mut self) -> bool {
+        // Refused before Linux 5.14, or with one CPU: the workers go where the kernel puts
+        // them, and the trial waits longer for them (see `engine::offload`).
+        other_cpus().is_some_and(|cpus| self.ring.submitter().register_iowq_aff(&cpus).is_ok())
+    }
+
     fn cached(&mut self, fd: &FdRef<'a>, offset: u64, len: u64) -> Option<bool> {
         page_cache_holds(fd.file(), offset, len)
     }
@@ -547,6 +553,28 @@ impl Drop for Ring<'_> {
         // SAFETY: dropped exactly once, here, and nothing in flight names our memory any more.
         unsafe { ManuallyDrop::drop(&mut self.ring) };
     }
+}
+
+/// The CPUs this thread may run on, but the one it runs on now; `None` where that leaves
+/// none (a single CPU) or cannot be told.
+fn other_cpus() -> Option<libc::cpu_set_t> {
+    // SAFETY: a `cpu_set_t` is a plain bit array, valid when zeroed.
+    let mut cpus: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the kernel writes at most `size_of::<cpu_set_t>()` bytes into `cpus`, which
+    // lives for the call.
+    let ret = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&cpus), &mut cpus) };
+    // SAFETY: no arguments, no memory of ours.
+    let now = unsafe { libc::sched_getcpu() };
+    let now = usize::try_from(now).ok()?;
+    if ret != 0 || now >= libc::CPU_SETSIZE as usize {
+        return None;
+    }
+    // SAFETY: `now` is below `CPU_SETSIZE` (checked), so both stay inside the set.
+    let left = unsafe {
+        libc::CPU_CLR(now, &mut cpus);
+        libc::CPU_COUNT(&cpus)
+    };
+    (left > 0).then_some(cpus)
 }
 
 #[cfg(test)]

@@ -447,3 +447,30 @@ fn the_real_ring_never_exposes_a_byte_no_read_wrote() {
         assert_eq!(reads_direct > 0, direct, "direct {direct}: {reads_direct}");
     }
 }
+
+#[test]
+fn the_workers_keep_off_the_consumers_cpu_where_there_is_another() {
+    if !io_uring_here() {
+        return;
+    }
+    let pool = Pool::with_capacity(4 * BLOCK).unwrap();
+    let mut ring = small_ring(&pool, false);
+    // Linux 5.14 and later take the workers' CPUs; with one CPU there is none to give them.
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut numbers = release
+        .split(['.', '-'])
+        .map(|n| n.parse::<u32>().unwrap_or(0));
+    let takes_cpus = (numbers.next(), numbers.next()) >= (Some(5), Some(14));
+    let others = std::thread::available_parallelism().map_or(1, |n| n.get()) > 1;
+    assert_eq!(ring.keep_workers_off_this_cpu(), takes_cpus && others);
+}
+
+#[test]
+fn other_cpus_are_those_allowed_but_one() {
+    let allowed = thread::available_parallelism().map_or(1, |n| n.get());
+    match other_cpus() {
+        // SAFETY: counts the set's bits, all inside it.
+        Some(cpus) => assert_eq!(unsafe { libc::CPU_COUNT(&cpus) } as usize, allowed - 1),
+        None => assert_eq!(allowed, 1, "another CPU is allowed"),
+    }
+}

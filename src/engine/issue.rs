@@ -345,6 +345,7 @@ impl<'a> Engine<'a> {
             && self
                 .policy
                 .offload_next(cached, self.limits.offload, consumed);
+        self.place_workers();
         if !cached && !direct {
             self.policy.cold_until = consumed + self.pool.capacity() as u64;
         }
@@ -376,6 +377,16 @@ impl<'a> Engine<'a> {
             offload && !helping,
         );
         Step::Issued
+    }
+
+    /// Where an offload trial just started, asks the backend to keep its kernel workers off
+    /// the CPU the consumer runs on now (from the consumer's thread, which may not be the
+    /// one that built the reader), and tells the trial whether they are.
+    fn place_workers(&mut self) {
+        if self.policy.offload.trial_started() {
+            let apart = self.io.keep_workers_off_this_cpu();
+            self.policy.offload.workers_apart(apart);
+        }
     }
 
     /// Hands the backend the next read of the file at `idx`: `len` bytes of it, asked as

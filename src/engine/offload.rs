@@ -16,19 +16,28 @@
 //! faster by the margin, they are not tried (a sum of words: the copy was 87% of its time,
 //! so at best 1.15x, for the workers' CPU time on top). Else the workers are timed too, and
 //! the faster way kept, the other tried again now and then (less and less often while the
-//! answer stays the same).
+//! answer stays the same). At the start of each trial the workers are asked to keep off the
+//! CPU the consumer runs on: the kernel would start them on it, and a trial that waited for
+//! the scheduler to move them cost a consumer they are slower for 128 MiB at their pace.
 
 use std::time::{Duration, Instant};
 
 /// Bytes consumed, in one way, before a phase is timed: the bytes the other way read
 /// ahead (the window of cached reads) are consumed first, so they do not count.
 const LEAD: u64 = 4 << 20;
-/// The same before the workers' phase: they take longer to reach their pace.
+/// The same before the workers' phase, where they are kept off the consumer's CPU (see
+/// `Offload::workers_apart`): they reach their pace at once. Measured on 1 GiB of cached
+/// files, one reader on 2 CPUs: blake3 chose the workers in 12 of 12 runs, as with the
+/// 96 MiB lead below; a checksum, which they are slower for, took 1.08x std's time on
+/// 256 MiB instead of 1.21x.
+const WORKERS_APART_LEAD: u64 = 8 << 20;
+/// The same where the workers go where the kernel puts them: they take longer to reach
+/// their pace.
 const WORKERS_LEAD: u64 = 32 << 20;
-/// The same before the workers' first phase: the kernel starts them on the consumer's CPU,
-/// and the scheduler may take tens of milliseconds to move them off it. Measured with
-/// blake3: after 32 MiB they copied at 2.0 GB/s in 2 of 4 runs and 3.5-3.7 in the others;
-/// after 96 MiB at 3.3-3.9 in 5 of 5.
+/// The same before their first phase: the kernel starts them on the consumer's CPU, and
+/// the scheduler may take tens of milliseconds to move them off it. Measured with blake3:
+/// after 32 MiB they copied at 2.0 GB/s in 2 of 4 runs and 3.5-3.7 in the others; after
+/// 96 MiB at 3.3-3.9 in 5 of 5 (and after 8 MiB, the trial chose them in 10 of 12).
 const WORKERS_FIRST_LEAD: u64 = 96 << 20;
 /// Bytes consumed in a timed phase: 8-16 ms here, several scheduler ticks (16 MiB phases,
 /// one or two ticks, gave rates that varied by half from one run to the next).
@@ -104,6 +113,11 @@ pub(crate) struct Offload {
     settle: u64,
     /// Whether the workers copied before (see `WORKERS_FIRST_LEAD`).
     workers_ran: bool,
+    /// Whether a trial started and the workers were not yet asked to keep off the
+    /// consumer's CPU for it (see `trial_started`).
+    placing: bool,
+    /// Whether the workers keep off the consumer's CPU (see `WORKERS_APART_LEAD`).
+    workers_apart: bool,
 }
 
 impl Default for Offload {
@@ -115,6 +129,8 @@ impl Default for Offload {
             },
             settle: FIRST_SETTLE,
             workers_ran: false,
+            placing: false,
+            workers_apart: false,
         }
     }
 }
@@ -133,6 +149,7 @@ impl Offload {
         match self.step {
             Step::Settled { copier, until } if consumed >= until => {
                 // The trial times the way in use first: its bytes ahead are its own.
+                self.placing = true;
                 self.step = Step::Timing {
                     copier,
                     lead_until: consumed,
@@ -153,6 +170,19 @@ impl Offload {
             _ => {}
         }
         self.copier()
+    }
+
+    /// Whether a trial just started: then the workers are to be kept off the CPU the
+    /// consumer runs on now, before they are timed, and `workers_apart` told whether they
+    /// are. Asked once a trial (the consumer may have moved since the last).
+    pub(super) fn trial_started(&mut self) -> bool {
+        std::mem::take(&mut self.placing)
+    }
+
+    /// The workers keep off the consumer's CPU, or not: where they do, the trial times
+    /// them after a short lead.
+    pub(super) fn workers_apart(&mut self, apart: bool) {
+        self.workers_apart = apart;
     }
 
     /// Whether the consumer's thread is copying in a timed phase: then the time its
@@ -245,6 +275,7 @@ impl Offload {
     fn lead(&self, copier: Copier) -> u64 {
         match copier {
             Copier::Consumer => LEAD,
+            Copier::Workers if self.workers_apart => WORKERS_APART_LEAD,
             Copier::Workers if self.workers_ran => WORKERS_LEAD,
             Copier::Workers => WORKERS_FIRST_LEAD,
         }
@@ -292,23 +323,29 @@ fn faster(consumer: f64, workers: f64) -> Copier {
 mod tests {
     use super::*;
 
+    /// Bytes a scripted read takes.
+    const STEP: u64 = 512 << 10;
+
     /// How a scripted consumer runs with each copier: bytes a second, and the share of its
     /// time the consumer's thread spends copying.
     type Script = fn(Copier) -> (f64, f64);
 
-    /// Feeds `offload` a stream consumed as `script` says, `step` bytes a read, up to
-    /// `total` bytes; returns the copier of every read.
+    /// Feeds `offload` a stream consumed as `script` says, `STEP` bytes a read, up to
+    /// `total` bytes, with the workers kept off the consumer's CPU at each trial where
+    /// `apart`; returns the copier of every read.
     fn drive(
         offload: &mut Offload,
         clock: &mut (u64, Instant),
         total: u64,
-        script: Script,
+        (script, apart): (Script, bool),
     ) -> Vec<Copier> {
-        const STEP: u64 = 512 << 10;
         let mut copiers = Vec::new();
         while clock.0 < total {
             let now = clock.1;
             let copier = offload.next(clock.0, || now);
+            if offload.trial_started() {
+                offload.workers_apart(apart);
+            }
             copiers.push(copier);
             let (rate, copying) = script(copier);
             let time = Duration::from_secs_f64(STEP as f64 / rate);
@@ -321,10 +358,16 @@ mod tests {
         copiers
     }
 
-    /// A fresh chooser fed `total` bytes as `script` says; it and the copier of every read.
+    /// A fresh chooser fed `total` bytes as `script` says, where the backend cannot keep
+    /// the workers apart; it and the copier of every read.
     fn run(total: u64, script: Script) -> (Offload, Vec<Copier>) {
         let mut offload = Offload::default();
-        let copiers = drive(&mut offload, &mut (0, Instant::now()), total, script);
+        let copiers = drive(
+            &mut offload,
+            &mut (0, Instant::now()),
+            total,
+            (script, false),
+        );
         (offload, copiers)
     }
 
@@ -368,6 +411,23 @@ mod tests {
     }
 
     #[test]
+    fn workers_kept_apart_are_timed_after_a_short_lead() {
+        // Slower for this consumer: a trial costs the bytes they copy before it ends.
+        let slower: Script = |c| match c {
+            Copier::Consumer => (3e9, 0.5),
+            Copier::Workers => (2e9, 0.0),
+        };
+        let workers = |apart| {
+            let mut offload = Offload::default();
+            let copiers = drive(&mut offload, &mut (0, Instant::now()), GIB, (slower, apart));
+            assert_eq!(offload.copier(), Copier::Consumer, "apart: {apart}");
+            copiers.iter().filter(|&&c| c == Copier::Workers).count() as u64 * STEP
+        };
+        assert_eq!(workers(true), WORKERS_APART_LEAD + PHASE);
+        assert_eq!(workers(false), WORKERS_FIRST_LEAD + PHASE);
+    }
+
+    #[test]
     fn workers_barely_faster_are_not_worth_their_cpu() {
         let (offload, _) = run(GIB, |c| match c {
             Copier::Consumer => (2e9, 0.5),
@@ -380,20 +440,22 @@ mod tests {
     fn a_consumer_that_changes_is_found_out_at_a_later_trial() {
         let mut offload = Offload::default();
         let mut clock = (0, Instant::now());
-        drive(&mut offload, &mut clock, GIB, |c| match c {
+        let slower: Script = |c| match c {
             Copier::Consumer => (3e9, 0.9),
             Copier::Workers => (2e9, 0.0),
-        });
+        };
+        drive(&mut offload, &mut clock, GIB, (slower, false));
         assert_eq!(offload.copier(), Copier::Consumer);
         // The trials back off, but never beyond `MAX_SETTLE`.
+        let faster: Script = |c| match c {
+            Copier::Consumer => (2e9, 0.4),
+            Copier::Workers => (3e9, 0.0),
+        };
         let copiers = drive(
             &mut offload,
             &mut clock,
             GIB + 2 * MAX_SETTLE,
-            |c| match c {
-                Copier::Consumer => (2e9, 0.4),
-                Copier::Workers => (3e9, 0.0),
-            },
+            (faster, false),
         );
         assert_eq!(offload.copier(), Copier::Workers);
         assert!(copiers.contains(&Copier::Workers));
