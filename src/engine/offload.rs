@@ -371,8 +371,13 @@ mod tests {
         (offload, copiers)
     }
 
+    /// How many of `copiers` are `copier`.
+    fn count(copiers: &[Copier], copier: Copier) -> usize {
+        copiers.iter().filter(|&&c| c == copier).count()
+    }
+
     fn share(copiers: &[Copier], copier: Copier) -> f64 {
-        copiers.iter().filter(|&&c| c == copier).count() as f64 / copiers.len() as f64
+        count(copiers, copier) as f64 / copiers.len() as f64
     }
 
     const GIB: u64 = 1 << 30;
@@ -421,7 +426,7 @@ mod tests {
             let mut offload = Offload::default();
             let copiers = drive(&mut offload, &mut (0, Instant::now()), GIB, (slower, apart));
             assert_eq!(offload.copier(), Copier::Consumer, "apart: {apart}");
-            copiers.iter().filter(|&&c| c == Copier::Workers).count() as u64 * STEP
+            count(&copiers, Copier::Workers) as u64 * STEP
         };
         assert_eq!(workers(true), WORKERS_APART_LEAD + PHASE);
         assert_eq!(workers(false), WORKERS_FIRST_LEAD + PHASE);
