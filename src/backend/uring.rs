@@ -555,18 +555,24 @@ impl Drop for Ring<'_> {
     }
 }
 
-/// The CPUs this thread may run on, but the one it runs on now; `None` where that leaves
-/// none (a single CPU) or cannot be told.
-fn other_cpus() -> Option<libc::cpu_set_t> {
+/// The CPUs this thread may run on (its affinity mask); `None` where it cannot be told.
+fn allowed_cpus() -> Option<libc::cpu_set_t> {
     // SAFETY: a `cpu_set_t` is a plain bit array, valid when zeroed.
     let mut cpus: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: the kernel writes at most `size_of::<cpu_set_t>()` bytes into `cpus`, which
     // lives for the call.
     let ret = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&cpus), &mut cpus) };
+    (ret == 0).then_some(cpus)
+}
+
+/// The CPUs this thread may run on, but the one it runs on now; `None` where that leaves
+/// none (a single CPU) or cannot be told.
+fn other_cpus() -> Option<libc::cpu_set_t> {
+    let mut cpus = allowed_cpus()?;
     // SAFETY: no arguments, no memory of ours.
     let now = unsafe { libc::sched_getcpu() };
     let now = usize::try_from(now).ok()?;
-    if ret != 0 || now >= libc::CPU_SETSIZE as usize {
+    if now >= libc::CPU_SETSIZE as usize {
         return None;
     }
     // SAFETY: `now` is below `CPU_SETSIZE` (checked), so both stay inside the set.
