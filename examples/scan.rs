@@ -103,7 +103,7 @@
 //!   per run, then per backend the median GiB/s, CPU seconds, CPU seconds per GiB and peak RSS,
 //!   and the ratios of the medians, ours ÷ std (and ours ÷ each fio configuration). Without
 //!   `--drop-caches`, one untimed std pass first reads the files into the page cache.
-//! - `--rounds N`: rounds of `--compare` or of the default run (default 3).
+//! - `--rounds N`: rounds of `--compare` (default 3) or of the default run (default 7).
 //! - `--drop-caches`: before every run (in the default run: every cold run), `sync` and write
 //!   `3` to `/proc/sys/vm/drop_caches` (root only), so that the run reads from the device.
 //! - `--fio`: with `--compare`, each round also runs fio over the same files, twice: io_uring

@@ -16,7 +16,7 @@ use indicatif::ProgressBar;
 
 use crate::compare::{self, Role, Run};
 use crate::files::FileList;
-use crate::options::{child_args, Options, Runner, DEFAULT_ROUNDS};
+use crate::options::{child_args, Options, Runner, DEFAULT_RUN_ROUNDS};
 use crate::{progress, system};
 
 /// Whether a run starts with the files' pages dropped.
@@ -44,7 +44,7 @@ struct Runs {
 
 /// Runs the rounds, prints the ratios and the runs; fails if the runs read different data.
 pub fn run(opts: &Options, exe: &Path, files: &FileList) -> Result<(), String> {
-    let rounds = opts.rounds.unwrap_or(DEFAULT_ROUNDS);
+    let rounds = opts.rounds.unwrap_or(DEFAULT_RUN_ROUNDS);
     crate::emit(&header(opts, files, rounds));
     let bar = progress::steps(progress::shown(false), 4 * rounds as u64, "rounds");
     let mut runs = Runs::default();
