@@ -405,6 +405,7 @@ fn the_real_ring_never_exposes_a_byte_no_read_wrote() {
             direct,
             depth: 8,
             max_open: 3,
+            cold_window: 32 << 10,
             warm_window: 32 << 10,
             inline_window: 32 << 10,
             small_window: 32 << 10,

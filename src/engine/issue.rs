@@ -337,7 +337,10 @@ impl<'a> Engine<'a> {
         // window, so its bytes are still in the CPU's cache when consumed: one read where
         // this thread copies it (into the region just consumed), the warm window where
         // kernel workers copy, records are parsed or disk reads may still be ahead, the
-        // small window for small reads; otherwise it may fill the pool, for depth.
+        // small window for small reads. Reads that go to the disk through the page cache
+        // stay within the cold window, for the same reason (the CPU copies them too, as
+        // the disk delivers them); `O_DIRECT` reads, and a record longer than the windows,
+        // may fill the pool.
         let cached = !direct && self.cached(file, &fd, offset, len);
         let small = read_len < OFFLOAD_MIN;
         let consumed = self.stats.bytes_consumed;
@@ -350,12 +353,14 @@ impl<'a> Engine<'a> {
             self.policy.cold_until = consumed + self.pool.capacity() as u64;
         }
         let one_read = !self.policy.records && consumed >= self.policy.cold_until;
-        let limit = match (cached && !(idx == 0 && self.policy.stretch), small, offload) {
+        let stretch = idx == 0 && self.policy.stretch;
+        let limit = match (cached && !stretch, small, offload) {
             (true, true, _) => self.small_reads_window(),
             (true, false, true) => self.limits.warm_window,
             (true, false, false) if one_read => self.limits.inline_window,
             (true, false, false) => self.limits.warm_window,
-            (false, _, _) => self.pool.capacity(),
+            (false, _, _) if direct || stretch => self.pool.capacity(),
+            (false, _, _) => self.limits.cold_window.min(self.pool.capacity()),
         };
         let held = self.pool.live_bytes();
         if held > 0 && held + read_len > limit {

@@ -63,6 +63,9 @@ pub(crate) struct Limits {
     pub(crate) direct: bool,
     pub(crate) depth: usize,
     pub(crate) max_open: usize,
+    /// Pool bytes the read-ahead may hold while reads of the files ahead go to the disk
+    /// through the page cache (`O_DIRECT` reads may fill the pool).
+    pub(crate) cold_window: usize,
     /// Pool bytes the read-ahead may hold while the files ahead are in the page cache and
     /// kernel workers copy their large reads.
     pub(crate) warm_window: usize,

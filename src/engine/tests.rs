@@ -477,6 +477,8 @@ fn limits(read_size: usize, warm_window: usize) -> Limits {
         direct: false,
         depth: 16,
         max_open: 4,
+        // No bound but the pool's: the tests of a window set one.
+        cold_window: usize::MAX,
         warm_window,
         inline_window: warm_window,
         small_window: warm_window,
@@ -1884,5 +1886,43 @@ fn without_offloading_cached_reads_are_copied_here_one_read_ahead() {
         assert_eq!(stats.reads_offloaded, 0);
         // The consumer's thread copies each read into the region it has just consumed.
         assert!(stats.peak_pool_bytes <= read_size as u64, "{stats:?}");
+    }
+}
+
+#[test]
+fn reads_that_go_to_the_disk_buffered_stay_within_the_cold_window() {
+    let read_size = 64 << 10;
+    let window = 2 * read_size;
+    let cold = |order| {
+        let mut io = Scripted::new(|_| Act::Full).ordered(order);
+        io.cached = Some(false);
+        let limits = Limits {
+            cold_window: window,
+            ..limits(read_size, window)
+        };
+        let mut e = Engine::new(Box::new(io), Pool::with_capacity(1 << 20).unwrap(), limits);
+        e.poison = Some(POISON);
+        e
+    };
+    for order in ORDERS {
+        let f = files(&WARM_SIZES);
+        let mut e = cold(order);
+        queue_paths(&mut e, &f);
+        assert_exact(&read_all(&mut e), &f.data);
+        let stats = e.stats();
+        assert!(
+            stats.peak_pool_bytes <= window as u64,
+            "{order:?}: {stats:?}"
+        );
+        // A record longer than the window still comes out whole: its reads may fill the pool.
+        let f = files(&[300_000]);
+        let mut e = cold(order);
+        queue_paths(&mut e, &f);
+        let n = 250_000;
+        assert_eq!(
+            e.fill_buf_at_least(n).unwrap()[..n],
+            f.data[0][..n],
+            "{order:?}"
+        );
     }
 }

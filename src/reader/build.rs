@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{ReaderBuilder, SharedRing};
-use crate::consts::{Backend, INLINE_WINDOW, OFFLOAD_DEPTH, SMALL_WINDOW, WARM_WINDOW};
+use crate::consts::{
+    Backend, COLD_WINDOW, INLINE_WINDOW, OFFLOAD_DEPTH, SMALL_WINDOW, WARM_WINDOW,
+};
 use crate::engine::{Engine, Limits, Offloading, READERS};
 use crate::error::Error;
 use crate::io::Io;
@@ -52,23 +54,6 @@ impl<'a> SequentialFileReader<'a> {
         let pool = Pool::with_capacity(config.buffer_size).ok_or(Error::OutOfMemory {
             bytes: config.buffer_size,
         })?;
-        let limits = Limits {
-            read_size: config.read_size,
-            direct: config.direct_io,
-            depth: config.queue_depth as usize,
-            max_open: config.max_open_files,
-            warm_window: WARM_WINDOW.max(config.read_size).min(config.buffer_size),
-            inline_window: INLINE_WINDOW.max(config.read_size).min(config.buffer_size),
-            small_window: SMALL_WINDOW.min(config.buffer_size),
-            offload_depth: OFFLOAD_DEPTH,
-            offload: if config.offload {
-                Offloading::Tried
-            } else {
-                Offloading::Never
-            },
-            readers: Some(&READERS),
-            drain_timeout: config.drain_timeout,
-        };
         let shared = config.sq_poll_ring.as_ref().map(|ring| &*ring.0);
         let ring_config = RingConfig {
             depth: config.queue_depth,
@@ -85,6 +70,30 @@ impl<'a> SequentialFileReader<'a> {
                 }
                 Err(_) => Box::new(SyncIo::default()),
             },
+        };
+        let window = |size: usize| size.max(config.read_size).min(config.buffer_size);
+        let limits = Limits {
+            read_size: config.read_size,
+            direct: config.direct_io,
+            depth: config.queue_depth as usize,
+            max_open: config.max_open_files,
+            cold_window: match io.backend() {
+                // `pread` reads a range only when the consumer waits for it, right before it
+                // consumes it: the window bounds only how far its read-ahead hints go.
+                Backend::Sync => config.buffer_size,
+                _ => window(COLD_WINDOW),
+            },
+            warm_window: window(WARM_WINDOW),
+            inline_window: window(INLINE_WINDOW),
+            small_window: SMALL_WINDOW.min(config.buffer_size),
+            offload_depth: OFFLOAD_DEPTH,
+            offload: if config.offload {
+                Offloading::Tried
+            } else {
+                Offloading::Never
+            },
+            readers: Some(&READERS),
+            drain_timeout: config.drain_timeout,
         };
         Ok(SequentialFileReader {
             engine: Engine::new(io, pool, limits),
