@@ -360,7 +360,7 @@ impl<'a> Engine<'a> {
             (true, false, false) if one_read => self.limits.inline_window,
             (true, false, false) => self.limits.warm_window,
             (false, _, _) if direct || stretch => self.pool.capacity(),
-            (false, _, _) => self.limits.cold_window.min(self.pool.capacity()),
+            (false, _, _) => self.limits.cold_window,
         };
         let held = self.pool.live_bytes();
         if held > 0 && held + read_len > limit {

@@ -463,7 +463,12 @@ fn engine_windowed<'a>(
     read_size: usize,
     warm_window: usize,
 ) -> Engine<'a> {
-    let limits = limits(read_size, warm_window);
+    poisoned(io, pool, limits(read_size, warm_window))
+}
+
+/// An engine with `limits` and a pool of `pool` bytes; every region is filled with
+/// [`POISON`] before it is read into.
+fn poisoned(io: Scripted<'_>, pool: usize, limits: Limits) -> Engine<'_> {
     let mut e = Engine::new(Box::new(io), Pool::with_capacity(pool).unwrap(), limits);
     e.poison = Some(POISON);
     e
@@ -477,8 +482,8 @@ fn limits(read_size: usize, warm_window: usize) -> Limits {
         direct: false,
         depth: 16,
         max_open: 4,
-        // No bound but the pool's: the tests of a window set one.
-        cold_window: usize::MAX,
+        // No bound but the pool's (larger than any test's): the tests of a window set one.
+        cold_window: usize::MAX / 2,
         warm_window,
         inline_window: warm_window,
         small_window: warm_window,
@@ -943,8 +948,7 @@ fn read_cached(sizes: &[usize], order: (bool, bool), limits: Limits) -> (Stats, 
     let mut io = Scripted::new(|_| Act::Full).ordered(order);
     io.cached = Some(true);
     let log = io.log.clone();
-    let mut e = Engine::new(Box::new(io), Pool::with_capacity(1 << 20).unwrap(), limits);
-    e.poison = Some(POISON);
+    let mut e = poisoned(io, 1 << 20, limits);
     queue_paths(&mut e, &f);
     assert_exact(&read_all(&mut e), &f.data);
     let stats = e.stats();
@@ -1900,9 +1904,7 @@ fn reads_that_go_to_the_disk_buffered_stay_within_the_cold_window() {
             cold_window: window,
             ..limits(read_size, window)
         };
-        let mut e = Engine::new(Box::new(io), Pool::with_capacity(1 << 20).unwrap(), limits);
-        e.poison = Some(POISON);
-        e
+        poisoned(io, 1 << 20, limits)
     };
     for order in ORDERS {
         let f = files(&WARM_SIZES);
