@@ -10,9 +10,9 @@
 pub mod fusecheck;
 #[cfg(target_os = "linux")]
 pub mod fusefs;
+mod refusal;
 pub mod scan;
 // The filter checks the x86_64 system call numbers.
-mod refusal;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub mod seccomp;
 
