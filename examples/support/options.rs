@@ -228,9 +228,9 @@ impl Options {
         }
         if self.backend != Some(Runner::Std) {
             text += &format!(", runner {}", self.runner.name());
-        }
-        if self.no_offload && self.backend != Some(Runner::Std) {
-            text += ", no offload";
+            if self.no_offload {
+                text += ", no offload";
+            }
         }
         text += match (self.direct, self.fio) {
             (false, _) => "",
