@@ -77,7 +77,7 @@ impl Default for ReaderBuilder {
             max_open_files: DEFAULT_MAX_OPEN_FILES,
             io_workers: None,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
-            offload: true,
+            offload: false,
             sq_poll: None,
             sq_poll_ring: None,
         }
@@ -168,15 +168,22 @@ impl ReaderBuilder {
         self
     }
 
-    /// Whether large reads of files in the page cache may be copied by io_uring's kernel
-    /// workers (`IOSQE_ASYNC`) while the caller works on the bytes before them. Default
-    /// `true`: then they are, where fewer readers are alive than the process has CPUs, and
-    /// where the reader finds it faster than copying on the caller's thread, which it tries
-    /// both ways every so often with the caller's own work on the bytes. Handing the copy
-    /// over costs CPU time (wake-ups, the bytes landing in another CPU's cache): `false`
-    /// keeps every copy on the caller's thread, for the least CPU time per byte, at
-    /// `BufReader`'s speed. The README's "Performance" has what each costs and gains.
-    /// Ignored by [`Backend::Sync`] and off Linux, which copy on the caller's thread.
+    /// Whether io_uring's kernel workers copy large reads of files in the page cache
+    /// (`IOSQE_ASYNC`), so that the copy overlaps the caller's work on the bytes before them.
+    /// Default `false`: every copy out of the page cache is made on the caller's thread, into
+    /// the region it has just consumed, as `BufReader` does, for the least CPU time per byte.
+    ///
+    /// `true` pays where one reader's caller does more work per byte than a copy (a hash) and
+    /// a CPU is idle for the workers: blake3 over cached files ran about 1.4x faster with
+    /// them on 2 CPUs, for more CPU time in all (wake-ups, and the bytes landing in another
+    /// CPU's cache). Where every CPU already runs a reader, as in a [`Scan`](crate::Scan)
+    /// with a thread per CPU, the workers only take time from the other readers: leave it
+    /// off. BENCHMARKS.md has the figures. Ignored by [`Backend::Sync`] and off Linux.
+    ///
+    /// ```
+    /// let reader = readahead::SequentialFileReader::builder().offload(true).build()?;
+    /// # Ok::<(), readahead::Error>(())
+    /// ```
     pub fn offload(mut self, on: bool) -> Self {
         self.offload = on;
         self

@@ -221,10 +221,13 @@ pub(crate) trait Io<'a>: Send {
     fn cached(&mut self, _fd: &FdRef<'a>, _offset: u64, _len: u64) -> Option<bool> {
         None
     }
-    /// Keeps the kernel workers that copy offloaded reads off the CPU this thread runs on
-    /// now, so that they do not start out sharing it with the consumer; whether it could.
-    fn keep_workers_off_this_cpu(&mut self) -> bool {
-        false
+    /// Takes `req` and copies it at once, on this thread, as far as the page cache holds it,
+    /// without waiting for the device; its completion comes back with the next
+    /// [`reap`](Self::reap) (a short one where only the front was cached). `Ok(true)` where
+    /// all of it was cached. `Err(req)` where nothing was, or the backend cannot tell: then
+    /// issue it with [`read`](Self::read).
+    fn read_if_cached(&mut self, req: ReadReq<'a>) -> Result<bool, ReadReq<'a>> {
+        Err(req)
     }
     /// The file's size now (a read found its end before the size it had when opened);
     /// `None` where it cannot be told.

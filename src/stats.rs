@@ -44,9 +44,13 @@ pub struct Stats {
     pub reads_direct: u64,
     /// Reads that returned fewer bytes than asked before the file's end.
     pub short_reads: u64,
+    /// Reads copied at once on the reading thread, as far as the page cache held them
+    /// (`preadv2` with `RWF_NOWAIT`), rather than sent through the ring: the large buffered
+    /// reads of cached files. Each one that found only its front cached is also a short read.
+    pub reads_cached: u64,
     /// Reads handed to kernel workers to copy from the page cache, so the copy overlaps the
-    /// consumer's work. None while the process has as many readers alive as CPUs: then every
-    /// CPU is consuming, and each reader copies on its own thread.
+    /// consumer's work: none unless the reader was built with
+    /// [`offload(true)`](crate::ReaderBuilder::offload).
     pub reads_offloaded: u64,
     /// Reads submitted again after `EINTR`, `EAGAIN`, `ECANCELED`, or `EFAULT` (which the
     /// kernel returns for a read whose submitting thread exited: the reader moved threads),
@@ -106,6 +110,7 @@ impl Stats {
         self.reads += other.reads;
         self.reads_direct += other.reads_direct;
         self.short_reads += other.short_reads;
+        self.reads_cached += other.reads_cached;
         self.reads_offloaded += other.reads_offloaded;
         self.retries += other.retries;
         self.reads_discarded += other.reads_discarded;
@@ -133,6 +138,7 @@ mod tests {
             reads: 5,
             reads_direct: 6,
             short_reads: 7,
+            reads_cached: 18,
             reads_offloaded: 8,
             retries: 9,
             reads_discarded: 10,

@@ -274,8 +274,9 @@ pub fn json_line(out: &Outcome) -> String {
     }
     if let Some(s) = &out.stats {
         line += &format!(
-            ",\"reads\":{},\"reads_offloaded\":{},\"waits\":{},\"wait_seconds\":{:.6},\"peak_in_flight\":{},\"files_opened\":{},\"bytes_spilled\":{}",
+            ",\"reads\":{},\"reads_cached\":{},\"reads_offloaded\":{},\"waits\":{},\"wait_seconds\":{:.6},\"peak_in_flight\":{},\"files_opened\":{},\"bytes_spilled\":{}",
             s.reads,
+            s.reads_cached,
             s.reads_offloaded,
             s.waits,
             s.wait_time.as_secs_f64(),
@@ -309,8 +310,9 @@ pub fn summary(out: &Outcome) -> String {
     text += &format!("\n  checksum     {}", out.checksum);
     if let Some(s) = &out.stats {
         text += &format!(
-            "\n  reader       {} reads ({} by kernel workers), {} waits ({:.4} s waiting), peak {} in flight, {} bytes spilled",
+            "\n  reader       {} reads ({} copied at once from the page cache, {} by kernel workers), {} waits ({:.4} s waiting), peak {} in flight, {} bytes spilled",
             s.reads,
+            s.reads_cached,
             s.reads_offloaded,
             s.waits,
             s.wait_time.as_secs_f64(),

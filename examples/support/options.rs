@@ -92,10 +92,10 @@ pub struct Options {
     /// O_DIRECT reads (readahead, and fio)
     #[arg(long)]
     pub direct: bool,
-    /// readahead's copies out of the page cache all on the reading thread, never handed to
-    /// the kernel's workers (ReaderBuilder::offload(false)): the least CPU time per byte
+    /// readahead's large copies out of the page cache handed to the kernel's workers
+    /// (ReaderBuilder::offload(true)): faster for a heavy consumer with a CPU to spare
     #[arg(long)]
-    pub no_offload: bool,
+    pub offload: bool,
     /// What every file's bytes go through: light | checksum | blake3 (default checksum)
     ///
     /// light: a wrapping sum of the file's u64 words, one add per 8 bytes. checksum: a
@@ -228,8 +228,8 @@ impl Options {
         }
         if self.backend != Some(Runner::Std) {
             text += &format!(", runner {}", self.runner.name());
-            if self.no_offload {
-                text += ", no offload";
+            if self.offload {
+                text += ", offload";
             }
         }
         text += match (self.direct, self.fio) {
@@ -377,7 +377,7 @@ pub fn child_args(opts: &Options, runner: Runner) -> Vec<OsString> {
     }
     let flags = [
         (opts.direct, "--direct"),
-        (opts.no_offload, "--no-offload"),
+        (opts.offload, "--offload"),
         (opts.drop_caches, "--drop-caches"),
     ];
     args.extend(flags.iter().filter(|f| f.0).map(|f| f.1.into()));
@@ -469,7 +469,7 @@ mod tests {
         let parent = parse(&[
             "--compare",
             "--direct",
-            "--no-offload",
+            "--offload",
             "--hash",
             "--drop-caches",
             "--buffer-size",
@@ -486,7 +486,7 @@ mod tests {
         let child = parse_child(args);
         assert_eq!(child.backend, Some(Runner::Ours(Backend::IoUring)));
         assert!(child.json && !child.compare && !child.fio);
-        assert!(child.direct && child.drop_caches && child.no_offload);
+        assert!(child.direct && child.drop_caches && child.offload);
         assert_eq!(child.consumer(), Consumer::Blake3);
         assert_eq!(child.buffer_size, 8 << 20);
         assert_eq!(child.read_size, 128 << 10);

@@ -70,7 +70,7 @@ fn builder(opts: &Options, backend: Backend) -> ReaderBuilder {
         .buffer_size(opts.buffer_size)
         .read_size(opts.read_size)
         .direct_io(opts.direct)
-        .offload(!opts.no_offload)
+        .offload(opts.offload)
         .backend(backend)
 }
 

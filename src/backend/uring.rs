@@ -33,7 +33,7 @@ use crate::error::Error;
 use crate::io::{open_source, Io, KernelRead, OpenResult, Opened, ReadDone, ReadReq};
 use crate::pool::Pool;
 use crate::source::{FdRef, Source};
-use crate::sys::{page_cache_holds, Opener};
+use crate::sys::{page_cache_holds, read_cached_at, Opener};
 
 use super::RingConfig;
 
@@ -402,10 +402,17 @@ impl<'a> Io<'a> for Ring<'a> {
         fd.try_clone_to_owned().ok().map(File::from)
     }
 
-    fn keep_workers_off_this_cpu(&mut self) -> bool {
-        // Refused before Linux 5.14, or with one CPU: the workers go where the kernel puts
-        // them, and the trial waits longer for them (see `engine::offload`).
-        other_cpus().is_some_and(|cpus| self.ring.submitter().register_iowq_aff(&cpus).is_ok())
+    fn read_if_cached(&mut self, mut req: ReadReq<'a>) -> Result<bool, ReadReq<'a>> {
+        let (fd, offset, len) = (req.fd().clone(), req.offset(), req.len());
+        // Bytes the kernel copied while this thread waited in the call, as the ring's inline
+        // completion would, but without a submission and a completion to go through.
+        match read_cached_at(fd.file(), req.buf_mut(), offset) {
+            Ok(n) => {
+                self.ready.push(req.done(n as i32));
+                Ok(n == len)
+            }
+            Err(_) => Err(req),
+        }
     }
 
     fn cached(&mut self, fd: &FdRef<'a>, offset: u64, len: u64) -> Option<bool> {
@@ -553,34 +560,6 @@ impl Drop for Ring<'_> {
         // SAFETY: dropped exactly once, here, and nothing in flight names our memory any more.
         unsafe { ManuallyDrop::drop(&mut self.ring) };
     }
-}
-
-/// The CPUs this thread may run on (its affinity mask); `None` where it cannot be told.
-fn allowed_cpus() -> Option<libc::cpu_set_t> {
-    // SAFETY: a `cpu_set_t` is a plain bit array, valid when zeroed.
-    let mut cpus: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: the kernel writes at most `size_of::<cpu_set_t>()` bytes into `cpus`, which
-    // lives for the call.
-    let ret = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&cpus), &mut cpus) };
-    (ret == 0).then_some(cpus)
-}
-
-/// The CPUs this thread may run on, but the one it runs on now; `None` where that leaves
-/// none (a single CPU) or cannot be told.
-fn other_cpus() -> Option<libc::cpu_set_t> {
-    let mut cpus = allowed_cpus()?;
-    // SAFETY: no arguments, no memory of ours.
-    let now = unsafe { libc::sched_getcpu() };
-    let now = usize::try_from(now).ok()?;
-    if now >= libc::CPU_SETSIZE as usize {
-        return None;
-    }
-    // SAFETY: `now` is below `CPU_SETSIZE` (checked), so both stay inside the set.
-    let left = unsafe {
-        libc::CPU_CLR(now, &mut cpus);
-        libc::CPU_COUNT(&cpus)
-    };
-    (left > 0).then_some(cpus)
 }
 
 #[cfg(test)]

@@ -410,8 +410,7 @@ fn the_real_ring_never_exposes_a_byte_no_read_wrote() {
             inline_window: 32 << 10,
             small_window: 32 << 10,
             offload_depth: 2,
-            offload: crate::engine::Offloading::Always,
-            readers: None,
+            offload: true,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
         };
         let mut e = crate::engine::Engine::new(Box::new(ring), pool, limits);
@@ -449,38 +448,52 @@ fn the_real_ring_never_exposes_a_byte_no_read_wrote() {
     }
 }
 
-/// How many CPUs this thread may run on, by its affinity mask: what `other_cpus` starts
-/// from (`available_parallelism` counts fewer under a CPU quota).
-fn allowed() -> usize {
-    let cpus = allowed_cpus().expect("the affinity mask");
-    // SAFETY: counts the set's bits, all inside it.
-    unsafe { libc::CPU_COUNT(&cpus) as usize }
-}
-
 #[test]
-fn the_workers_keep_off_the_consumers_cpu_where_there_is_another() {
+fn a_read_copied_at_once_comes_back_only_from_the_page_cache() {
     if !io_uring_here() {
         return;
     }
-    let pool = Pool::with_capacity(4 * BLOCK).unwrap();
+    let dir = disk_tempdir();
+    let path = dir.path().join("f");
+    let data: Vec<u8> = (0..16 * BLOCK).map(|i| (i % 241) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    let file = Arc::new(File::open(&path).unwrap());
+    let mut pool = Pool::with_capacity(16 * BLOCK).unwrap();
     let mut ring = small_ring(&pool, false);
-    // Linux 5.14 and later take the workers' CPUs; with one CPU there is none to give them.
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let mut numbers = release
-        .split(['.', '-'])
-        .map(|n| n.parse::<u32>().unwrap_or(0));
-    let takes_cpus = (numbers.next(), numbers.next()) >= (Some(5), Some(14));
-    assert_eq!(
-        ring.keep_workers_off_this_cpu(),
-        takes_cpus && allowed() > 1
-    );
-}
-
-#[test]
-fn other_cpus_are_those_allowed_but_one() {
-    match other_cpus() {
-        // SAFETY: counts the set's bits, all inside it.
-        Some(cpus) => assert_eq!(unsafe { libc::CPU_COUNT(&cpus) } as usize, allowed() - 1),
-        None => assert_eq!(allowed(), 1, "another CPU is allowed"),
+    // Just written, so cached: taken, and its completion comes with the next reap, whole.
+    let req = read_block(&mut pool, 1, &file, 3);
+    assert_eq!(ring.read_if_cached(req).ok(), Some(true));
+    assert_eq!(ring.in_flight(), 1);
+    let mut done = Vec::new();
+    ring.reap(false, &mut done).unwrap();
+    assert_eq!((done.len(), done[0].result), (1, BLOCK as i32));
+    let region = pool.reclaim(done.pop().unwrap().loan);
+    assert_eq!(pool.bytes(&region, 0..BLOCK), &data[3 * BLOCK..4 * BLOCK]);
+    pool.free(region);
+    // Evicted: handed back untouched, to go through the ring.
+    file.sync_all().unwrap();
+    // SAFETY: a plain syscall on a descriptor `file` keeps open; no memory is passed.
+    unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if crate::sys::page_cache_holds(&file, 0, data.len() as u64) == Some(true) {
+        skip_refused(
+            "a cold read",
+            format_args!("{} stays cached after eviction", path.display()),
+        );
+        return;
     }
+    let req = read_block(&mut pool, 2, &file, 5);
+    let req = ring
+        .read_if_cached(req)
+        .expect_err("nothing of it is cached");
+    assert_eq!(ring.in_flight(), 0);
+    ring.read(req);
+    ring.submit().unwrap();
+    let mut done = Vec::new();
+    while done.is_empty() {
+        ring.reap(true, &mut done).unwrap();
+    }
+    assert_eq!(done[0].result, BLOCK as i32);
+    let region = pool.reclaim(done.pop().unwrap().loan);
+    assert_eq!(pool.bytes(&region, 0..BLOCK), &data[5 * BLOCK..6 * BLOCK]);
+    pool.free(region);
 }

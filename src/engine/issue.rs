@@ -1,12 +1,20 @@
-//! Which read goes next and when: refilling as room opens, waiting, the read-ahead window
-//! of cached files, and reads offloaded to kernel workers.
+//! Which read goes next and when: refilling as room opens, waiting, and the window of the
+//! pool the read-ahead may hold.
+//!
+//! The policy is fixed, the same in every run (see ARCHITECTURE.md, "The read policy"):
+//! - a large buffered read is first copied at once on the consumer's thread, as far as the
+//!   page cache holds it ([`Io::read_if_cached`](crate::io::Io::read_if_cached)); what is not
+//!   cached goes to the device through the backend;
+//! - while reads are found cached, the read-ahead holds one read (the region just consumed,
+//!   still in the CPU's cache, is the next one written), or the small window for small reads;
+//! - once a read went to the device, the read-ahead holds the cold window for a pool's worth
+//!   of bytes, so that the device has depth; `O_DIRECT` reads may fill the pool;
+//! - kernel workers copy large cached reads only where the reader was built with
+//!   `offload(true)`.
 
 use std::io;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::OnceLock;
 use std::time::Instant;
 
-use super::offload::{Copier, Offload, Offloading};
 use super::{ring_error, Engine};
 use crate::consts::{DIRECT_ALIGN, OFFLOAD_MIN, SMALL_READS_PER_HINT};
 use crate::io::ReadReq;
@@ -25,132 +33,27 @@ pub(super) struct Policy {
     pub(super) stretch: bool,
     /// Whether the consumer reads records (`fill_buf_at_least`): then the reads it copies
     /// itself keep the warm window, not one read, so that most records lie in adjacent
-    /// regions and come out in place rather than copied across a wrap. Measured on account
-    /// storage files, records on 2 threads: 1.10x the time with one read (1.09x with 1 MiB).
+    /// regions and come out in place rather than copied across a wrap.
     pub(super) records: bool,
-    /// Bytes consumed before which reads copied on this thread keep the warm window, not
-    /// one read: while reads that went to the disk may still be ahead, the read-ahead needs
-    /// depth, and one read's window would hold every file behind a cached range back.
-    /// Measured on 1 GiB of files after `drop_caches`: one read's window there took 1.08x
-    /// the time of the 4 MiB window.
+    /// Bytes consumed before which cached reads keep the warm window, not one read: while
+    /// reads that went to the device may still be ahead, one read's window would hold every
+    /// file behind a cached range back.
     cold_until: u64,
     /// Reads below `OFFLOAD_MIN` scheduled so far.
     small_reads: u64,
     /// Whether the last read scheduled was below `OFFLOAD_MIN`.
     small_last: bool,
-    /// The last answer of `io.cached`: (file id, offset, cached). Reads that do not ask go
-    /// by it.
-    hint: Option<(u64, u64, bool)>,
-    /// This reader, counted among the readers that share the CPUs while it lives (where
-    /// `Limits::readers` names a count).
-    counted: Option<Counted>,
-    /// Who copies large cached reads while a CPU is left over (see `offload`).
-    offload: Offload,
-}
-
-/// The readers alive that share some CPUs with the kernel workers copying for them.
-#[derive(Debug)]
-pub(crate) struct Readers {
-    alive: AtomicUsize,
-    /// How many CPUs they share; 0 for as many as this process may run on.
-    cpus: usize,
-}
-
-/// Every reader of this process.
-pub(crate) static READERS: Readers = Readers::new(0);
-
-impl Readers {
-    /// No reader yet, sharing `cpus` CPUs (0: as many as this process may run on).
-    pub(crate) const fn new(cpus: usize) -> Self {
-        Readers {
-            alive: AtomicUsize::new(0),
-            cpus,
-        }
-    }
-
-    fn cpus(&self) -> usize {
-        static PROCESS_CPUS: OnceLock<usize> = OnceLock::new();
-        match self.cpus {
-            0 => *PROCESS_CPUS
-                .get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
-            n => n,
-        }
-    }
-
-    /// Whether a CPU is left over for kernel workers: fewer readers are alive than there are
-    /// CPUs. With a reader per CPU, every CPU is busy consuming, so a copy handed to a worker
-    /// only moves work between them and adds a wake-up on each side.
-    fn cpu_to_spare(&self) -> bool {
-        self.alive.load(Ordering::Relaxed) < self.cpus()
-    }
-}
-
-/// One reader counted in its `Readers` for as long as it lives.
-#[derive(Debug)]
-struct Counted(&'static Readers);
-
-impl Counted {
-    fn new(readers: &'static Readers) -> Self {
-        readers.alive.fetch_add(1, Ordering::Relaxed);
-        Counted(readers)
-    }
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        self.0.alive.fetch_sub(1, Ordering::Relaxed);
-    }
+    /// Whether the last read that found out was served by the page cache; `None` before
+    /// any did. Reads go by it until they find out themselves.
+    cached: Option<bool>,
+    /// The last read that asked the backend whether it is cached: (file id, offset, answer).
+    asked: Option<(u64, u64, bool)>,
 }
 
 impl Policy {
-    /// A policy for a reader, counted among `readers` where given.
-    pub(super) fn new(readers: Option<&'static Readers>) -> Self {
-        Policy {
-            counted: readers.map(Counted::new),
-            ..Policy::default()
-        }
-    }
-
-    /// A fresh policy for the same reader (rebound to new files), which stays counted once.
-    pub(super) fn renewed(&mut self) -> Self {
-        Policy {
-            counted: self.counted.take(),
-            offload: self.offload,
-            ..Policy::default()
-        }
-    }
-
-    /// Whether large cached reads may go to kernel workers now: a CPU is left over.
-    pub(super) fn may_offload(&self) -> bool {
-        self.counted.as_ref().is_none_or(|c| c.0.cpu_to_spare())
-    }
-
-    /// Whether large cached reads go to kernel workers now, without moving the trial on.
-    fn offloading(&self, how: Offloading) -> bool {
-        self.may_offload()
-            && match how {
-                Offloading::Never => false,
-                Offloading::Tried => self.offload.copier() == Copier::Workers,
-                Offloading::Always => true,
-            }
-    }
-
-    /// Whether the next large read goes to kernel workers, `consumed` bytes into the
-    /// stream: where a CPU is left over and the file is cached, as `how` says.
-    fn offload_next(&mut self, cached: bool, how: Offloading, consumed: u64) -> bool {
-        if how == Offloading::Never || !self.may_offload() {
-            return false;
-        }
-        if !cached {
-            self.offload.uncached(consumed);
-            return false;
-        }
-        how == Offloading::Always || self.offload.next(consumed, Instant::now) == Copier::Workers
-    }
-
-    /// Whether the last range asked about was in the page cache.
+    /// Whether the last read that found out was served by the page cache.
     fn warm(&self) -> bool {
-        self.hint.is_some_and(|(_, _, cached)| cached)
+        self.cached == Some(true)
     }
 }
 
@@ -205,12 +108,11 @@ impl<'a> Engine<'a> {
             && self.pool.ready_bytes() >= self.small_reads_window() / 2
     }
 
-    /// The window of small cached reads. While kernel workers may copy large reads, the
-    /// window must hold those in flight too, or a small file behind a large one would stall
-    /// the pipeline; while the consumer's thread does every copy (a reader per CPU), a
-    /// smaller window keeps the copies in its CPU's cache until it gets to them.
+    /// The window of small cached reads. Where kernel workers copy large reads, the window
+    /// must hold those in flight too, or a small file behind a large one would stall the
+    /// pipeline; else a smaller one keeps the copies in the CPU's cache until consumed.
     fn small_reads_window(&self) -> usize {
-        if self.policy.offloading(self.limits.offload) {
+        if self.limits.offload {
             self.limits.warm_window
         } else {
             self.limits.small_window
@@ -285,18 +187,7 @@ impl<'a> Engine<'a> {
             self.stats.peak_pool_bytes = self.stats.peak_pool_bytes.max(pool_bytes);
         }
         if issued || started {
-            self.submit_timed()?;
-        }
-        Ok(())
-    }
-
-    /// Submits what was issued; where the offload trial times the consumer's own copies, the
-    /// time the submission took is theirs: the cached reads complete inside it.
-    fn submit_timed(&mut self) -> io::Result<()> {
-        let start = self.policy.offload.times_copies().then(Instant::now);
-        self.io.submit().map_err(ring_error("submit"))?;
-        if let Some(start) = start {
-            self.policy.offload.copied(start.elapsed());
+            self.io.submit().map_err(ring_error("submit"))?;
         }
         Ok(())
     }
@@ -321,8 +212,8 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Issues the next read of the open file at `idx`, if the pool, the window of cached
-    /// reads and the offload depth allow.
+    /// Issues the next read of the open file at `idx`, if the pool, the window and the
+    /// offload depth allow.
     fn issue_read(&mut self, idx: usize) -> Step {
         let entry = self.queue.get_mut(idx).expect("index from the queue");
         let len = (entry.stop() - entry.next_read).min(self.limits.read_size as u64) as usize;
@@ -333,35 +224,10 @@ impl<'a> Engine<'a> {
         };
         let (file, offset, direct) = (entry.id, entry.next_read, entry.direct);
         let fd = entry.fd.clone().expect("checked open");
-        // While the files ahead are in the page cache, the read-ahead stays within a small
-        // window, so its bytes are still in the CPU's cache when consumed: one read where
-        // this thread copies it (into the region just consumed), the warm window where
-        // kernel workers copy, records are parsed or disk reads may still be ahead, the
-        // small window for small reads. Reads that go to the disk through the page cache
-        // stay within the cold window, for the same reason (the CPU copies them too, as
-        // the disk delivers them); `O_DIRECT` reads, and a record longer than the windows,
-        // may fill the pool.
-        let cached = !direct && self.cached(file, &fd, offset, len);
         let small = read_len < OFFLOAD_MIN;
-        let consumed = self.stats.bytes_consumed;
-        let offload = !small
-            && self
-                .policy
-                .offload_next(cached, self.limits.offload, consumed);
-        self.place_workers();
-        if !cached && !direct {
-            self.policy.cold_until = consumed + self.pool.capacity() as u64;
-        }
-        let one_read = !self.policy.records && consumed >= self.policy.cold_until;
-        let stretch = idx == 0 && self.policy.stretch;
-        let limit = match (cached && !stretch, small, offload) {
-            (true, true, _) => self.small_reads_window(),
-            (true, false, true) => self.limits.warm_window,
-            (true, false, false) if one_read => self.limits.inline_window,
-            (true, false, false) => self.limits.warm_window,
-            (false, _, _) if direct || stretch => self.pool.capacity(),
-            (false, _, _) => self.limits.cold_window,
-        };
+        let cached = !direct && self.cached(file, &fd, offset, len);
+        let offload = self.limits.offload && cached && !small;
+        let limit = self.window(idx, (cached, small, offload, direct));
         let held = self.pool.live_bytes();
         if held > 0 && held + read_len > limit {
             return Step::Blocked;
@@ -374,35 +240,46 @@ impl<'a> Engine<'a> {
         let Some(region) = self.pool.alloc_below(read_len, limit) else {
             return Step::Blocked;
         };
-        self.send_read(
-            idx,
-            (fd, direct),
-            region,
-            (len, read_len),
-            offload && !helping,
-        );
+        let how = match (offload && !helping, direct || small) {
+            (true, _) => How::Offload,
+            (false, false) => How::CachedFirst,
+            (false, true) => How::Ring,
+        };
+        self.send_read(idx, (fd, direct), region, (len, read_len), how);
         Step::Issued
     }
 
-    /// Where an offload trial just started, asks the backend to keep its kernel workers off
-    /// the CPU the consumer runs on now (from the consumer's thread, which may not be the
-    /// one that built the reader), and tells the trial whether they are.
-    fn place_workers(&mut self) {
-        if self.policy.offload.trial_started() {
-            let apart = self.io.keep_workers_off_this_cpu();
-            self.policy.offload.workers_apart(apart);
+    /// The pool bytes the read-ahead may hold with the next read of the file at `idx`:
+    /// `cached`, `small` (below `OFFLOAD_MIN`), to be offloaded, or `O_DIRECT`.
+    fn window(
+        &self,
+        idx: usize,
+        (cached, small, offload, direct): (bool, bool, bool, bool),
+    ) -> usize {
+        let stretch = idx == 0 && self.policy.stretch;
+        let one_read = !self.policy.records && self.stats.bytes_consumed >= self.policy.cold_until;
+        match (cached && !stretch, small, offload) {
+            (true, true, _) => self.small_reads_window(),
+            (true, false, true) => self.limits.warm_window,
+            // Copied on this thread into the region just consumed, still in its cache.
+            (true, false, false) if one_read => self.limits.inline_window,
+            (true, false, false) => self.limits.warm_window,
+            (false, _, _) if direct || stretch => self.pool.capacity(),
+            // Buffered reads from the device are copied by the CPU too, as the device
+            // delivers them: too far ahead of the consumer, they leave its cache unread.
+            (false, _, _) => self.limits.cold_window,
         }
     }
 
     /// Hands the backend the next read of the file at `idx`: `len` bytes of it, asked as
-    /// `read_len` (rounded up for O_DIRECT), into `region`.
+    /// `read_len` (rounded up for O_DIRECT), into `region`, sent `how`.
     fn send_read(
         &mut self,
         idx: usize,
         (fd, direct): (FdRef<'a>, bool),
         #[cfg_attr(not(test), allow(unused_mut))] mut region: Region,
         (len, read_len): (usize, usize),
-        offload: bool,
+        how: How,
     ) {
         #[cfg(test)]
         if let Some(byte) = self.poison {
@@ -417,18 +294,44 @@ impl<'a> Engine<'a> {
         let id = self.chunks.push(file, offset, read_len, pos);
         let loan = self.pool.lend(region);
         let req = ReadReq::new(id, (fd, direct), offset, loan, 0, read_len);
-        self.io.read(req.with_offload(offload));
         self.stats.reads += 1;
         self.stats.reads_direct += u64::from(direct);
-        if offload {
-            self.policy.offloaded += 1;
-            self.stats.reads_offloaded += 1;
+        match how {
+            How::Ring => self.io.read(req),
+            How::Offload => {
+                self.io.read(req.with_offload(true));
+                self.policy.offloaded += 1;
+                self.stats.reads_offloaded += 1;
+            }
+            How::CachedFirst => match self.io.read_if_cached(req) {
+                Ok(all) => {
+                    self.stats.reads_cached += 1;
+                    self.found_cached(all);
+                }
+                Err(req) => {
+                    self.found_cached(false);
+                    self.io.read(req);
+                }
+            },
         }
     }
 
-    /// Whether a read of `len` bytes of `file` at `offset` will find them in the page cache.
-    /// Small reads are not worth the question each time: they go by the last answer, asked
-    /// again every `SMALL_READS_PER_HINT` of them.
+    /// Learns whether a read was served by the page cache: the next reads go by it. After
+    /// one that was not, the read-ahead keeps depth for a pool's worth of bytes (see
+    /// `Policy::cold_until`).
+    fn found_cached(&mut self, cached: bool) {
+        self.policy.cached = Some(cached);
+        if !cached {
+            self.policy.cold_until = self.stats.bytes_consumed + self.pool.capacity() as u64;
+        }
+    }
+
+    /// Whether a read of `len` bytes of `fd` at `offset` is expected to find them in the
+    /// page cache. A large read finds out itself as it is sent (`How::CachedFirst`), so it
+    /// goes by the last read that did, guessing cached before any did. Small reads go to the
+    /// backend in batches: every `SMALL_READS_PER_HINT`-th asks the backend (one system
+    /// call). Where kernel workers copy, each large read asks: only a cached read is
+    /// offloaded.
     fn cached(&mut self, file: u64, fd: &FdRef<'a>, offset: u64, len: usize) -> bool {
         let policy = &mut self.policy;
         if len < OFFLOAD_MIN {
@@ -436,14 +339,31 @@ impl<'a> Engine<'a> {
             if policy.small_reads % SMALL_READS_PER_HINT != 1 {
                 return policy.warm();
             }
+        } else if !self.limits.offload {
+            return policy.cached != Some(false);
         }
-        match policy.hint {
-            Some((f, o, cached)) if (f, o) == (file, offset) => cached,
-            _ => {
-                let cached = self.io.cached(fd, offset, len as u64).unwrap_or(false);
-                self.policy.hint = Some((file, offset, cached));
-                cached
+        // A read held back by the window is asked about again: the answer is kept for it.
+        if let Some((f, o, cached)) = policy.asked {
+            if (f, o) == (file, offset) {
+                return cached;
             }
         }
+        let cached = self.io.cached(fd, offset, len as u64).unwrap_or(false);
+        self.policy.asked = Some((file, offset, cached));
+        self.found_cached(cached);
+        cached
     }
+}
+
+/// How a read is sent to the backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum How {
+    /// Copied at once on this thread as far as the page cache holds it, the rest through the
+    /// backend: large buffered reads.
+    CachedFirst,
+    /// To kernel workers, to copy from the page cache while the consumer works
+    /// (`offload(true)`).
+    Offload,
+    /// Through the backend as it is: small reads, which go in batches, and `O_DIRECT` ones.
+    Ring,
 }

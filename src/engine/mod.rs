@@ -8,8 +8,7 @@
 //! |---|---|---|
 //! | `stream` | the consumer's side: queue, `fill_buf`, `consume`, move on, activate | `exposed` |
 //! | `records` | `fill_buf_at_least` (in place, or copied) and `skip` | [`records::Spill`] |
-//! | `issue` | which read goes next, when to wait, what to offload | [`issue::Policy`] |
-//! | `offload` | who copies large cached reads: kernel workers or the consumer's thread | [`offload::Offload`] |
+//! | `issue` | which read goes next, when to wait, the windows, what to offload | [`issue::Policy`] |
 //! | `complete` | completions: bytes, continuations, retries, errors | - |
 //! | `opens` | descriptors: opening ahead, the cap, running out | [`opens::Opens`] |
 //! | `chunks` | reads in flight or waiting, and orphans | [`chunks::Chunks`] |
@@ -27,7 +26,6 @@
 mod chunks;
 mod complete;
 mod issue;
-mod offload;
 mod opens;
 mod records;
 mod stream;
@@ -51,8 +49,6 @@ use crate::stats::{self, Stats};
 
 use chunks::Chunks;
 use issue::Policy;
-pub(crate) use issue::{Readers, READERS};
-pub(crate) use offload::Offloading;
 use opens::Opens;
 use records::Spill;
 
@@ -77,11 +73,8 @@ pub(crate) struct Limits {
     pub(crate) small_window: usize,
     /// Offloaded reads in flight at most.
     pub(crate) offload_depth: usize,
-    /// Whether large cached reads may be offloaded, and how it is decided.
-    pub(crate) offload: Offloading,
-    /// The readers this one shares the CPUs with ([`READERS`]: the process's), counted to
-    /// offload only while a CPU is left over; `None`: offload whenever cached.
-    pub(crate) readers: Option<&'static Readers>,
+    /// Whether kernel workers copy large reads of cached files (`offload(true)`).
+    pub(crate) offload: bool,
     /// The longest the reads in flight are waited for when the engine is dropped, rebound or
     /// closed (see `drain`).
     pub(crate) drain_timeout: Duration,
@@ -124,7 +117,7 @@ impl<'a> Engine<'a> {
             queue: Queue::default(),
             chunks: Chunks::default(),
             limits,
-            policy: Policy::new(limits.readers),
+            policy: Policy::default(),
             opens: Opens::default(),
             done: Vec::new(),
             stats: Stats::default(),
@@ -151,19 +144,8 @@ impl<'a> Engine<'a> {
             max_open: self.opens.configured_cap(self.limits.max_open),
             ..self.limits
         };
-        // A fresh engine (with `readers: None`, so that building it counts no reader), then
-        // what carries on: the counters, the spill's allocation, and the policy, renewed so
-        // that the reader stays counted once.
-        let mut engine = Engine::new(
-            io,
-            pool,
-            Limits {
-                readers: None,
-                ..limits
-            },
-        );
-        engine.limits = limits;
-        engine.policy = self.policy.renewed();
+        // A fresh engine, then what carries on: the counters and the spill's allocation.
+        let mut engine = Engine::new(io, pool, limits);
         engine.stats = self.stats;
         engine.spill = mem::take(&mut self.spill);
         #[cfg(test)]

@@ -84,6 +84,12 @@ struct Log {
     /// whenever an open is started (`start_open`) or done on the engine's thread
     /// (`Io::open`), the only times the count can grow.
     peak_descriptors: usize,
+    /// Times the engine asked whether a range is cached (`Io::cached`).
+    asked: usize,
+    /// Reads the engine offered to copy at once from the cache (`Io::read_if_cached`), and
+    /// those taken.
+    cached_tried: usize,
+    cached_now: usize,
 }
 
 impl Log {
@@ -365,7 +371,21 @@ impl<'a> Io<'a> for Scripted<'a> {
         out.append(&mut self.opened);
     }
     fn cached(&mut self, _fd: &FdRef<'a>, _offset: u64, _len: u64) -> Option<bool> {
+        self.log.lock().unwrap().asked += 1;
         self.cached
+    }
+    /// Where the script says the files are cached, takes the read as `read` does: it
+    /// completes as the script says, in the source's order.
+    fn read_if_cached(&mut self, req: ReadReq<'a>) -> Result<bool, ReadReq<'a>> {
+        let mut log = self.log.lock().unwrap();
+        log.cached_tried += 1;
+        if self.cached != Some(true) {
+            return Err(req);
+        }
+        log.cached_now += 1;
+        drop(log);
+        self.read(req);
+        Ok(true)
     }
     fn rebind<'b>(self: Box<Self>) -> Box<dyn Io<'b> + 'b> {
         assert!(self.pending.is_empty(), "rebinding with reads in flight");
@@ -475,7 +495,7 @@ fn poisoned(io: Scripted<'_>, pool: usize, limits: Limits) -> Engine<'_> {
 }
 
 /// The engine's settings in these tests: one window for every cached read, offloading
-/// whenever cached (no count of readers).
+/// large cached reads (`offload(true)`).
 fn limits(read_size: usize, warm_window: usize) -> Limits {
     Limits {
         read_size,
@@ -488,8 +508,7 @@ fn limits(read_size: usize, warm_window: usize) -> Limits {
         inline_window: warm_window,
         small_window: warm_window,
         offload_depth: 2,
-        offload: crate::engine::Offloading::Always,
-        readers: None,
+        offload: true,
         drain_timeout: crate::consts::DEFAULT_DRAIN_TIMEOUT,
     }
 }
@@ -925,22 +944,6 @@ fn cached_files_read_in_small_reads_stay_within_the_window() {
     }
 }
 
-/// Reads `sizes` as cached files through an engine counted among `readers`, with the given
-/// windows (small, warm); checks the bytes and returns the stats and the log.
-fn read_counted(
-    sizes: &[usize],
-    order: (bool, bool),
-    readers: &'static Readers,
-    windows: (usize, usize),
-) -> (Stats, Log) {
-    let limits = Limits {
-        small_window: windows.0,
-        readers: Some(readers),
-        ..limits(64 << 10, windows.1)
-    };
-    read_cached(sizes, order, limits)
-}
-
 /// Reads `sizes` as cached files through an engine with `limits`; checks the bytes and
 /// returns the stats and the log.
 fn read_cached(sizes: &[usize], order: (bool, bool), limits: Limits) -> (Stats, Log) {
@@ -957,47 +960,66 @@ fn read_cached(sizes: &[usize], order: (bool, bool), limits: Limits) -> (Stats, 
     (stats, log)
 }
 
-#[test]
-fn with_a_reader_per_cpu_reads_are_copied_inline_and_small_ones_kept_close() {
-    // One CPU, and this engine on it: none is left over for kernel workers.
-    static ONE_CPU: Readers = Readers::new(1);
-    let small = [5000, 1, 0, 12_000, 8192, 4096, 9000, 12_288, 100, 7000];
-    let windows = (32 << 10, 256 << 10);
-    for order in ORDERS {
-        let (stats, log) = read_counted(&WARM_SIZES, order, &ONE_CPU, windows);
-        assert_eq!(stats.reads_offloaded, 0, "{order:?}");
-        assert!(log.reads.iter().all(|c| !c.offload));
-        assert!(stats.peak_pool_bytes <= 256 << 10, "{order:?}: {stats:?}");
-        // Small reads only: the read-ahead holds no more than the small window.
-        let (stats, _) = read_counted(&small, order, &ONE_CPU, windows);
-        assert!(stats.peak_pool_bytes <= 32 << 10, "{order:?}: {stats:?}");
+/// The settings of a reader built without `offload(true)`, with the given windows (small,
+/// inline).
+fn not_offloading(windows: (usize, usize)) -> Limits {
+    Limits {
+        small_window: windows.0,
+        inline_window: windows.1,
+        offload: false,
+        ..limits(64 << 10, 1 << 20)
     }
-    // With a CPU to spare, the same engine offloads and keeps the warm window.
-    static TWO_CPUS: Readers = Readers::new(2);
-    let (stats, _) = read_counted(&WARM_SIZES, (false, false), &TWO_CPUS, windows);
-    assert!(stats.reads_offloaded > 0, "{stats:?}");
-    let (stats, _) = read_counted(&small, (false, false), &TWO_CPUS, windows);
-    assert!(stats.peak_pool_bytes > 32 << 10, "{stats:?}");
 }
 
 #[test]
-fn a_reader_counts_itself_while_it_lives_and_once_when_renewed() {
-    static TWO_CPUS: Readers = Readers::new(2);
-    let mut first = Policy::new(Some(&TWO_CPUS));
-    assert!(first.may_offload(), "one reader on two CPUs");
-    let second = Policy::new(Some(&TWO_CPUS));
-    assert!(!first.may_offload() && !second.may_offload(), "two on two");
-    // Rebinding renews the policy: the reader still counts once.
-    let renewed = first.renewed();
-    drop(first);
-    assert!(
-        !renewed.may_offload() && !second.may_offload(),
-        "still two on two"
-    );
-    drop(second);
-    assert!(renewed.may_offload(), "one left on two CPUs");
-    // Uncounted policies (the engine's other tests) offload whenever cached.
-    assert!(Policy::new(None).may_offload());
+fn without_offload_cached_reads_are_copied_at_once_within_their_windows() {
+    let small = [5000, 1, 0, 12_000, 8192, 4096, 9000, 12_288, 100, 7000];
+    let windows = (32 << 10, 64 << 10);
+    for order in ORDERS {
+        let (stats, log) = read_cached(&WARM_SIZES, order, not_offloading(windows));
+        assert_eq!(stats.reads_offloaded, 0, "{order:?}");
+        assert!(log.reads.iter().all(|c| !c.offload));
+        // Every large read was copied at once, found cached without asking the backend:
+        // only every `SMALL_READS_PER_HINT`-th small read asks.
+        let large = log.reads.iter().filter(|c| c.len >= OFFLOAD_MIN).count();
+        assert_eq!(stats.reads_cached, large as u64, "{order:?}");
+        assert_eq!(log.cached_now, large, "{order:?}");
+        let small_reads = log.reads.len() - large;
+        assert!(log.asked <= small_reads.div_ceil(16), "{order:?}: {log:?}");
+        // One read at a time: the region just consumed is the next one written.
+        assert!(stats.peak_pool_bytes <= 64 << 10, "{order:?}: {stats:?}");
+        // Small reads only: the read-ahead holds no more than the small window.
+        let (stats, _) = read_cached(&small, order, not_offloading(windows));
+        assert!(stats.peak_pool_bytes <= 32 << 10, "{order:?}: {stats:?}");
+    }
+}
+
+#[test]
+fn a_read_the_cache_does_not_hold_gives_the_device_depth() {
+    for order in ORDERS {
+        let f = files(&[1 << 20, 1 << 20]);
+        let mut io = Scripted::new(|_| Act::Full).ordered(order);
+        io.cached = Some(false);
+        let log = io.log.clone();
+        let limits = Limits {
+            cold_window: 256 << 10,
+            ..not_offloading((32 << 10, 64 << 10))
+        };
+        let mut e = poisoned(io, 1 << 20, limits);
+        queue_paths(&mut e, &f);
+        assert_exact(&read_all(&mut e), &f.data);
+        let stats = e.stats();
+        drop(e);
+        let log = log.lock().unwrap();
+        // Each tried the cache first, then went through the backend.
+        assert_eq!(stats.reads_cached, 0, "{order:?}");
+        assert_eq!(log.cached_tried, log.reads.len(), "{order:?}");
+        assert!(stats.peak_pool_bytes <= 256 << 10, "{order:?}: {stats:?}");
+        if order.1 {
+            // Completed lazily, reads pile up to the cold window, not one read's.
+            assert!(stats.peak_pool_bytes > 64 << 10, "{order:?}: {stats:?}");
+        }
+    }
 }
 
 /// A source that opens paths itself, completing opens and reads in `order`, and counts the
@@ -1873,24 +1895,6 @@ fn a_skip_past_the_end_of_a_file_cut_after_it_was_opened_is_an_error() {
     assert!(e.fill_buf_at_least(1).is_err(), "it sticks");
     assert!(e.move_to_next_file().unwrap());
     assert_exact(&read_all(&mut e), &f.data[1..]);
-}
-
-#[test]
-fn without_offloading_cached_reads_are_copied_here_one_read_ahead() {
-    for order in ORDERS {
-        let read_size = 64 << 10;
-        let limits = Limits {
-            offload: Offloading::Never,
-            inline_window: read_size,
-            small_window: read_size,
-            ..limits(read_size, 4 * read_size)
-        };
-        let (stats, log) = read_cached(&WARM_SIZES, order, limits);
-        assert!(log.reads.iter().all(|c| !c.offload), "order {order:?}");
-        assert_eq!(stats.reads_offloaded, 0);
-        // The consumer's thread copies each read into the region it has just consumed.
-        assert!(stats.peak_pool_bytes <= read_size as u64, "{stats:?}");
-    }
 }
 
 #[test]

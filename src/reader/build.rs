@@ -10,7 +10,7 @@ use crate::config::{ReaderBuilder, SharedRing};
 use crate::consts::{
     Backend, COLD_WINDOW, INLINE_WINDOW, OFFLOAD_DEPTH, SMALL_WINDOW, WARM_WINDOW,
 };
-use crate::engine::{Engine, Limits, Offloading, READERS};
+use crate::engine::{Engine, Limits};
 use crate::error::Error;
 use crate::io::Io;
 use crate::pool::Pool;
@@ -87,12 +87,7 @@ impl<'a> SequentialFileReader<'a> {
             inline_window: window(INLINE_WINDOW),
             small_window: SMALL_WINDOW.min(config.buffer_size),
             offload_depth: OFFLOAD_DEPTH,
-            offload: if config.offload {
-                Offloading::Tried
-            } else {
-                Offloading::Never
-            },
-            readers: Some(&READERS),
+            offload: config.offload,
             drain_timeout: config.drain_timeout,
         };
         Ok(SequentialFileReader {

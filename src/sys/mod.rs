@@ -5,6 +5,7 @@
 //! - [`unix`]: every Unix, with what differs between them (`O_NOATIME` and `cachestat` on
 //!   Linux, `O_DIRECT` where it exists, `F_NOCACHE`, `F_RDADVISE` and `F_GETPATH` on macOS)
 //!   marked per function.
+//! - [`open`]: how paths are opened on Unix, and what the kernel refused.
 //! - [`windows`]: enough for the portable backend; no hints, no direct I/O.
 //!
 //! Each platform file says `#![allow(unsafe_code)]` for its own calls; this file holds none.
@@ -17,6 +18,11 @@ use crate::error::{Error, FileName};
 mod unix;
 #[cfg(unix)]
 pub(crate) use unix::*;
+
+#[cfg(unix)]
+mod open;
+#[cfg(unix)]
+pub(crate) use open::*;
 
 #[cfg(windows)]
 mod windows;

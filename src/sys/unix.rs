@@ -5,11 +5,11 @@
 //! `fcntl(F_GETPATH)` on macOS. Each `unsafe` call says what it relies on.
 #![allow(unsafe_code)]
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::{FileExt, FileTypeExt};
+use std::path::PathBuf;
 use std::ptr::NonNull;
 #[cfg(target_os = "linux")]
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,6 +18,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::consts::PAGE;
 use crate::error::FileName;
 
+#[cfg(test)]
+use super::open::counts;
+use super::open::{has, Opener, DIRECT};
 use super::SizeError;
 
 /// How the crate names a descriptor (for errors, and to find a queued file again).
@@ -26,97 +29,6 @@ pub(crate) type RawFd = std::os::fd::RawFd;
 /// The descriptor of `file`.
 pub(crate) fn raw_fd(file: &File) -> RawFd {
     file.as_raw_fd()
-}
-
-/// `O_NOATIME` where it exists (Linux), else nothing.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-const NOATIME: i32 = libc::O_NOATIME;
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-const NOATIME: i32 = 0;
-
-/// `O_DIRECT` where it exists (Linux, FreeBSD), else nothing (macOS: `set_nocache`).
-#[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
-const DIRECT: i32 = libc::O_DIRECT;
-#[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
-const DIRECT: i32 = 0;
-
-/// The flags an [`Opener`] first tries (read-only is 0): close-on-exec, `O_NOATIME` (Linux),
-/// `O_NONBLOCK`, and `O_DIRECT` where asked and the platform has it.
-///
-/// `O_NONBLOCK`, so that opening a FIFO with no writer does not hang: cleared
-/// (`clear_nonblock`) once the file is known to be a regular file or block device (io_uring
-/// would fail reads that must wait for the disk with `EAGAIN`).
-fn open_flags(direct: bool) -> i32 {
-    let direct = if direct { DIRECT } else { 0 };
-    libc::O_RDONLY | libc::O_CLOEXEC | NOATIME | libc::O_NONBLOCK | direct
-}
-
-/// Whether `flags` hold `flag`; never where the platform lacks it (`flag` is 0 there).
-fn has(flags: i32, flag: i32) -> bool {
-    flags & flag != 0
-}
-
-/// How a reader opens paths: the flags it tries, and what the kernel refused so far.
-///
-/// Each backend keeps one, and takes the flags of every open from it (the ring's opens
-/// too). Once the kernel refuses `O_NOATIME` (`EPERM`: the process does not own the file),
-/// the reader's later opens go without it: the files of one scan mostly share an owner, and
-/// trying it again would cost a failed open per file. (Opens already under way when it is
-/// refused still carry it.) `O_DIRECT`, which a filesystem may refuse (`EINVAL`: tmpfs), is
-/// tried for each file, as the next may be on another filesystem.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct Opener {
-    /// Whether an open was refused `O_NOATIME`.
-    noatime_refused: bool,
-}
-
-impl Opener {
-    /// The flags to open with: `O_RDONLY | O_CLOEXEC | O_NONBLOCK`, `O_NOATIME` (Linux) until
-    /// it is refused, and `O_DIRECT` where asked and the platform has it. Whoever opens with
-    /// them clears `O_NONBLOCK` after ([`clear_nonblock`]).
-    pub(crate) fn flags(&self, direct: bool) -> i32 {
-        let mut flags = open_flags(direct);
-        if self.noatime_refused {
-            flags &= !NOATIME;
-        }
-        #[cfg(test)]
-        counts::open_tried(flags);
-        flags
-    }
-
-    /// An open with `flags` failed with `errno`: the flags to open with again where the
-    /// failure is one of a flag the kernel may refuse, `O_NOATIME` (`EPERM`; remembered, see
-    /// the type) or `O_DIRECT` (`EINVAL`). `None`: the failure is final.
-    pub(crate) fn refused(&mut self, flags: i32, errno: i32) -> Option<i32> {
-        match errno {
-            libc::EPERM if has(flags, NOATIME) => {
-                self.noatime_refused = true;
-                Some(flags & !NOATIME)
-            }
-            libc::EINVAL if has(flags, DIRECT) => Some(flags & !DIRECT),
-            _ => None,
-        }
-    }
-
-    /// Opens `path` with [`flags`](Self::flags), dropping those the kernel refuses. Returns
-    /// the file and the flags it was opened with.
-    pub(crate) fn open(&mut self, path: &Path, direct: bool) -> io::Result<(File, i32)> {
-        let open = |flags: i32| OpenOptions::new().read(true).custom_flags(flags).open(path);
-        let mut flags = self.flags(direct);
-        loop {
-            match open(flags) {
-                Ok(f) => return Ok((f, flags)),
-                Err(e) => match e.raw_os_error().and_then(|n| self.refused(flags, n)) {
-                    Some(fewer) => {
-                        flags = fewer;
-                        #[cfg(test)]
-                        counts::open_tried(flags);
-                    }
-                    None => return Err(e),
-                },
-            }
-        }
-    }
 }
 
 /// Whether `file`, opened with `flags` where direct I/O was asked (`direct`), bypasses the
@@ -441,17 +353,17 @@ pub(crate) fn fadvise_willneed(_file: &File, _offset: u64, _len: u64) {
 
 /// `cachestat(2)` (Linux 6.5). New system calls share one number on most architectures;
 /// the three MIPS ABIs number theirs apart (and alpha, which Rust does not target).
-#[cfg(target_os = "linux")]
 #[cfg(target_arch = "mips")]
+#[cfg(target_os = "linux")]
 const SYS_CACHESTAT: libc::c_long = 4451;
-#[cfg(target_os = "linux")]
 #[cfg(all(target_arch = "mips64", target_pointer_width = "64"))]
+#[cfg(target_os = "linux")]
 const SYS_CACHESTAT: libc::c_long = 5451;
-#[cfg(target_os = "linux")]
 #[cfg(all(target_arch = "mips64", target_pointer_width = "32"))]
-const SYS_CACHESTAT: libc::c_long = 6451;
 #[cfg(target_os = "linux")]
+const SYS_CACHESTAT: libc::c_long = 6451;
 #[cfg(not(any(target_arch = "mips", target_arch = "mips64")))]
+#[cfg(target_os = "linux")]
 const SYS_CACHESTAT: libc::c_long = 451;
 
 /// Set once `cachestat` turned out to be missing, so it is not asked again.
@@ -505,6 +417,26 @@ pub(crate) fn page_cache_holds(file: &File, offset: u64, len: u64) -> Option<boo
         return None;
     }
     Some(stat.nr_cache >= range.len.div_ceil(page))
+}
+
+/// Reads into `buf` from `file` at `offset` only as far as the page cache already holds it
+/// (`preadv2` with `RWF_NOWAIT`, Linux 4.14): the bytes read, or `WouldBlock` where the
+/// first page is not cached, or another error where the kernel or filesystem cannot do it.
+/// Never waits for the device, so the caller's thread copies only what is ready.
+#[cfg(target_os = "linux")]
+pub(crate) fn read_cached_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let offset = i64::try_from(offset).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`, which is borrowed
+    // mutably for the length of the call; the descriptor is open (`file`).
+    let ret = unsafe { libc::preadv2(file.as_raw_fd(), &iov, 1, offset, libc::RWF_NOWAIT) };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(ret as usize)
 }
 
 /// An anonymous private mapping: page-aligned, and zero-filled by the kernel page by page as
@@ -569,36 +501,6 @@ impl Drop for Mapping {
 }
 
 /// System calls made on this thread, counted for tests that check what a file costs.
-#[cfg(test)]
-pub(crate) mod counts {
-    use std::cell::Cell;
-    use std::thread::LocalKey;
-
-    thread_local! {
-        /// `fcntl` calls.
-        pub(crate) static FCNTL: Cell<usize> = const { Cell::new(0) };
-        /// Opens tried with `O_NOATIME`.
-        pub(crate) static NOATIME_OPENS: Cell<usize> = const { Cell::new(0) };
-    }
-
-    /// Counts one more.
-    pub(crate) fn bump(count: &'static LocalKey<Cell<usize>>) {
-        count.with(|c| c.set(c.get() + 1));
-    }
-
-    /// Counts an open about to be tried with `flags`.
-    pub(crate) fn open_tried(flags: i32) {
-        if super::has(flags, super::NOATIME) {
-            bump(&NOATIME_OPENS);
-        }
-    }
-
-    /// The count so far, set back to 0.
-    pub(crate) fn take(count: &'static LocalKey<Cell<usize>>) -> usize {
-        count.with(|c| c.replace(0))
-    }
-}
-
 /// Makes this process `uid` and `gid` (from root), for tests of what a user who owns no
 /// file gets. Every thread of the process changes with it.
 #[cfg(test)]

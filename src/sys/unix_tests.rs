@@ -6,7 +6,7 @@ use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use super::counts::{self, FCNTL, NOATIME_OPENS};
+use super::super::open::counts::{self, FCNTL, NOATIME_OPENS};
 use super::*;
 use crate::{Backend, SequentialFileReader};
 

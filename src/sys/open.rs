@@ -1,0 +1,128 @@
+//! How a reader opens paths on Unix: the flags it tries, and what the kernel refused of
+//! them so far (`O_NOATIME`, `O_DIRECT`).
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// `O_NOATIME` where it exists (Linux), else nothing.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(super) const NOATIME: i32 = libc::O_NOATIME;
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub(super) const NOATIME: i32 = 0;
+
+/// `O_DIRECT` where it exists (Linux, FreeBSD), else nothing (macOS: `set_nocache`).
+#[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
+pub(super) const DIRECT: i32 = libc::O_DIRECT;
+#[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
+pub(super) const DIRECT: i32 = 0;
+
+/// The flags an [`Opener`] first tries (read-only is 0): close-on-exec, `O_NOATIME` (Linux),
+/// `O_NONBLOCK`, and `O_DIRECT` where asked and the platform has it.
+///
+/// `O_NONBLOCK`, so that opening a FIFO with no writer does not hang: cleared
+/// (`clear_nonblock`) once the file is known to be a regular file or block device (io_uring
+/// would fail reads that must wait for the disk with `EAGAIN`).
+fn open_flags(direct: bool) -> i32 {
+    let direct = if direct { DIRECT } else { 0 };
+    libc::O_RDONLY | libc::O_CLOEXEC | NOATIME | libc::O_NONBLOCK | direct
+}
+
+/// Whether `flags` hold `flag`; never where the platform lacks it (`flag` is 0 there).
+pub(super) fn has(flags: i32, flag: i32) -> bool {
+    flags & flag != 0
+}
+
+/// How a reader opens paths: the flags it tries, and what the kernel refused so far.
+///
+/// Each backend keeps one, and takes the flags of every open from it (the ring's opens
+/// too). Once the kernel refuses `O_NOATIME` (`EPERM`: the process does not own the file),
+/// the reader's later opens go without it: the files of one scan mostly share an owner, and
+/// trying it again would cost a failed open per file. (Opens already under way when it is
+/// refused still carry it.) `O_DIRECT`, which a filesystem may refuse (`EINVAL`: tmpfs), is
+/// tried for each file, as the next may be on another filesystem.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Opener {
+    /// Whether an open was refused `O_NOATIME`.
+    noatime_refused: bool,
+}
+
+impl Opener {
+    /// The flags to open with: `O_RDONLY | O_CLOEXEC | O_NONBLOCK`, `O_NOATIME` (Linux) until
+    /// it is refused, and `O_DIRECT` where asked and the platform has it. Whoever opens with
+    /// them clears `O_NONBLOCK` after ([`clear_nonblock`]).
+    pub(crate) fn flags(&self, direct: bool) -> i32 {
+        let mut flags = open_flags(direct);
+        if self.noatime_refused {
+            flags &= !NOATIME;
+        }
+        #[cfg(test)]
+        counts::open_tried(flags);
+        flags
+    }
+
+    /// An open with `flags` failed with `errno`: the flags to open with again where the
+    /// failure is one of a flag the kernel may refuse, `O_NOATIME` (`EPERM`; remembered, see
+    /// the type) or `O_DIRECT` (`EINVAL`). `None`: the failure is final.
+    pub(crate) fn refused(&mut self, flags: i32, errno: i32) -> Option<i32> {
+        match errno {
+            libc::EPERM if has(flags, NOATIME) => {
+                self.noatime_refused = true;
+                Some(flags & !NOATIME)
+            }
+            libc::EINVAL if has(flags, DIRECT) => Some(flags & !DIRECT),
+            _ => None,
+        }
+    }
+
+    /// Opens `path` with [`flags`](Self::flags), dropping those the kernel refuses. Returns
+    /// the file and the flags it was opened with.
+    pub(crate) fn open(&mut self, path: &Path, direct: bool) -> io::Result<(File, i32)> {
+        let open = |flags: i32| OpenOptions::new().read(true).custom_flags(flags).open(path);
+        let mut flags = self.flags(direct);
+        loop {
+            match open(flags) {
+                Ok(f) => return Ok((f, flags)),
+                Err(e) => match e.raw_os_error().and_then(|n| self.refused(flags, n)) {
+                    Some(fewer) => {
+                        flags = fewer;
+                        #[cfg(test)]
+                        counts::open_tried(flags);
+                    }
+                    None => return Err(e),
+                },
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod counts {
+    use std::cell::Cell;
+    use std::thread::LocalKey;
+
+    thread_local! {
+        /// `fcntl` calls.
+        pub(crate) static FCNTL: Cell<usize> = const { Cell::new(0) };
+        /// Opens tried with `O_NOATIME`.
+        pub(crate) static NOATIME_OPENS: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// Counts one more.
+    pub(crate) fn bump(count: &'static LocalKey<Cell<usize>>) {
+        count.with(|c| c.set(c.get() + 1));
+    }
+
+    /// Counts an open about to be tried with `flags`.
+    pub(crate) fn open_tried(flags: i32) {
+        if super::has(flags, super::NOATIME) {
+            bump(&NOATIME_OPENS);
+        }
+    }
+
+    /// The count so far, set back to 0.
+    pub(crate) fn take(count: &'static LocalKey<Cell<usize>>) -> usize {
+        count.with(|c| c.replace(0))
+    }
+}
