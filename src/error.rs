@@ -68,6 +68,18 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// A file ended before the end of a range it had to hold whole
+    /// ([`Entry::exact_range`](crate::Entry::exact_range), which has an example). Its
+    /// [`kind`](Self::kind) is [`UnexpectedEof`](io::ErrorKind::UnexpectedEof).
+    #[error("{path} ends at offset {offset}, before the end of its range at offset {range_end}")]
+    EndedEarly {
+        /// The file.
+        path: FileName,
+        /// Where the file ended: the offset just past its last byte.
+        offset: u64,
+        /// Where the range asked for ends.
+        range_end: u64,
+    },
     /// The ring itself failed (submitting or waiting).
     #[error("io_uring {op} failed: {source}")]
     Ring {
@@ -98,6 +110,7 @@ impl Error {
             | Error::Read { source, .. }
             | Error::Ring { source, .. } => source.kind(),
             Error::OutOfMemory { .. } => io::ErrorKind::OutOfMemory,
+            Error::EndedEarly { .. } => io::ErrorKind::UnexpectedEof,
         }
     }
 
@@ -137,6 +150,15 @@ impl Error {
                 path: path.clone(),
                 offset: *offset,
                 source: dup(source),
+            },
+            Error::EndedEarly {
+                path,
+                offset,
+                range_end,
+            } => Error::EndedEarly {
+                path: path.clone(),
+                offset: *offset,
+                range_end: *range_end,
             },
             Error::Ring { op, source } => Error::Ring {
                 op,

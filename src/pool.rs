@@ -259,6 +259,14 @@ impl Pool {
         if start + len as u64 - self.free_pos > cap {
             return None;
         }
+        // Starts strictly ordered and regions apart: what `index_of`'s lookup and every
+        // token's exclusive access rest on, so checked in every build.
+        assert!(
+            self.live
+                .back()
+                .is_none_or(|l| l.start + l.len as u64 <= start),
+            "a region at {start} overlapping the one taken before it"
+        );
         self.alloc_pos = start + len as u64;
         self.live_bytes += len;
         self.live.push_back(Live {
@@ -267,7 +275,10 @@ impl Pool {
             freed: false,
             lent: false,
         });
-        debug_assert!(self.alloc_pos - self.free_pos <= cap);
+        assert!(
+            self.alloc_pos - self.free_pos <= cap,
+            "live regions spanning more than the pool"
+        );
         Some(Region {
             pool: self.id,
             start,
@@ -403,6 +414,8 @@ impl Pool {
             _ => search()
                 .unwrap_or_else(|_| panic!("region at {} is not live in this pool", region.start)),
         };
+        // Starts are unique and ordered (asserted in every build as regions are taken, in
+        // `alloc_below`); this only checks the shortcut above against the full search.
         debug_assert_eq!(search(), Ok(i), "starts are unique and ordered");
         let live = &self.live[i];
         assert!(

@@ -7,6 +7,9 @@
 //!   aligned below the consumer; both stay `<= stop()` once set up.
 //! - `sized_end` is `None` until the file is opened and sized, then `min(start + limit,
 //!   size)`; only `rewind` goes back to it.
+//! - An `exact` range never ends before `start + limit`: where the file holds less, it is
+//!   failed, from its start where that is known when it is sized, else where a read found
+//!   its end.
 //! - `fd` is the descriptor reads go to; an entry with reads in flight keeps it (`in_flight`).
 
 use std::cell::Cell;
@@ -46,6 +49,9 @@ pub(crate) struct FileEntry<'a> {
     pub(crate) start: u64,
     /// The most bytes to read from `start` (`u64::MAX`: to the end of file).
     pub(crate) limit: u64,
+    /// Whether the file must hold all of `start..start + limit` (never with `limit` of
+    /// `u64::MAX`): an end of file before that is the file's error, not its end.
+    exact: bool,
     /// The descriptor reads go to, once set up.
     pub(crate) fd: Option<FdRef<'a>>,
     /// Whether `fd` was opened with `O_DIRECT`.
@@ -66,12 +72,13 @@ pub(crate) struct FileEntry<'a> {
 }
 
 impl<'a> FileEntry<'a> {
-    fn new(id: u64, source: Source<'a>, start: u64, limit: u64) -> Self {
+    fn new(id: u64, source: Source<'a>, start: u64, limit: u64, exact: bool) -> Self {
         FileEntry {
             id,
             source,
             start,
             limit,
+            exact: exact && limit != u64::MAX,
             fd: None,
             direct: false,
             opened_here: false,
@@ -179,12 +186,43 @@ impl<'a> FileEntry<'a> {
 
     /// Records the file's size once opened: it is read up to `min(start + limit, size)`.
     /// An `O_DIRECT` file's first read starts aligned, below the consumer where need be.
-    pub(crate) fn set_size(&mut self, size: u64, align: u64) {
-        let end = self.start.saturating_add(self.limit).min(size);
+    /// Whether the file failed just now (an exact range it holds only part of).
+    pub(crate) fn set_size(&mut self, size: u64, align: u64) -> bool {
+        let end = self.range_end().min(size);
         self.sized_end = Some(end);
-        self.state = State::Reading;
         if self.next_read == self.consumed {
             self.next_read = aligned_start(self.consumed, end, align);
+        }
+        self.start_reading()
+    }
+
+    /// Where the range asked for ends (`u64::MAX` for a file read to its end).
+    fn range_end(&self) -> u64 {
+        self.start.saturating_add(self.limit)
+    }
+
+    /// Reads the sized file; but an exact range the file holds only part of fails at once,
+    /// at its start: no byte of a range that cannot be whole comes out. Whether it failed.
+    fn start_reading(&mut self) -> bool {
+        let end = self.sized_end.expect("sized");
+        self.state = State::Reading;
+        if !self.exact || end >= self.range_end() {
+            return false;
+        }
+        self.state = State::Failed {
+            error: Box::new(self.cut_short(end)),
+            at: self.start,
+            reported: Cell::new(false),
+        };
+        true
+    }
+
+    /// The error of an exact range whose file ends at `at`, before the range does.
+    fn cut_short(&self, at: u64) -> Error {
+        Error::EndedEarly {
+            path: self.name(),
+            offset: at,
+            range_end: self.range_end(),
         }
     }
 
@@ -205,11 +243,17 @@ impl<'a> FileEntry<'a> {
     }
 
     /// A read found the end of file at `at`: the file ends there if that is before where
-    /// its bytes stopped so far.
-    pub(crate) fn end_at(&mut self, at: u64) {
-        if at < self.stop() {
-            self.state = State::Ended { len: at };
+    /// its bytes stopped so far; an exact range fails there instead. Whether it failed just
+    /// now.
+    pub(crate) fn end_at(&mut self, at: u64) -> bool {
+        if at >= self.stop() {
+            return false;
         }
+        if self.exact {
+            return self.fail(self.cut_short(at), at);
+        }
+        self.state = State::Ended { len: at };
+        false
     }
 
     /// Whether the engine has more to do for this file: open it, or issue reads.
@@ -260,10 +304,10 @@ impl<'a> FileEntry<'a> {
         self.consumed = self.start;
         self.next_read = self.start;
         self.read_end = 0;
-        self.state = match self.sized_end {
-            Some(_) => State::Reading,
-            None => State::Queued,
-        };
+        match self.sized_end {
+            Some(_) => _ = self.start_reading(),
+            None => self.state = State::Queued,
+        }
     }
 }
 
@@ -296,10 +340,22 @@ pub(crate) struct Queue<'a> {
 impl<'a> Queue<'a> {
     /// Queues `limit` bytes of a file from `start`; its id.
     pub(crate) fn push(&mut self, source: Source<'a>, start: u64, limit: u64) -> u64 {
+        self.push_range(source, start, limit, false)
+    }
+
+    /// Queues `limit` bytes of a file from `start`, which it must hold whole where `exact`
+    /// (an end of file before `start + limit` is then its error); its id.
+    pub(crate) fn push_range(
+        &mut self,
+        source: Source<'a>,
+        start: u64,
+        limit: u64,
+        exact: bool,
+    ) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         self.files
-            .push_back(FileEntry::new(id, source, start, limit));
+            .push_back(FileEntry::new(id, source, start, limit, exact));
         id
     }
 
@@ -562,6 +618,41 @@ mod tests {
             "at the end, no aligned read of bytes before it"
         );
         assert!(e.all_issued());
+    }
+
+    #[test]
+    fn an_exact_range_the_file_holds_only_part_of_fails() {
+        let mut q = Queue::default();
+        q.push_range(path("p"), 1000, 5000, true);
+        let e = q.front_mut().unwrap();
+        assert!(e.set_size(3000, 1), "short when sized: failed at once");
+        assert_eq!((e.stop(), e.sized_len()), (1000, Some(2000)));
+        assert!(!e.wants_reads(), "no byte of a range that cannot be whole");
+        let Some(Error::EndedEarly {
+            offset, range_end, ..
+        }) = e.error()
+        else {
+            panic!("{:?}", e.state())
+        };
+        assert_eq!((*offset, *range_end), (3000, 6000));
+        e.rewind();
+        assert!(e.error().is_some(), "read again, it is as short");
+        // Whole when sized, cut while read: it fails where a read found the end.
+        q.push_range(path("p"), 0, 5000, true);
+        let e = q.get_mut(1).unwrap();
+        assert!(!e.set_size(8000, 1));
+        assert!(e.end_at(4000));
+        assert_eq!(e.stop(), 4000);
+        assert!(matches!(
+            e.error(),
+            Some(Error::EndedEarly { offset: 4000, .. })
+        ));
+        // To the end of the file, wherever it is: nothing to hold.
+        q.push_range(path("p"), 0, u64::MAX, true);
+        let e = q.get_mut(2).unwrap();
+        assert!(!e.set_size(10, 1));
+        assert!(!e.end_at(5));
+        assert!(matches!(e.state(), State::Ended { len: 5 }));
     }
 
     #[test]

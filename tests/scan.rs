@@ -214,7 +214,8 @@ fn every_kind_of_entry_reads_its_bytes() {
         });
         let outcomes = by_index(6, outcomes);
         let ends = [3000, 50_000, 10, 100_001, 0, 9000];
-        let lens = [3000, 50_000, 10, 100_001, 0, 1 << 40].map(Some);
+        // A range's length is cut at the file's size.
+        let lens = ends.map(|end| Some(end as u64));
         for (i, outcome) in outcomes.into_iter().enumerate() {
             let Outcome::Done((len, bytes)) = outcome else {
                 panic!("{backend:?}: entry #{i}: {outcome:?}")

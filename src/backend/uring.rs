@@ -5,7 +5,9 @@
 //! - Every read handed to the kernel stays in `ops` as a [`KernelRead`] (its region: the
 //!   bytes the kernel writes; its `FdRef`: the descriptor it names) until its completion is
 //!   reaped. Nothing can reach those bytes meanwhile: a `KernelRead` gives no access to them,
-//!   and only `drain` turns one back into a completion, for the completion it reaped.
+//!   and only `drain` turns one back into a completion, for the completion it reaped. A
+//!   read's id is below the tags of opens and cancels and unique among reads in flight,
+//!   checked in every build before its entry is queued.
 //! - Every open handed to the kernel keeps its path in `opens` until its completion is reaped.
 //! - At most `depth` reads, `depth` opens and `depth` cancels are in flight (plus one cancel
 //!   each on shutdown), and the completion queue holds `8 * depth`, so it cannot overflow
@@ -238,6 +240,21 @@ impl<'a> Ring<'a> {
         }
     }
 
+    /// Panics unless `id` can name a read handed to the kernel: below the tags of opens and
+    /// cancels, so `drain` takes its completion for a read's, and not the id of a read in
+    /// flight, whose region `drain` would otherwise hand back on the first completion while
+    /// the kernel still writes it for the second. Checked in every build, before the push.
+    fn check_read_id(&self, id: u64) {
+        assert!(
+            id < OPEN,
+            "read id {id} lies among the tags of opens and cancels"
+        );
+        assert!(
+            !self.ops.contains_key(&id),
+            "read id {id} is already in flight"
+        );
+    }
+
     /// `io_uring_enter` for what is queued, reaping into `ready` when the kernel is busy.
     fn submit_queued(&mut self) -> io::Result<()> {
         if let Some(e) = &self.broken {
@@ -374,14 +391,16 @@ impl<'a> Io<'a> for Ring<'a> {
         } else {
             entry
         };
-        debug_assert!(id != CANCEL && !self.ops.contains_key(&id));
+        self.check_read_id(id);
         // SAFETY: `ptr..ptr+len` lies in the request's region (`ReadReq::new` checks it), and
-        // the read, region and `FdRef` with it, goes into `ops` right below, where it stays
-        // until `drain` reaps this id's completion. With `fixed`, the address lies in the
-        // registered pool (every loan is a region of it).
+        // the read, region and `FdRef` with it, goes into `ops` right below (its id free there
+        // and below the tags: checked above), where it stays until `drain` reaps this id's
+        // completion. With `fixed`, the address lies in the registered pool (every loan is a
+        // region of it).
         match unsafe { self.push(&entry) } {
             Ok(()) => {
-                self.ops.insert(id, read);
+                let replaced = self.ops.insert(id, read);
+                debug_assert!(replaced.is_none(), "checked before the push");
             }
             // Not queued (the ring is broken): keep it to hand back on shutdown.
             Err(_) => self.unsent.push(read),
@@ -429,6 +448,12 @@ impl<'a> Io<'a> for Ring<'a> {
         };
         let flags = self.opener.flags(direct);
         let user_data = OPEN | file;
+        // A second open of the same file in flight would drop the first one's path (below)
+        // while the kernel may still read it.
+        assert!(
+            !self.opens.contains_key(&user_data),
+            "file {file} is already being opened"
+        );
         let entry = opcode::OpenAt::new(types::Fd(libc::AT_FDCWD), path.as_ptr())
             .flags(flags)
             .build()
@@ -438,7 +463,8 @@ impl<'a> Io<'a> for Ring<'a> {
         if unsafe { self.push(&entry) }.is_err() {
             return false;
         }
-        self.opens.insert(user_data, (path, flags));
+        let replaced = self.opens.insert(user_data, (path, flags));
+        debug_assert!(replaced.is_none(), "checked before the push");
         true
     }
 

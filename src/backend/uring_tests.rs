@@ -5,6 +5,7 @@
 
 use std::collections::HashSet;
 use std::io::Write;
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::{mpsc, Arc};
 use std::thread;
@@ -344,6 +345,105 @@ fn shutdown_with_opens_in_flight_leaves_no_descriptor_open() {
             give_back(&mut pool, done);
             drop(ring);
         }
+        drop(dir);
+    });
+}
+
+/// The message of a panic caught by `catch_unwind`.
+fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
+    match panic.downcast::<String>() {
+        Ok(msg) => *msg,
+        Err(panic) => panic
+            .downcast_ref::<&str>()
+            .map_or_else(String::new, |s| s.to_string()),
+    }
+}
+
+/// A read whose id is already in flight, or lies among the tags of opens and cancels, panics
+/// in every build before its entry is queued: the kernel never gets its region, and the read
+/// in flight under that id completes alone, its region intact.
+#[test]
+fn a_read_id_in_flight_or_among_the_tags_panics_before_it_is_queued() {
+    if !io_uring_here() {
+        return;
+    }
+    let (file, data) = blocks_file(4);
+    within(10, "checking read ids", move || {
+        // One region for each read, taken in order: the refused ones follow the first.
+        let mut pool = Pool::with_capacity(4 * BLOCK).unwrap();
+        let (base, _) = pool.as_raw_parts();
+        let mut ring = small_ring(&pool, false);
+        ring.read(read_block(&mut pool, 7, &file, 0));
+        ring.submit().unwrap();
+        for (id, block, why) in [
+            (7, 1, "already in flight"),
+            (OPEN | 7, 2, "among the tags"),
+            (CANCEL, 3, "among the tags"),
+        ] {
+            let req = read_block(&mut pool, id, &file, block);
+            let again = &mut ring;
+            let panic = std::panic::catch_unwind(AssertUnwindSafe(move || again.read(req)))
+                .expect_err("a read under a bad id is refused");
+            let msg = panic_message(panic);
+            assert!(msg.contains(why), "{id:#x}: {msg}");
+            assert!(ring.ring.submission().is_empty(), "{id:#x}: nothing queued");
+            assert_eq!(ring.in_flight(), 1, "{id:#x}: only the first read");
+        }
+        let mut done = Vec::new();
+        while ring.in_flight() > 0 {
+            ring.reap(true, &mut done).unwrap();
+        }
+        assert_eq!(
+            (done.len(), done[0].id, done[0].result),
+            (1, 7, BLOCK as i32)
+        );
+        let region = pool.reclaim(done.pop().unwrap().loan);
+        assert!(pool.bytes(&region, 0..BLOCK) == &data[..BLOCK]);
+        // SAFETY: the pool (and its mapping) lives, and no read of the refused regions (the
+        // three after the first; their loans leaked with the panics) reached the kernel
+        // (checked above), so nothing writes these bytes.
+        let refused = unsafe { std::slice::from_raw_parts(base.add(BLOCK), 3 * BLOCK) };
+        assert!(
+            refused.iter().all(|&b| b == 0),
+            "the kernel wrote a refused region"
+        );
+        drop(ring);
+    });
+}
+
+/// A second open of a file whose open is in flight panics before its entry is queued: the
+/// first one's path stays with the kernel until its completion, which comes back alone.
+#[test]
+fn a_second_open_of_a_file_in_flight_panics_before_it_is_queued() {
+    if !io_uring_here() {
+        return;
+    }
+    let (dir, paths) = small_files(1);
+    within(10, "checking open ids", move || {
+        let pool = Pool::with_capacity(BLOCK).unwrap();
+        let Some(mut ring) = opening_ring(&pool) else {
+            return;
+        };
+        assert!(ring.start_open(3, &paths[0], false));
+        let (again, path) = (&mut ring, &paths[0]);
+        let panic = std::panic::catch_unwind(AssertUnwindSafe(|| again.start_open(3, path, false)))
+            .expect_err("a second open of file 3 is refused");
+        let msg = panic_message(panic);
+        assert!(msg.contains("already being opened"), "{msg}");
+        assert_eq!(
+            ring.ring.submission().len(),
+            1,
+            "only the first open queued"
+        );
+        ring.submit().unwrap();
+        let mut opened = Vec::new();
+        while ring.in_flight() > 0 {
+            ring.reap(true, &mut Vec::new()).unwrap();
+            ring.take_opened(&mut opened);
+        }
+        assert!(matches!(&opened[..], [(3, Ok(_))]), "{opened:?}");
+        drop(opened);
+        drop(ring);
         drop(dir);
     });
 }

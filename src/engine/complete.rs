@@ -158,7 +158,8 @@ impl<'a> Engine<'a> {
     /// A read of `file` found its end at `at`, before the size it had when opened: it was
     /// cut, maybe further than `at` (a read there finds the end wherever it now is). It ends
     /// at its size now, but never before the bytes reads brought in (they were the file's
-    /// when read); a skip that passed that end is then an error (`skipped_past_end`).
+    /// when read); a skip that passed that end is then an error (`skipped_past_end`). An
+    /// exact range fails there instead.
     fn end_early(&mut self, file: u64, at: u64) {
         let fd = self.queue.by_id_mut(file).and_then(|e| e.fd.clone());
         let size = fd.and_then(|fd| self.io.size_now(&fd));
@@ -166,7 +167,9 @@ impl<'a> Engine<'a> {
         let len = size
             .map_or(at, |size| size.min(at))
             .max(entry.read_end.min(at));
-        entry.end_at(len);
+        if entry.end_at(len) {
+            self.stats.files_failed += 1;
+        }
     }
 
     /// Retries a failed read where the error is passing (`None`: resubmitted); gives the

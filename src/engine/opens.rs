@@ -227,7 +227,9 @@ impl<'a> Engine<'a> {
                 entry.direct = opened.direct;
                 entry.opened_here = opened.opened_here;
                 let align = if opened.direct { DIRECT_ALIGN } else { 1 };
-                entry.set_size(opened.size, align as u64);
+                if entry.set_size(opened.size, align as u64) {
+                    self.stats.files_failed += 1;
+                }
                 let finished = entry.reads_finished();
                 if opened.opened_here {
                     self.queue.open_here += 1;

@@ -274,15 +274,26 @@ impl Engine<'_> {
     /// current file, its error if it cannot be opened. (A file that failed later was sized:
     /// where it failed is for the caller to check.)
     fn ensure_sized(&mut self) -> io::Result<bool> {
+        self.open_current()?;
+        let Some(front) = self.queue.front() else {
+            return Ok(false);
+        };
+        if front.is_sized() {
+            return Ok(true);
+        }
+        Err(front.error_out().expect("opened, or failed"))
+    }
+
+    /// Opens the current file if it is not yet (waiting for an open under way), until it is
+    /// sized or has failed; its error is left for reading it to report. An error here is
+    /// the backend's.
+    pub(crate) fn open_current(&mut self) -> io::Result<()> {
         loop {
             let Some(front) = self.queue.front() else {
-                return Ok(false);
+                return Ok(());
             };
-            if front.is_sized() {
-                return Ok(true);
-            }
-            if let Some(e) = front.error_out() {
-                return Err(e);
+            if front.is_sized() || front.error().is_some() {
+                return Ok(());
             }
             self.schedule()?;
             let front = self.queue.front().expect("still current");

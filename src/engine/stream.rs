@@ -45,7 +45,19 @@ impl<'a> Engine<'a> {
     /// starting them fails (the ring broke), the file is not queued: it is queued and `Ok`,
     /// or not queued and `Err`.
     pub(crate) fn push(&mut self, source: Source<'a>, start: u64, limit: u64) -> io::Result<()> {
-        let id = self.queue.push(source, start, limit);
+        self.push_range(source, start, limit, false)
+    }
+
+    /// [`push`](Self::push), of a range the file must hold whole where `exact` (an end of
+    /// file before `start + limit` fails it).
+    pub(crate) fn push_range(
+        &mut self,
+        source: Source<'a>,
+        start: u64,
+        limit: u64,
+        exact: bool,
+    ) -> io::Result<()> {
+        let id = self.queue.push_range(source, start, limit, exact);
         let scheduled = self.schedule_unless_ahead();
         if scheduled.is_err() {
             self.drop_back_file(id);

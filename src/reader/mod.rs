@@ -547,6 +547,32 @@ impl<'a> SequentialFileReader<'a> {
         self.engine.current_len()
     }
 
+    /// Opens the current file if it is not yet, so that its length is known (for the scan's
+    /// handle); a file that cannot be opened keeps its error for reading it to report.
+    ///
+    /// # Errors
+    ///
+    /// The backend's (its ring failed), not the file's.
+    pub(crate) fn open_current(&mut self) -> io::Result<()> {
+        self.engine.open_current()
+    }
+
+    /// Queues `len` bytes of a file from `start` (for the scan's [`Entry`](crate::Entry)),
+    /// which it must hold whole where `exact` ([`Entry::exact_range`](crate::Entry::exact_range)).
+    ///
+    /// # Errors
+    ///
+    /// As [`add_file_to_prefetch`](Self::add_file_to_prefetch).
+    pub(crate) fn add_range(
+        &mut self,
+        source: Source<'a>,
+        start: u64,
+        len: u64,
+        exact: bool,
+    ) -> io::Result<()> {
+        self.engine.push_range(source, start, len, exact)
+    }
+
     /// The backend in use: [`Backend::IoUring`] or [`Backend::Sync`], never `Auto`.
     pub fn backend(&self) -> Backend {
         self.engine.backend()

@@ -5,14 +5,18 @@ use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
 use crate::consts::PAGE;
 use crate::reader::SequentialFileReader;
+use crate::source::Source;
 
 /// One file of a [`Scan`](crate::Scan): a path, a file the caller keeps open (borrowed for
 /// `'a`), or a file the scan takes over, whole or a byte range of it.
 ///
 /// Paths, `&str`s, `String`s and `File`s convert into entries, so a scan takes a list of
-/// paths as it is; [`range`](Self::range) narrows an entry to a byte range.
+/// paths as it is; [`range`](Self::range) narrows an entry to a byte range, and
+/// [`exact_range`](Self::exact_range) to one the file must hold whole.
 ///
 /// # Examples
 ///
@@ -31,6 +35,8 @@ pub struct Entry<'a> {
     source: EntrySource<'a>,
     start: u64,
     len: u64,
+    /// Whether a file that ends before `start + len` fails, rather than ends there.
+    exact: bool,
 }
 
 /// Where an entry's bytes come from.
@@ -62,14 +68,76 @@ impl<'a> Entry<'a> {
             source,
             start: 0,
             len: u64::MAX,
+            exact: false,
         }
     }
 
     /// Only bytes `start..start + len` of the file (`len` of `u64::MAX`: from `start` to its
-    /// end). A file that ends first ends the range there, without error.
+    /// end). A file that ends first ends the range there, without error; for an error
+    /// instead, see [`exact_range`](Self::exact_range).
     #[must_use]
     pub fn range(self, start: u64, len: u64) -> Self {
-        Entry { start, len, ..self }
+        Entry {
+            start,
+            len,
+            exact: false,
+            ..self
+        }
+    }
+
+    /// Bytes `start..start + len` of the file, which it must hold whole: where it ends
+    /// first, the file fails with an error of kind
+    /// [`UnexpectedEof`](std::io::ErrorKind::UnexpectedEof) ([`Error::EndedEarly`]) naming
+    /// it (its path where known) and the offset where it ended. For files whose length
+    /// comes from elsewhere (an index, a listing) and must be there.
+    ///
+    /// A file that holds less than the range when it is opened fails at once, at `start`:
+    /// no byte of a range that cannot be whole comes out. One cut while it is read fails
+    /// where its reads find the end, after the bytes before it. Either way every way out of
+    /// the file (`read`, `fill_buf`, `fill_buf_at_least`, `skip`) gives the error, never a
+    /// short answer that looks like the end; [`ScanFile::len`](crate::ScanFile::len) says
+    /// how many bytes the file held when opened. With `len` of `u64::MAX` (to the end of
+    /// the file, wherever it is) it is [`range`](Self::range).
+    ///
+    /// [`Error::EndedEarly`]: crate::Error::EndedEarly
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::{self, Read};
+    /// use readahead::{Entry, Outcome, Scan};
+    ///
+    /// # fn main() -> io::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let (whole, short) = (dir.path().join("whole"), dir.path().join("short"));
+    /// # std::fs::write(&whole, [1; 300])?;
+    /// # std::fs::write(&short, [2; 150])?;
+    /// // An index says each file holds 200 bytes from byte 100; `short` holds only 150.
+    /// let entries = [&whole, &short].map(|p| Entry::path(p).exact_range(100, 200));
+    /// let mut outcomes = Vec::new();
+    /// Scan::new(entries)
+    ///     .map(|file| {
+    ///         let mut bytes = Vec::new();
+    ///         file.read_to_end(&mut bytes)?; // the short file's error, with `?`
+    ///         io::Result::Ok(bytes.len())
+    ///     })
+    ///     .for_each(|index, outcome| outcomes.push((index, outcome)))?;
+    /// outcomes.sort_by_key(|(index, _)| *index);
+    /// assert!(matches!(outcomes[0].1, Outcome::Done(200)));
+    /// let Outcome::Failed(e) = &outcomes[1].1 else { panic!() };
+    /// assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+    /// assert!(e.to_string().contains("ends at offset 150"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn exact_range(self, start: u64, len: u64) -> Self {
+        Entry {
+            start,
+            len,
+            exact: len != u64::MAX,
+            ..self
+        }
     }
 
     /// Where the entry's bytes start in its file (0 unless [`range`](Self::range) says).
@@ -110,12 +178,18 @@ impl<'a> Entry<'a> {
 
     /// Queues the entry into `reader`.
     pub(super) fn queue_into(self, reader: &mut SequentialFileReader<'a>) -> io::Result<()> {
-        let Entry { source, start, len } = self;
-        match source {
-            EntrySource::Path(path) => reader.add_path_range_to_prefetch(path, start, len),
-            EntrySource::Borrowed(file) => reader.add_file_range_to_prefetch(file, start, len),
-            EntrySource::Owned(file) => reader.add_owned_file_range_to_prefetch(file, start, len),
-        }
+        let Entry {
+            source,
+            start,
+            len,
+            exact,
+        } = self;
+        let source = match source {
+            EntrySource::Path(path) => Source::Path(path.into()),
+            EntrySource::Borrowed(file) => Source::Borrowed(file),
+            EntrySource::Owned(file) => Source::Owned(Arc::new(file)),
+        };
+        reader.add_range(source, start, len, exact)
     }
 }
 

@@ -57,11 +57,15 @@ impl<'r, 'a> ScanFile<'r, 'a> {
         self.reader.current_path()
     }
 
-    /// The bytes of the entry: the length of its range, as given (the file may end first);
-    /// for a whole file, its size once it is open (it is by its first read, and most are
-    /// opened ahead), `None` before.
+    /// The bytes of the entry: its range (or the whole file) cut at the file's size when it
+    /// was opened, so never bytes the file did not have then. The file is open before the
+    /// closure runs, so this is known from the start; `None` only for a file that could not
+    /// be opened (reading it gives its error).
+    ///
+    /// A file may still shrink after it was opened: a range that must be read whole is an
+    /// [`Entry::exact_range`](crate::Entry::exact_range), whose example shows the error.
     pub fn len(&self) -> Option<u64> {
-        self.len.or_else(|| self.reader.current_len())
+        self.reader.current_len()
     }
 
     /// Whether the entry is a byte range of its file (`Entry::range`), not the whole of it.

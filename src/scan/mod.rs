@@ -1,7 +1,9 @@
 //! The parallel scan: many files over N readers on N threads, in one call.
 //!
-//! The top of the layers: it uses the reader only through its public methods (and the
-//! builder's pool size, to bound what a thread queues). Its work is split by concern:
+//! The top of the layers: it uses the reader through its public methods, and a few of the
+//! crate's own (the bytes it holds queued, the current file's length and opening it first,
+//! an entry's range queued exact), and the builder's pool size, to bound what a thread
+//! queues. Its work is split by concern:
 //!
 //! | file | job |
 //! |---|---|

@@ -286,10 +286,16 @@ impl<'a> Lane<'a> {
         let q = self.queued.pop_front().expect("the caller saw an entry");
         let reader = self.reader.as_mut().expect("an entry was queued into it");
         debug_assert_eq!(reader.current_index(), Some(q.id), "the reader is in step");
+        // Opened first, so that the closure's handle knows the file's length. A file that
+        // cannot be opened keeps its error for its reads; an error here is the ring's.
+        let opened = reader.open_current();
         let mut file = ScanFile::new(reader, q.index, q.start, q.len, state);
         // A panic stops the other threads at once, not after this reader is dropped.
         let stop = StopOnPanic(state);
-        let result = f(local.get_or_insert_with(init), &mut file);
+        let result = match opened {
+            Ok(()) => f(local.get_or_insert_with(init), &mut file),
+            Err(e) => Err(E::from(e)),
+        };
         drop(stop);
         file.finish();
         state.count_file(result.is_err());
