@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::config::ReaderBuilder;
 use crate::consts::Backend;
-use crate::engine::Engine;
+use crate::engine::{Engine, Unread};
 use crate::error::Error;
 use crate::source::Source;
 use crate::stats::Stats;
@@ -545,6 +545,25 @@ impl<'a> SequentialFileReader<'a> {
     /// The current file's length once it is open (for the scan's handle).
     pub(crate) fn current_len(&self) -> Option<u64> {
         self.engine.current_len()
+    }
+
+    /// Whether a wait gave up on a read that may never complete (see
+    /// [`ReaderBuilder::drain_timeout`]): its region of the pool stays the kernel's, so the
+    /// scan gives this reader up rather than read on.
+    pub(crate) fn hung(&self) -> bool {
+        self.engine.hung()
+    }
+
+    /// Gives the reader up without waiting again: the files queued behind the current one,
+    /// in order, to queue into another reader; what the kernel still has is leaked and
+    /// counted, as by a drop whose drain timed out.
+    pub(crate) fn abandon(self) -> Vec<Unread<'a>> {
+        self.engine.abandon()
+    }
+
+    /// Queues a file taken back from a reader given up, as it was queued there.
+    pub(crate) fn requeue(&mut self, file: Unread<'a>) -> io::Result<()> {
+        self.engine.push(file.source, file.start, file.limit)
     }
 
     /// The backend in use: [`Backend::IoUring`] or [`Backend::Sync`], never `Auto`.
