@@ -203,8 +203,8 @@ impl ReaderBuilder {
         self
     }
 
-    /// The longest a reader waits, when it is dropped,
-    /// [`rebind`](crate::SequentialFileReader::rebind)ed or
+    /// The longest a reader waits for the kernel: for a read it needs while reading, and,
+    /// when it is dropped, [`rebind`](crate::SequentialFileReader::rebind)ed or
     /// [`close`](crate::SequentialFileReader::close)d, for the reads it has in flight to
     /// come back once cancelled. Default [`DEFAULT_DRAIN_TIMEOUT`]; more than 0.
     /// [`Duration::MAX`] waits as long as they take.
@@ -219,10 +219,16 @@ impl ReaderBuilder {
     /// The kernel keeps waiting for the read: the thread that submitted it cannot exit before
     /// it completes (Linux waits for the thread's io_uring workers when it exits).
     ///
+    /// It bounds the reader's waits for the current file's bytes too: where no read
+    /// completes for this long, that file fails with an error of kind `TimedOut` naming it,
+    /// and the read is left in flight. It keeps its region of the pool until it completes,
+    /// so reading on soon waits for it again: drop the reader and build another, as a
+    /// [`Scan`](crate::Scan) does for its thread (keeping the other files' outcomes).
+    ///
     /// The bound needs `IORING_FEAT_EXT_ARG` (Linux 5.11): on older kernels the wait is not
     /// bounded. Ignored by [`Backend::Sync`], which reads on the caller's thread and so has
     /// nothing in flight when it is dropped (its reads of a hung mount hang the caller
-    /// instead).
+    /// instead: a blocked `pread` cannot be bounded from its own thread).
     pub fn drain_timeout(mut self, timeout: Duration) -> Self {
         self.drain_timeout = timeout;
         self

@@ -12,7 +12,7 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::consts::Backend;
 use crate::error::{Error, FileName};
@@ -189,6 +189,16 @@ pub(crate) trait Io<'a>: Send {
     fn submit(&mut self) -> io::Result<()>;
     /// Collects completions; with `wait`, blocks until at least one read has completed.
     fn reap(&mut self, wait: bool, out: &mut Vec<ReadDone<'a>>) -> io::Result<()>;
+    /// `reap` with `wait`, giving up at `deadline` (`None`: never): `Ok(false)` where it
+    /// passed with nothing collected. Backends that cannot bound a wait (a `pread` blocks
+    /// the thread in the kernel) wait as long as it takes.
+    fn reap_until(
+        &mut self,
+        _deadline: Option<Instant>,
+        out: &mut Vec<ReadDone<'a>>,
+    ) -> io::Result<bool> {
+        self.reap(true, out).map(|()| true)
+    }
     /// Reads handed over and not yet returned.
     fn in_flight(&self) -> usize;
     /// Cancels everything and waits until every read has come back, or until `timeout` has

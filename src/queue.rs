@@ -166,6 +166,11 @@ impl<'a> FileEntry<'a> {
         self.sized_end.is_some()
     }
 
+    /// Whether the file must hold its whole range (see `exact`).
+    pub(crate) fn is_exact(&self) -> bool {
+        self.exact
+    }
+
     /// Whether the backend is opening the file now.
     pub(crate) fn is_opening(&self) -> bool {
         matches!(self.state, State::Opening)

@@ -150,3 +150,44 @@ fn a_read_a_hung_mount_never_completes_bounds_drop_and_close() {
         });
     }
 }
+
+/// Reading on up to a read that never completes: after the drain timeout the read returns an
+/// error of kind `TimedOut` naming the file, after the bytes before it, rather than waiting
+/// for good.
+#[test]
+fn a_wait_for_a_read_that_never_completes_gives_up_after_the_drain_timeout() {
+    let Some(m) = hung_mount() else {
+        return;
+    };
+    let (path, head) = (m.path(0), m.bytes(0, 0, HANG_AT as usize));
+    let (tx, rx) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut r = SequentialFileReader::builder()
+            .backend(Backend::IoUring)
+            .buffer_size(SIZE as usize)
+            .read_size(64 << 10)
+            .drain_timeout(TIMEOUT)
+            .build()
+            .unwrap();
+        r.add_path_to_prefetch(path).unwrap();
+        let mut got = Vec::new();
+        let read = r.read_to_end(&mut got);
+        tx.send((read, got)).unwrap();
+    });
+    let (read, got) = rx.recv_timeout(HANG).expect("the read gave up");
+    let e = read.expect_err("a read that never completes is no end of file");
+    assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
+    assert_names(&e, &m.path(0).display().to_string());
+    assert!(
+        got.len() <= head.len(),
+        "{} bytes, past the hang",
+        got.len()
+    );
+    assert_bytes_eq(&got, &head[..got.len()], "the bytes before the hang");
+
+    // The reading thread cannot exit before its hung read ends.
+    assert!(m.abandon(), "the connection must end");
+    within(HANG, "the reading thread exiting", move || {
+        reader.join().unwrap()
+    });
+}

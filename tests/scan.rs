@@ -192,6 +192,32 @@ fn outcomes_are_keyed_by_input_index_with_the_file_s_path_and_length() {
     }
 }
 
+/// Each closure runs on a thread named `readahead-scan-N`, `N` below the thread count, as a
+/// debugger or `top -H` shows it.
+#[test]
+fn the_threads_are_named_readahead_scan_n() {
+    let files = make_files(&[100, 5000, 70_000, 3, 4096, 1, 2, 9000]);
+    let threads = 3;
+    let names: Vec<String> = (0..threads)
+        .map(|i| format!("readahead-scan-{i}"))
+        .collect();
+    for &backend in backends_once() {
+        let scan = Scan::new(&files.paths)
+            .threads(threads)
+            .reader(builder(backend, false));
+        let (outcomes, _) = collect(scan, |file| {
+            read_all(file)?;
+            io::Result::Ok(std::thread::current().name().map(String::from))
+        });
+        for (i, outcome) in outcomes {
+            let Outcome::Done(Some(name)) = outcome else {
+                panic!("{backend:?}: file #{i}: {outcome:?}")
+            };
+            assert!(names.contains(&name), "{backend:?}: file #{i} on {name:?}");
+        }
+    }
+}
+
 /// Paths, borrowed and owned files, whole or a range from byte 0, mixed in one input.
 #[test]
 fn every_kind_of_entry_reads_its_bytes() {

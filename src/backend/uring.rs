@@ -315,14 +315,40 @@ impl<'a> Ring<'a> {
         }
     }
 
-    /// Blocks in the kernel until at least one completion is there.
-    fn wait_one(&mut self) -> io::Result<()> {
-        self.wait_one_until(None)
+    /// Collects completions; with `wait` and none there, waits for one until its deadline
+    /// (`None`: for good). `Ok(false)`: the deadline passed with nothing collected.
+    fn reap_by(
+        &mut self,
+        wait: Option<Option<Instant>>,
+        out: &mut Vec<ReadDone<'a>>,
+    ) -> io::Result<bool> {
+        let before = out.len();
+        out.append(&mut self.ready);
+        self.drain(out);
+        match wait {
+            Some(deadline) if out.len() == before && self.opened.is_empty() => {
+                if let Some(e) = &self.broken {
+                    return Err(io::Error::new(e.kind(), e.to_string()));
+                }
+                match self.wait_one_until(deadline) {
+                    Err(e) if e.kind() == io::ErrorKind::TimedOut => return Ok(false),
+                    waited => waited?,
+                }
+                self.drain(out);
+                // A wait that timed out returns as one that was woken: only the clock tells.
+                let late = deadline.is_some_and(|d| Instant::now() >= d);
+                return Ok(!(late && out.len() == before && self.opened.is_empty()));
+            }
+            _ if !self.ring.submission().is_empty() => self.submit_queued()?,
+            _ => {}
+        }
+        Ok(true)
     }
 
-    /// [`wait_one`](Self::wait_one), or an error of kind `TimedOut` once `deadline` has
-    /// passed (`None`: never). The bound needs `IORING_FEAT_EXT_ARG` (Linux 5.11), a wait
-    /// with a timeout; without it the wait is not bounded.
+    /// Blocks in the kernel until at least one completion is there, or returns an error of
+    /// kind `TimedOut` once `deadline` has passed (`None`: never). The bound needs
+    /// `IORING_FEAT_EXT_ARG` (Linux 5.11), a wait with a timeout; without it the wait is not
+    /// bounded.
     fn wait_one_until(&mut self, deadline: Option<Instant>) -> io::Result<()> {
         let deadline = deadline.filter(|_| self.ring.params().is_feature_ext_arg());
         let mut tries = 0;
@@ -495,19 +521,15 @@ impl<'a> Io<'a> for Ring<'a> {
     }
 
     fn reap(&mut self, wait: bool, out: &mut Vec<ReadDone<'a>>) -> io::Result<()> {
-        let before = out.len();
-        out.append(&mut self.ready);
-        self.drain(out);
-        if wait && out.len() == before && self.opened.is_empty() {
-            if let Some(e) = &self.broken {
-                return Err(io::Error::new(e.kind(), e.to_string()));
-            }
-            self.wait_one()?;
-            self.drain(out);
-        } else if !self.ring.submission().is_empty() {
-            self.submit_queued()?;
-        }
-        Ok(())
+        self.reap_by(wait.then_some(None), out).map(drop)
+    }
+
+    fn reap_until(
+        &mut self,
+        deadline: Option<Instant>,
+        out: &mut Vec<ReadDone<'a>>,
+    ) -> io::Result<bool> {
+        self.reap_by(Some(deadline), out)
     }
 
     fn in_flight(&self) -> usize {

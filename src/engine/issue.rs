@@ -129,9 +129,7 @@ impl<'a> Engine<'a> {
             return self.refill();
         }
         let start = Instant::now();
-        self.io
-            .reap(true, &mut self.done)
-            .map_err(ring_error("wait"))?;
+        self.reap_waiting()?;
         self.stats.waits += 1;
         self.stats.wait_time += start.elapsed();
         self.handle_done();

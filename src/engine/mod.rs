@@ -12,6 +12,7 @@
 //! | `complete` | completions: bytes, continuations, retries, errors | - |
 //! | `opens` | descriptors: opening ahead, the cap, running out | [`opens::Opens`] |
 //! | `chunks` | reads in flight or waiting, and orphans | [`chunks::Chunks`] |
+//! | `hung` | reads never completed: the bounded wait, giving the engine up | `hung` |
 //!
 //! Invariants:
 //! - Reads are issued in queue order: all of a file's reads before any of the next file's.
@@ -25,6 +26,7 @@
 
 mod chunks;
 mod complete;
+mod hung;
 mod issue;
 mod opens;
 mod records;
@@ -48,6 +50,7 @@ use crate::source::{FdRef, Source};
 use crate::stats::{self, Stats};
 
 use chunks::Chunks;
+pub(crate) use hung::Unread;
 use issue::Policy;
 use opens::Opens;
 use records::Spill;
@@ -103,6 +106,8 @@ pub(crate) struct Engine<'a> {
     /// The first error of a file dropped before any caller was given it (see
     /// `unread_error`).
     unread: Option<Error>,
+    /// Whether a wait gave up on a read that may never complete (see `hung`).
+    hung: bool,
     /// Tests fill every region with this byte before it is read into, to catch bytes
     /// exposed that no read wrote.
     #[cfg(test)]
@@ -124,6 +129,7 @@ impl<'a> Engine<'a> {
             exposed: 0,
             spill: Spill::default(),
             unread: None,
+            hung: false,
             #[cfg(test)]
             poison: None,
         }

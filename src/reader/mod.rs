@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::config::ReaderBuilder;
 use crate::consts::Backend;
-use crate::engine::Engine;
+use crate::engine::{Engine, Unread};
 use crate::error::Error;
 use crate::source::Source;
 use crate::stats::Stats;
@@ -571,6 +571,26 @@ impl<'a> SequentialFileReader<'a> {
         exact: bool,
     ) -> io::Result<()> {
         self.engine.push_range(source, start, len, exact)
+    }
+
+    /// Whether a wait gave up on a read that may never complete (see
+    /// [`ReaderBuilder::drain_timeout`]): its region of the pool stays the kernel's, so the
+    /// scan gives this reader up rather than read on.
+    pub(crate) fn hung(&self) -> bool {
+        self.engine.hung()
+    }
+
+    /// Gives the reader up without waiting again: the files queued behind the current one,
+    /// in order, to queue into another reader; what the kernel still has is leaked and
+    /// counted, as by a drop whose drain timed out.
+    pub(crate) fn abandon(self) -> Vec<Unread<'a>> {
+        self.engine.abandon()
+    }
+
+    /// Queues a file taken back from a reader given up, as it was queued there.
+    pub(crate) fn requeue(&mut self, file: Unread<'a>) -> io::Result<()> {
+        self.engine
+            .push_range(file.source, file.start, file.limit, file.exact)
     }
 
     /// The backend in use: [`Backend::IoUring`] or [`Backend::Sync`], never `Auto`.

@@ -24,8 +24,9 @@ mod worker;
 use std::io;
 use std::marker::PhantomData;
 use std::num::NonZeroUsize;
-use std::panic;
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::mpsc::{self, Receiver};
+use std::sync::{Mutex, PoisonError};
 use std::thread;
 use std::time::Duration;
 
@@ -54,8 +55,8 @@ const IN_TRANSIT: usize = 32;
 ///
 /// - **Input**: any iterator of [`Entry`]s (paths, `File`s, byte ranges of either, and what
 ///   converts into them), consumed lazily: a few at a time, never collected.
-/// - **Threads**: [`threads`](Self::threads) of them (by default, the available
-///   parallelism), each with a reader built from one [`ReaderBuilder`]
+/// - **Threads**: [`threads`](Self::threads) of them, named `readahead-scan-N` (by default,
+///   the available parallelism), each with a reader built from one [`ReaderBuilder`]
 ///   ([`reader`](Self::reader)). Entries are handed out in batches from one shared cursor
 ///   whenever a thread's window runs low: a thread's first batch is one entry, each next
 ///   twice as many, and it takes none while the bytes it knows it holds fill its pool
@@ -73,9 +74,20 @@ const IN_TRANSIT: usize = 32;
 ///   order.
 /// - **Errors**: a file that cannot be opened or read fails alone, with an error naming it
 ///   (the reader's), which the closure returns with `?`; the scan goes on. A panic in the
-///   closure stops the scan: the other threads stop before their next file, every thread is
-///   joined, and the panic is raised again on the caller's thread, as
+///   closure stops the scan: the other threads stop before their next file, every thread's
+///   closure is waited for, and the panic is raised again on the caller's thread, as
 ///   [`std::thread::scope`] does.
+/// - **Hung mounts**: a read the kernel has not completed after the reader's
+///   [`drain_timeout`](ReaderBuilder::drain_timeout) (an NFS server gone, a FUSE daemon
+///   stuck) fails its file with [`TimedOut`](io::ErrorKind::TimedOut), naming it. Its
+///   thread then gives its reader up (the ring and pool leaked, counted in
+///   [`Stats::drains_abandoned`]) and queues the files behind into a new one, so every other
+///   file keeps its outcome, and the call returns. A thread whose read the kernel still holds
+///   cannot exit (Linux waits for its io_uring workers): the scan waits for its closure, not
+///   for the thread, which is left to exit once the read ends. This needs io_uring and Linux
+///   5.11: a `pread` ([`Backend::Sync`]) blocks its thread in the kernel, where nothing
+///   bounds it, and a scan cannot return before its closures do, since they borrow the
+///   caller's data.
 /// - **Progress and cancelling**: a [`ScanHandle`] ([`handle`](Self::handle)) reads the
 ///   counters while the scan runs and cancels it from any thread; files taken from the input
 ///   but not started are reported as [`Outcome::NotRun`].
@@ -394,7 +406,7 @@ where
     }
 
     /// Runs every thread inside one [`thread::scope`], and `consume` on the caller's thread
-    /// over the outcomes they send; then joins them all.
+    /// over the outcomes they send; then waits for every thread's closure.
     fn run<S, T, E, R>(
         self,
         window: Option<usize>,
@@ -420,24 +432,39 @@ where
             window,
         };
         let (tx, rx) = mpsc::sync_channel(IN_TRANSIT);
-        let (out, ends) = thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads)
-                .map(|_| {
-                    let (tx, shared, init, f) = (tx.clone(), &shared, &init, &f);
-                    scope.spawn(move || worker::run(shared, init, f, &tx))
-                })
-                .collect();
+        let ends: Vec<End> = (0..threads).map(|_| Mutex::default()).collect();
+        let out = thread::scope(|scope| {
+            let mut spawned = Ok(());
+            for (i, end) in ends.iter().enumerate() {
+                let (tx, shared, init, f) = (tx.clone(), &shared, &init, &f);
+                let run = move || {
+                    let ran =
+                        panic::catch_unwind(AssertUnwindSafe(|| worker::run(shared, init, f, &tx)));
+                    *end.lock().unwrap_or_else(PoisonError::into_inner) = Some(ran);
+                };
+                // Never joined: a thread that submitted a read a hung mount never completes
+                // cannot exit (Linux waits for its io_uring workers) once its closure has
+                // returned. The scope waits for the closures alone; the handle is dropped.
+                let named = thread::Builder::new().name(format!("readahead-scan-{i}"));
+                if let Err(e) = named.spawn_scoped(scope, run) {
+                    state.stop();
+                    spawned = Err(e);
+                    break;
+                }
+            }
             drop(tx);
             let stop_on_panic = StopOnPanic(state);
             let out = consume(rx, state);
             // Stops threads still at work if `consume` returned before the end.
             state.stop();
             drop(stop_on_panic);
-            let ends: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
-            (out, ends)
+            spawned.map(|()| out)
         });
+        let ends = ends
+            .into_iter()
+            .filter_map(|end| end.into_inner().unwrap_or_else(PoisonError::into_inner));
         let summary = summarize(ends, &scan.handle)?;
-        Ok((out, summary))
+        Ok((out?, summary))
     }
 }
 
@@ -464,10 +491,13 @@ fn share_descriptors(builder: ReaderBuilder, threads: usize) -> ReaderBuilder {
     builder.max_open_files(cap)
 }
 
+/// Where a thread leaves what it came to (`None`: it never ran).
+type End = Mutex<Option<thread::Result<io::Result<ThreadEnd>>>>;
+
 /// What every thread came to: the first panic raised again, else the first error, else the
 /// readers' counters together.
 fn summarize(
-    ends: Vec<thread::Result<io::Result<ThreadEnd>>>,
+    ends: impl Iterator<Item = thread::Result<io::Result<ThreadEnd>>>,
     handle: &ScanHandle,
 ) -> io::Result<ScanSummary> {
     let mut summary = ScanSummary {

@@ -161,7 +161,7 @@ where
                 break Ok(());
             }
         }
-        let (index, outcome, moved) = lane.run_next(shared.state, &mut local, init, f);
+        let (index, outcome, moved) = lane.run_next(shared, &mut local, init, f);
         out.push(index, outcome);
         if let Err(e) = moved {
             break Err(e);
@@ -195,6 +195,8 @@ struct Lane<'a> {
     taken: Vec<Taken<'a>>,
     /// The entries queued into the reader so far.
     ids: u64,
+    /// The counters and backend of the readers given up on a hung read.
+    retired: Option<(Stats, Backend)>,
 }
 
 impl<'a> Lane<'a> {
@@ -205,6 +207,7 @@ impl<'a> Lane<'a> {
             batch: 1,
             taken: Vec::new(),
             ids: 0,
+            retired: None,
         }
     }
 
@@ -273,9 +276,9 @@ impl<'a> Lane<'a> {
 
     /// Runs the closure on the window's first entry (the reader's current file), then moves
     /// the reader on; the entry's index and outcome, and whether moving on worked.
-    fn run_next<S, T, E>(
+    fn run_next<I, S, T, E>(
         &mut self,
-        state: &State,
+        shared: &Shared<'_, I>,
         local: &mut Option<S>,
         init: &impl Fn() -> S,
         f: &impl Fn(&mut S, &mut ScanFile<'_, 'a>) -> Result<T, E>,
@@ -283,6 +286,7 @@ impl<'a> Lane<'a> {
     where
         E: From<io::Error>,
     {
+        let state = shared.state;
         let q = self.queued.pop_front().expect("the caller saw an entry");
         let reader = self.reader.as_mut().expect("an entry was queued into it");
         debug_assert_eq!(reader.current_index(), Some(q.id), "the reader is in step");
@@ -299,8 +303,38 @@ impl<'a> Lane<'a> {
         drop(stop);
         file.finish();
         state.count_file(result.is_err());
-        let moved = reader.move_to_next_file().map(drop);
+        let moved = if reader.hung() {
+            self.replace_reader(shared.builders)
+        } else {
+            reader.move_to_next_file().map(drop)
+        };
         (q.index, Outcome::from(result), moved)
+    }
+
+    /// Gives up a reader that gave up on a hung read (whose region of the pool the kernel
+    /// may keep for good, so that it would soon wait again), and queues the entries behind
+    /// into a new one: each keeps the outcome it would have had. An error is the new
+    /// reader's.
+    fn replace_reader(&mut self, builders: &Builders) -> io::Result<()> {
+        let old = self.reader.take().expect("the reader that hung");
+        let (stats, backend) = (old.stats(), old.backend());
+        let behind = old.abandon();
+        let retired = self.retired.get_or_insert((Stats::default(), backend));
+        retired.0.add(&stats);
+        debug_assert_eq!(behind.len(), self.queued.len(), "the reader is in step");
+        self.ids = 0;
+        if behind.is_empty() {
+            return Ok(()); // The next entry taken builds one.
+        }
+        let reader = self.reader(builders)?;
+        for file in behind {
+            reader.requeue(file)?;
+        }
+        for q in &mut self.queued {
+            q.id = self.ids;
+            self.ids += 1;
+        }
+        Ok(())
     }
 
     /// Reports every entry left in the window as not run.
@@ -311,8 +345,15 @@ impl<'a> Lane<'a> {
         }
     }
 
-    /// The reader's counters and backend, dropping it.
+    /// The counters and backend of its readers (those given up included), dropping them.
     fn end(self) -> ThreadEnd {
-        self.reader.map(|r| (r.stats(), r.backend()))
+        let now = self.reader.map(|r| (r.stats(), r.backend()));
+        match (self.retired, now) {
+            (Some((mut stats, _)), Some((last, backend))) => {
+                stats.add(&last);
+                Some((stats, backend))
+            }
+            (retired, now) => now.or(retired),
+        }
     }
 }
