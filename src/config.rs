@@ -152,9 +152,10 @@ impl ReaderBuilder {
         self
     }
 
-    /// The most queued paths the reader keeps open at once. Default
-    /// [`DEFAULT_MAX_OPEN_FILES`]; at least 1. Paths are opened only as the read-ahead reaches
-    /// them, so any number can be queued whatever `ulimit -n` is.
+    /// The most queued paths the reader keeps open at once (and duplicates of borrowed files:
+    /// see [`add_file_to_prefetch`](crate::SequentialFileReader::add_file_to_prefetch)).
+    /// Default [`DEFAULT_MAX_OPEN_FILES`]; at least 1. Paths are opened only as the read-ahead
+    /// reaches them, so any number can be queued whatever `ulimit -n` is.
     pub fn max_open_files(mut self, files: usize) -> Self {
         self.max_open_files = files;
         self

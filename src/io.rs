@@ -173,6 +173,8 @@ pub(crate) type OpenResult = Result<(File, i32), i32>;
 pub(crate) struct Opened<'a> {
     pub(crate) fd: FdRef<'a>,
     pub(crate) direct: bool,
+    /// Whether `fd` is the reader's own descriptor (opened, reopened or duplicated here),
+    /// counted against `max_open_files` and closed once the file's reads are done.
     pub(crate) opened_here: bool,
     pub(crate) size: u64,
 }
@@ -305,16 +307,16 @@ pub(crate) fn open_source<'a>(
             })?;
             finish_open(file, flags, direct, path)
         }
-        Source::Borrowed(f) => handed_in(f, FdRef::Borrowed(f), direct, opener),
-        Source::Owned(f) => handed_in(f, FdRef::Shared(f.clone()), direct, opener),
+        Source::Borrowed(f) => handed_in(f, None, direct, opener),
+        Source::Owned(f) => handed_in(f, Some(f.clone()), direct, opener),
     }
 }
 
-/// Sizes a file handed in (`fd`, on `file`), first reopened for direct I/O where asked and
-/// possible.
+/// Sizes a file handed in (`owned` where the reader owns it, `None` where it is borrowed),
+/// first reopened for direct I/O where asked and possible.
 fn handed_in<'a>(
     file: &File,
-    fd: FdRef<'a>,
+    owned: Option<Arc<File>>,
     direct: bool,
     opener: &mut Opener,
 ) -> Result<Opened<'a>, Error> {
@@ -326,17 +328,30 @@ fn handed_in<'a>(
             source,
         })?;
         return Ok(Opened {
-            fd: FdRef::Shared(Arc::new(reopened)),
+            fd: FdRef::new(Arc::new(reopened)),
             direct: true,
             opened_here: true,
             size,
         });
     }
-    let size = sys::file_size(fd.file()).map_err(|e| e.naming(name()))?;
+    let size = sys::file_size(file).map_err(|e| e.naming(name()))?;
+    // A borrowed file is read through a duplicate (see `FdRef`), counted, closed and, where
+    // the process has no descriptor to spare (`EMFILE`), waited for or failed alone, as the
+    // files the reader opens are.
+    let (fd, opened_here) = match owned {
+        Some(f) => (f, false),
+        None => {
+            let dup = file.try_clone().map_err(|source| Error::Open {
+                path: name(),
+                source,
+            })?;
+            (Arc::new(dup), true)
+        }
+    };
     Ok(Opened {
-        fd,
+        fd: FdRef::new(fd),
         direct: false,
-        opened_here: false,
+        opened_here,
         size,
     })
 }
@@ -358,7 +373,7 @@ pub(crate) fn finish_open<'a>(
     })?;
     Ok(Opened {
         direct: sys::bypasses_cache(&file, flags, direct),
-        fd: FdRef::Shared(Arc::new(file)),
+        fd: FdRef::new(Arc::new(file)),
         opened_here: true,
         size,
     })

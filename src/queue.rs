@@ -56,7 +56,8 @@ pub(crate) struct FileEntry<'a> {
     pub(crate) fd: Option<FdRef<'a>>,
     /// Whether `fd` was opened with `O_DIRECT`.
     pub(crate) direct: bool,
-    /// Whether `fd` is a descriptor the reader opened (counts against `max_open_files`).
+    /// Whether `fd` is a descriptor the reader opened, or duplicated from a borrowed file
+    /// (counts against `max_open_files`).
     pub(crate) opened_here: bool,
     state: State,
     /// `min(start + limit, size)` once sized, with the size the file had then.
@@ -519,7 +520,7 @@ mod tests {
         }
         assert_eq!(q.next_with_work(), Some(0));
         let e = q.get_mut(0).unwrap();
-        e.fd = Some(FdRef::Borrowed(&f));
+        e.fd = Some(FdRef::new(std::sync::Arc::new(f)));
         e.set_size(100, 1);
         assert_eq!(e.stop(), 10, "the limit caps the end");
         e.next_read = 10;

@@ -2,6 +2,7 @@
 //! `error`, for how a file is named, and `sys`, for descriptors and the paths they name.
 
 use std::fs::File;
+use std::marker::PhantomData;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -12,7 +13,8 @@ pub(crate) use crate::sys::{raw_fd, RawFd};
 /// Where a queued file comes from.
 #[derive(Debug)]
 pub(crate) enum Source<'a> {
-    /// The caller's file, alive for `'a`.
+    /// The caller's file, alive for `'a`: reads name a duplicate of it (see [`FdRef`]), and
+    /// `activate_file` finds it by the caller's descriptor.
     Borrowed(&'a File),
     /// A file the reader owns.
     Owned(Arc<File>),
@@ -40,19 +42,28 @@ impl Source<'_> {
     }
 }
 
-/// The descriptor a read names; it keeps an owned file open while the read is in flight.
+/// The descriptor a read names, always one the reader owns: it stays open while a read naming
+/// it is in flight, and leaks with a forgotten reader. The kernel may look a read's number up
+/// only when it starts it, so a number the caller can close would let it read whatever file
+/// gets that number next.
 #[derive(Debug, Clone)]
-pub(crate) enum FdRef<'a> {
-    Borrowed(&'a File),
-    Shared(Arc<File>),
+pub(crate) struct FdRef<'a> {
+    file: Arc<File>,
+    /// The lifetime of the reader's borrowed files, which requests and backends carry; the
+    /// descriptor itself borrows nothing.
+    _reader: PhantomData<&'a File>,
 }
 
 impl FdRef<'_> {
-    pub(crate) fn file(&self) -> &File {
-        match self {
-            FdRef::Borrowed(f) => f,
-            FdRef::Shared(f) => f,
+    pub(crate) fn new(file: Arc<File>) -> Self {
+        FdRef {
+            file,
+            _reader: PhantomData,
         }
+    }
+
+    pub(crate) fn file(&self) -> &File {
+        &self.file
     }
 
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone

@@ -62,7 +62,8 @@ pub struct Stats {
     pub waits: u64,
     /// Total time the consumer spent blocked waiting.
     pub wait_time: Duration,
-    /// Files opened by the reader (queued paths, and reopenings for direct I/O).
+    /// Files opened by the reader (queued paths, reopenings for direct I/O, and duplicates of
+    /// borrowed files' descriptors).
     pub files_opened: u64,
     /// Files that failed (open or read errors).
     pub files_failed: u64,

@@ -66,7 +66,7 @@ fn blocks_file(blocks: usize) -> (Arc<File>, Vec<u8>) {
 /// it.
 fn read_block(pool: &mut Pool, id: u64, file: &Arc<File>, block: usize) -> ReadReq<'static> {
     let region = pool.alloc(BLOCK).expect("room for every block");
-    let fd = FdRef::Shared(file.clone());
+    let fd = FdRef::new(file.clone());
     ReadReq::new(
         id,
         (fd, false),
@@ -90,7 +90,7 @@ fn idle_pipe() -> (Arc<File>, std::io::PipeWriter) {
 /// A read of `pipe` into a region of its own.
 fn read_pipe(pool: &mut Pool, id: u64, pipe: &Arc<File>) -> ReadReq<'static> {
     let region = pool.alloc(BLOCK).unwrap();
-    let fd = FdRef::Shared(pipe.clone());
+    let fd = FdRef::new(pipe.clone());
     ReadReq::new(id, (fd, false), 0, pool.lend(region), 0, BLOCK)
 }
 

@@ -14,7 +14,7 @@ use std::mem;
 use super::*;
 use crate::consts::{MAX_RETRIES, OFFLOAD_MIN};
 use crate::io::{open_source, OpenResult};
-use crate::source::RawFd;
+use crate::source::{raw_fd, RawFd};
 use crate::sys::Opener;
 use crate::tests::{direct_io_on, disk_tempdir};
 
@@ -766,6 +766,32 @@ fn activating_a_partly_read_file_restarts_it() {
     assert_eq!(e.file_offset(), 0);
     // It reads again from byte 0, and the file queued behind it still follows.
     assert_exact(&read_all(&mut e), &f.data);
+}
+
+#[test]
+fn a_borrowed_file_is_read_through_a_duplicate_closed_once_its_reads_are_done() {
+    let f = files(&[50_000, 3000]);
+    let (big, small) = (
+        std::fs::File::open(&f.paths[0]).unwrap(),
+        std::fs::File::open(&f.paths[1]).unwrap(),
+    );
+    let mut io = Scripted::new(|_| Act::Full);
+    io.lazy = true;
+    let mut e = engine(io, 32 << 10, 4096);
+    e.push(Source::Borrowed(&small), 0, u64::MAX).unwrap();
+    e.push(Source::Borrowed(&big), 0, u64::MAX).unwrap();
+    // Reads name the reader's own descriptor, never the caller's number.
+    let dup = e.queue.front().unwrap().fd.as_ref().unwrap().raw();
+    assert_ne!(dup, raw_fd(&small));
+    assert_eq!(fds_under(&f.dir()), 4, "each file and its duplicate");
+    assert_eq!(e.fill_buf().unwrap(), &f.data[1][..]);
+    assert_eq!(fds_under(&f.dir()), 3, "the small file's reads are done");
+    // Read again: duplicated again, and still found by the caller's descriptor.
+    e.consume(10);
+    e.activate(&small, u64::MAX).unwrap();
+    assert_exact(&read_all(&mut e), &[f.data[1].clone(), f.data[0].clone()]);
+    drop(e);
+    assert_eq!(fds_under(&f.dir()), 2, "the caller's files alone");
 }
 
 #[test]
