@@ -28,14 +28,14 @@ pub(crate) const DIRECT_ALIGN: usize = 4096;
 /// The largest single read: Linux caps one read at a little under 2 GiB.
 pub(crate) const MAX_READ_SIZE: usize = 1 << 30;
 
-/// Default pool size: room for 32 reads of the default size in flight or waiting, the depth
+/// Default pool size: room for 64 reads of the default size in flight or waiting, the depth
 /// `O_DIRECT` reads need to keep a disk busy. Buffered reads hold only a small window of it
 /// (`COLD_WINDOW`, `WARM_WINDOW`, `INLINE_WINDOW`), so most of it is never touched.
 pub const DEFAULT_BUFFER_SIZE: usize = 32 << 20;
-/// Default largest single read: the size of the buffer std's `BufReader` is compared with.
-/// A read copied from the page cache costs a fixed amount besides its bytes, so fewer,
-/// larger reads cost less CPU time per byte; cold, 512 KiB and 1 MiB read alike.
-pub const DEFAULT_READ_SIZE: usize = 1 << 20;
+/// Default largest read sent to the device, or to kernel workers: 256 KiB to 4 MiB read alike
+/// from the device, and workers copying reads of 1 MiB or more fell behind (BENCHMARKS.md).
+/// Reads copied from the page cache on the caller's thread are as large as `INLINE_WINDOW`.
+pub const DEFAULT_READ_SIZE: usize = 512 << 10;
 /// Default number of reads in flight at once.
 pub const DEFAULT_QUEUE_DEPTH: u32 = 64;
 /// Default number of queued paths the reader keeps open at once.
@@ -57,9 +57,11 @@ pub(crate) const COLD_WINDOW: usize = 4 << 20;
 /// regions): room for the copies in flight, still within the CPU's cache.
 pub(crate) const WARM_WINDOW: usize = 4 << 20;
 /// Pool bytes the read-ahead holds while the files ahead are in the page cache and the
-/// consumer's thread copies them: one read (at least), so each copy writes the region just
-/// consumed, still in the CPU's cache, as std's `BufReader` reuses its buffer.
-pub(crate) const INLINE_WINDOW: usize = 512 << 10;
+/// consumer's thread copies them: one read of up to this size (or `read_size`, if larger),
+/// into the region just consumed, as std's `BufReader` reuses its buffer. A copy from the
+/// page cache costs a fixed amount besides its bytes, so one of 4 MiB costs less per byte
+/// than four of 1 MiB.
+pub(crate) const INLINE_WINDOW: usize = 4 << 20;
 /// Pool bytes the read-ahead holds while the files ahead are in the page cache and their
 /// reads are small (below `OFFLOAD_MIN`): enough for a batch of them per submission, close
 /// enough to the consumer that the copies are still in its cache.

@@ -1,9 +1,11 @@
 //! The backends: each implements [`Io`](crate::io::Io) and never reaches into the engine.
 //!
 //! - `uring`: one io_uring ring, reads and opens submitted and reaped in batches (Linux
-//!   only).
+//!   only); `setup` makes the ring and checks what the kernel allows.
 //! - [`sync`]: plain `pread` on the calling thread, with read-ahead hints (everywhere).
 
+#[cfg(target_os = "linux")]
+mod setup;
 pub(crate) mod sync;
 #[cfg(target_os = "linux")]
 pub(crate) mod uring;

@@ -26,17 +26,19 @@ use std::mem::{self, ManuallyDrop};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
-use io_uring::{opcode, register::Probe, squeue, types, IoUring};
+use io_uring::{opcode, squeue, types, IoUring};
 
 use crate::consts::Backend;
 use crate::error::Error;
 use crate::io::{open_source, Io, KernelRead, OpenResult, Opened, ReadDone, ReadReq};
 use crate::pool::Pool;
 use crate::source::{FdRef, Source};
-use crate::sys::{page_cache_holds, read_cached_at, Opener};
+use crate::sys::{other_cpus, page_cache_holds, read_cached_at, Opener};
 
+use super::setup::{check_features, set_up};
 use super::RingConfig;
 
 /// The `user_data` of cancel requests; read ids never reach it.
@@ -44,9 +46,6 @@ const CANCEL: u64 = u64::MAX;
 /// Set in the `user_data` of opens (with the file's id in the low bits); read ids never
 /// reach it.
 const OPEN: u64 = 1 << 62;
-/// Completion queue entries per submission queue entry: reads, opens and cancels are each
-/// bounded by the depth, so they always fit.
-const CQ_PER_DEPTH: u32 = 8;
 /// Tries of a submission the kernel answers with `EBUSY`/`EAGAIN` before giving up.
 const BUSY_TRIES: u32 = 64;
 /// The largest buffer the kernel registers as one.
@@ -55,39 +54,7 @@ const MAX_REGISTERED: usize = 1 << 30;
 /// Sets up a small ring and checks it can do what the backend needs.
 pub(crate) fn probe() -> io::Result<()> {
     let mut ring = IoUring::new(2)?;
-    check_features(&mut ring).map(|_| ())
-}
-
-/// Checks the ring can read; whether it can also open files (`IORING_OP_OPENAT`, 5.6).
-fn check_features(ring: &mut IoUring) -> io::Result<bool> {
-    if !ring.params().is_feature_nodrop() {
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "the kernel's io_uring lacks IORING_FEAT_NODROP (needs Linux 5.6 or later)",
-        ));
-    }
-    // Setting up a ring may be allowed while submitting to it is not (a seccomp filter that
-    // refuses io_uring_enter): one no-op through it tells. Its error is kept as the OS gave
-    // it, so callers can match on `raw_os_error()`.
-    round_trip(ring)?;
-    let mut probe = Probe::new();
-    match ring.submitter().register_probe(&mut probe) {
-        Ok(()) => {
-            if !(probe.is_supported(opcode::Read::CODE)
-                && probe.is_supported(opcode::AsyncCancel::CODE))
-            {
-                return Err(io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    "the kernel's io_uring lacks IORING_OP_READ (needs Linux 5.6 or later)",
-                ));
-            }
-            Ok(probe.is_supported(opcode::OpenAt::CODE))
-        }
-        // Registering refused (a seccomp filter on io_uring_register): a kernel with
-        // IORING_FEAT_RW_CUR_POS is 5.6 or later, which has every opcode used here.
-        Err(_) if ring.params().is_feature_rw_cur_pos() => Ok(true),
-        Err(e) => Err(e),
-    }
+    check_features(&mut ring, round_trip).map(|_| ())
 }
 
 /// Submits a no-op and waits for its completion.
@@ -105,46 +72,6 @@ fn round_trip(ring: &mut IoUring) -> io::Result<()> {
     }
     ring.completion().for_each(drop);
     Ok(())
-}
-
-/// A ring of `depth` entries (and a completion queue of `CQ_PER_DEPTH` times that): with a
-/// submission thread where `sq_poll` asks for one (polling for its duration when idle;
-/// shared with the ring of its `File` where given), else with `COOP_TASKRUN`; where the
-/// kernel refuses those, a plain one.
-fn set_up(depth: u32, sq_poll: Option<(Duration, Option<&File>)>) -> io::Result<IoUring> {
-    let cq = depth * CQ_PER_DEPTH;
-    let mut builder = IoUring::builder();
-    builder.setup_cqsize(cq);
-    match sq_poll {
-        // The kernel refuses COOP_TASKRUN with a submission thread (which runs the task work).
-        Some((idle, shared)) => {
-            builder.setup_sqpoll(u32::try_from(idle.as_millis()).unwrap_or(u32::MAX));
-            if let Some(ring) = shared {
-                builder.setup_attach_wq(ring.as_raw_fd());
-            }
-        }
-        None => {
-            // COOP_TASKRUN (5.19): a read that waited (for the disk, or an O_DIRECT read) ends in
-            // task work queued to the thread that submitted it, which then posts the completion;
-            // with this flag, queued without interrupting that thread. A reader may have moved to
-            // another thread since, and that one then waits on the ring for the first one's work.
-            // It does not wait on a sleeping thread: the work is added with TWA_SIGNAL_NO_IPI,
-            // which still wakes a thread sleeping interruptibly (`__set_notify_signal` calls
-            // `wake_up_state(task, TASK_INTERRUPTIBLE)`), as one blocked on a channel, a lock or
-            // a ring is; only a running thread is not interrupted, and it runs the work at its
-            // next system call or timer tick. Measured on Linux 6.18: completions of reads whose
-            // submitter sleeps on a channel, or spins in user space, reach another thread
-            // waiting on the ring as fast as the disk answers (tests/cold_handoff.rs guards it).
-            // A submitter that exited leaves its reads to fail with EFAULT, retried
-            // (`engine::complete`). TASKRUN_FLAG is not set: it tells a reap without a system
-            // call that the reaping thread has work pending, which the next submission or wait
-            // runs anyway, and does nothing for another thread's.
-            builder.setup_coop_taskrun();
-        }
-    }
-    builder
-        .build(depth)
-        .or_else(|_| IoUring::builder().setup_cqsize(cq).build(depth))
 }
 
 /// The ring and the reads it has in flight.
@@ -173,6 +100,9 @@ pub(crate) struct Ring<'a> {
     fixed: bool,
     /// The first error the ring returned; it is broken after that.
     broken: Option<io::Error>,
+    /// The thread whose kernel workers this ring asked to keep off its CPU (see
+    /// `keep_workers_apart`), to be undone when the ring goes.
+    workers_apart: Option<ThreadId>,
 }
 
 impl std::fmt::Debug for Ring<'_> {
@@ -190,7 +120,7 @@ impl<'a> Ring<'a> {
     pub(crate) fn new(config: RingConfig, pool: &Pool) -> io::Result<Ring<'a>> {
         let depth = config.depth;
         let mut ring = set_up(depth, config.sq_poll)?;
-        let can_open = check_features(&mut ring)?;
+        let can_open = check_features(&mut ring, round_trip)?;
         let (base, len) = pool.as_raw_parts();
         let fixed = config.register && len <= MAX_REGISTERED && {
             let iov = libc::iovec {
@@ -221,7 +151,25 @@ impl<'a> Ring<'a> {
             depth: depth as usize,
             fixed,
             broken: None,
+            workers_apart: None,
         })
+    }
+
+    /// Before the first read handed to kernel workers from this thread, asks for the thread's
+    /// workers to keep off the CPU it runs on now: the kernel starts them beside the thread
+    /// whose copies they take over, where they only take turns with it. The setting is the
+    /// thread's (Linux 5.14; the kernel has no such setting for one ring), so it is undone
+    /// when the ring goes, where that happens on the same thread.
+    fn keep_workers_apart(&mut self) {
+        let here = std::thread::current().id();
+        if self.workers_apart == Some(here) {
+            return;
+        }
+        if let Some(cpus) = other_cpus() {
+            if self.ring.submitter().register_iowq_aff(&cpus).is_ok() {
+                self.workers_apart = Some(here);
+            }
+        }
     }
 
     /// Puts an entry in the submission queue, submitting to make room if it is full.
@@ -403,6 +351,9 @@ impl<'a> Io<'a> for Ring<'a> {
             req.offset(),
         );
         let offload = req.offload();
+        if offload {
+            self.keep_workers_apart();
+        }
         let (read, ptr) = req.into_kernel();
         let entry = if self.fixed {
             opcode::ReadFixed::new(fd, ptr, len, 0)
@@ -590,6 +541,7 @@ impl<'a> Io<'a> for Ring<'a> {
             depth: old.depth,
             fixed: old.fixed,
             broken: old.broken.take(),
+            workers_apart: old.workers_apart.take(),
         };
         Box::new(rebound)
     }
@@ -597,6 +549,9 @@ impl<'a> Io<'a> for Ring<'a> {
 
 impl Drop for Ring<'_> {
     fn drop(&mut self) {
+        if self.workers_apart == Some(std::thread::current().id()) {
+            let _ = self.ring.submitter().unregister_iowq_aff();
+        }
         if !self.ops.is_empty() || !self.opens.is_empty() {
             // Reads and opens the kernel may still be doing: never free their loans or paths,
             // nor close their descriptors (leaking the loans makes the pool leak its memory

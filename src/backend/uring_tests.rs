@@ -14,6 +14,7 @@ use std::time::Duration;
 use std::os::fd::AsRawFd;
 
 use super::*;
+use crate::backend::setup::CQ_PER_DEPTH;
 use crate::consts::DEFAULT_DRAIN_TIMEOUT;
 use crate::engine::tests::fds_under;
 use crate::sys::{status_flags, Opener};

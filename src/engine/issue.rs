@@ -214,7 +214,8 @@ impl<'a> Engine<'a> {
     /// offload depth allow.
     fn issue_read(&mut self, idx: usize) -> Step {
         let entry = self.queue.get_mut(idx).expect("index from the queue");
-        let len = (entry.stop() - entry.next_read).min(self.limits.read_size as u64) as usize;
+        let left = entry.stop() - entry.next_read;
+        let len = left.min(self.limits.read_size as u64) as usize;
         let read_len = if entry.direct {
             len.next_multiple_of(DIRECT_ALIGN)
         } else {
@@ -226,6 +227,16 @@ impl<'a> Engine<'a> {
         let cached = !direct && self.cached(file, &fd, offset, len);
         let offload = self.limits.offload && cached && !small;
         let limit = self.window(idx, (cached, small, offload, direct));
+        let (len, read_len) = if limit == Window::OneRead && self.policy.warm() {
+            // One copy of a whole window costs less per byte than several of `read_size`;
+            // only once a read was found cached, as a guess that is wrong sends it all to
+            // the device at once.
+            let len = left.min(self.limits.inline_window as u64) as usize;
+            (len, len)
+        } else {
+            (len, read_len)
+        };
+        let limit = limit.bytes(self);
         let held = self.pool.live_bytes();
         if held > 0 && held + read_len > limit {
             return Step::Blocked;
@@ -247,25 +258,25 @@ impl<'a> Engine<'a> {
         Step::Issued
     }
 
-    /// The pool bytes the read-ahead may hold with the next read of the file at `idx`:
-    /// `cached`, `small` (below `OFFLOAD_MIN`), to be offloaded, or `O_DIRECT`.
+    /// The window of the pool the read-ahead may hold with the next read of the file at
+    /// `idx`: `cached`, `small` (below `OFFLOAD_MIN`), to be offloaded, or `O_DIRECT`.
     fn window(
         &self,
         idx: usize,
         (cached, small, offload, direct): (bool, bool, bool, bool),
-    ) -> usize {
+    ) -> Window {
         let stretch = idx == 0 && self.policy.stretch;
         let one_read = !self.policy.records && self.stats.bytes_consumed >= self.policy.cold_until;
         match (cached && !stretch, small, offload) {
-            (true, true, _) => self.small_reads_window(),
-            (true, false, true) => self.limits.warm_window,
+            (true, true, _) => Window::Small,
+            (true, false, true) => Window::Warm,
             // Copied on this thread into the region just consumed, still in its cache.
-            (true, false, false) if one_read => self.limits.inline_window,
-            (true, false, false) => self.limits.warm_window,
-            (false, _, _) if direct || stretch => self.pool.capacity(),
+            (true, false, false) if one_read => Window::OneRead,
+            (true, false, false) => Window::Warm,
+            (false, _, _) if direct || stretch => Window::Pool,
             // Buffered reads from the device are copied by the CPU too, as the device
             // delivers them: too far ahead of the consumer, they leave its cache unread.
-            (false, _, _) => self.limits.cold_window,
+            (false, _, _) => Window::Cold,
         }
     }
 
@@ -350,6 +361,33 @@ impl<'a> Engine<'a> {
         self.policy.asked = Some((file, offset, cached));
         self.found_cached(cached);
         cached
+    }
+}
+
+/// How much of the pool the read-ahead may hold (see `Engine::window`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Window {
+    /// One read copied on the consumer's thread, as large as `inline_window`.
+    OneRead,
+    /// Small cached reads (see `Engine::small_reads_window`).
+    Small,
+    /// Cached reads copied by kernel workers, or records: `warm_window`.
+    Warm,
+    /// Buffered reads from the device: `cold_window`.
+    Cold,
+    /// `O_DIRECT` reads, or a record longer than any window: the whole pool.
+    Pool,
+}
+
+impl Window {
+    fn bytes(self, engine: &Engine<'_>) -> usize {
+        match self {
+            Window::OneRead => engine.limits.inline_window,
+            Window::Small => engine.small_reads_window(),
+            Window::Warm => engine.limits.warm_window,
+            Window::Cold => engine.limits.cold_window,
+            Window::Pool => engine.pool.capacity(),
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! the backend, is in `build`; `Read` and `BufRead` are in `std_io`.
 
 mod build;
+mod for_scan;
 mod std_io;
 
 use std::fs::File;
@@ -11,7 +12,7 @@ use std::sync::Arc;
 
 use crate::config::ReaderBuilder;
 use crate::consts::Backend;
-use crate::engine::{Engine, Unread};
+use crate::engine::Engine;
 use crate::error::Error;
 use crate::source::Source;
 use crate::stats::Stats;
@@ -43,12 +44,12 @@ use crate::stats::Stats;
 /// # Several readers
 ///
 /// For many files on many cores, run a reader per thread: [`Scan`](crate::Scan) does it,
-/// handing each file to whichever thread is free. The readers of a process count themselves
-/// while they live: with fewer of them than CPUs, large reads of files in the page cache are
-/// copied by kernel workers while the consumer works on the bytes before them; with as many
-/// as CPUs (idle ones count too) every CPU is consuming, so each reader copies on its own
-/// thread, and keeps small reads within 512 KiB of its consumer, where the CPU's cache still
-/// holds them ([`Stats::reads_offloaded`] shows which).
+/// handing each file to whichever thread is free. Readers know nothing of each other: each
+/// reads by the same fixed policy, whatever else runs in the process. A file found in the
+/// page cache is copied on the caller's thread, as `BufReader` would; files that go to the
+/// device are read ahead, with depth (ARCHITECTURE.md, "The read policy", has it whole).
+/// One reader whose caller does heavy work per byte may hand its copies to the kernel's
+/// workers instead: [`ReaderBuilder::offload`].
 ///
 /// # Dropping
 ///
@@ -542,63 +543,6 @@ impl<'a> SequentialFileReader<'a> {
     /// ```
     pub fn close(self) -> io::Result<()> {
         self.engine.close()
-    }
-
-    /// The bytes the queued files have left, as far as known (for the scan's hand-out of
-    /// work).
-    pub(crate) fn queued_bytes(&self) -> u64 {
-        self.engine.queued_bytes()
-    }
-
-    /// The current file's length once it is open (for the scan's handle).
-    pub(crate) fn current_len(&self) -> Option<u64> {
-        self.engine.current_len()
-    }
-
-    /// Opens the current file if it is not yet, so that its length is known (for the scan's
-    /// handle); a file that cannot be opened keeps its error for reading it to report.
-    ///
-    /// # Errors
-    ///
-    /// The backend's (its ring failed), not the file's.
-    pub(crate) fn open_current(&mut self) -> io::Result<()> {
-        self.engine.open_current()
-    }
-
-    /// Queues `len` bytes of a file from `start` (for the scan's [`Entry`](crate::Entry)),
-    /// which it must hold whole where `exact` ([`Entry::exact_range`](crate::Entry::exact_range)).
-    ///
-    /// # Errors
-    ///
-    /// As [`add_file_to_prefetch`](Self::add_file_to_prefetch).
-    pub(crate) fn add_range(
-        &mut self,
-        source: Source<'a>,
-        start: u64,
-        len: u64,
-        exact: bool,
-    ) -> io::Result<()> {
-        self.engine.push_range(source, start, len, exact)
-    }
-
-    /// Whether a wait gave up on a read that may never complete (see
-    /// [`ReaderBuilder::drain_timeout`]): its region of the pool stays the kernel's, so the
-    /// scan gives this reader up rather than read on.
-    pub(crate) fn hung(&self) -> bool {
-        self.engine.hung()
-    }
-
-    /// Gives the reader up without waiting again: the files queued behind the current one,
-    /// in order, to queue into another reader; what the kernel still has is leaked and
-    /// counted, as by a drop whose drain timed out.
-    pub(crate) fn abandon(self) -> Vec<Unread<'a>> {
-        self.engine.abandon()
-    }
-
-    /// Queues a file taken back from a reader given up, as it was queued there.
-    pub(crate) fn requeue(&mut self, file: Unread<'a>) -> io::Result<()> {
-        self.engine
-            .push_range(file.source, file.start, file.limit, file.exact)
     }
 
     /// The backend in use: [`Backend::IoUring`] or [`Backend::Sync`], never `Auto`.

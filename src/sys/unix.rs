@@ -439,6 +439,36 @@ pub(crate) fn read_cached_at(file: &File, buf: &mut [u8], offset: u64) -> io::Re
     Ok(ret as usize)
 }
 
+/// The CPUs this thread may run on (its affinity mask); `None` where it cannot be told.
+#[cfg(target_os = "linux")]
+fn allowed_cpus() -> Option<libc::cpu_set_t> {
+    // SAFETY: a `cpu_set_t` is a plain bit array, valid when zeroed.
+    let mut cpus: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the kernel writes at most `size_of::<cpu_set_t>()` bytes into `cpus`, which
+    // lives for the call.
+    let ret = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&cpus), &mut cpus) };
+    (ret == 0).then_some(cpus)
+}
+
+/// The CPUs this thread may run on, but the one it runs on now; `None` where that leaves
+/// none (a single CPU) or cannot be told.
+#[cfg(target_os = "linux")]
+pub(crate) fn other_cpus() -> Option<libc::cpu_set_t> {
+    let mut cpus = allowed_cpus()?;
+    // SAFETY: no arguments, no memory of ours.
+    let now = unsafe { libc::sched_getcpu() };
+    let now = usize::try_from(now).ok()?;
+    if now >= libc::CPU_SETSIZE as usize {
+        return None;
+    }
+    // SAFETY: `now` is below `CPU_SETSIZE` (checked), so both stay inside the set.
+    let left = unsafe {
+        libc::CPU_CLR(now, &mut cpus);
+        libc::CPU_COUNT(&cpus)
+    };
+    (left > 0).then_some(cpus)
+}
+
 /// An anonymous private mapping: page-aligned, and zero-filled by the kernel page by page as
 /// it is first touched, so every byte is initialised without a memset of the whole. Unmapped
 /// when dropped: whoever hands out pointers into it must `mem::forget` it instead while any

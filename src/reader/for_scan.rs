@@ -1,0 +1,67 @@
+//! What the scan asks of a reader beyond its public methods: how much is queued, the
+//! current file's length, ranges that must be whole, and giving up a reader whose read hung.
+
+use std::io;
+
+use super::SequentialFileReader;
+use crate::engine::Unread;
+use crate::source::Source;
+
+impl<'a> SequentialFileReader<'a> {
+    /// The bytes the queued files have left, as far as known (for the scan's hand-out of
+    /// work).
+    pub(crate) fn queued_bytes(&self) -> u64 {
+        self.engine.queued_bytes()
+    }
+
+    /// The current file's length once it is open (for the scan's handle).
+    pub(crate) fn current_len(&self) -> Option<u64> {
+        self.engine.current_len()
+    }
+
+    /// Opens the current file if it is not yet, so that its length is known (for the scan's
+    /// handle); a file that cannot be opened keeps its error for reading it to report.
+    ///
+    /// # Errors
+    ///
+    /// The backend's (its ring failed), not the file's.
+    pub(crate) fn open_current(&mut self) -> io::Result<()> {
+        self.engine.open_current()
+    }
+
+    /// Queues `len` bytes of a file from `start` (for the scan's [`Entry`](crate::Entry)),
+    /// which it must hold whole where `exact` ([`Entry::exact_range`](crate::Entry::exact_range)).
+    ///
+    /// # Errors
+    ///
+    /// As [`add_file_to_prefetch`](Self::add_file_to_prefetch).
+    pub(crate) fn add_range(
+        &mut self,
+        source: Source<'a>,
+        start: u64,
+        len: u64,
+        exact: bool,
+    ) -> io::Result<()> {
+        self.engine.push_range(source, start, len, exact)
+    }
+
+    /// Whether a wait gave up on a read that may never complete (see
+    /// [`ReaderBuilder::drain_timeout`](crate::ReaderBuilder::drain_timeout)): its region of the pool stays the kernel's, so the
+    /// scan gives this reader up rather than read on.
+    pub(crate) fn hung(&self) -> bool {
+        self.engine.hung()
+    }
+
+    /// Gives the reader up without waiting again: the files queued behind the current one,
+    /// in order, to queue into another reader; what the kernel still has is leaked and
+    /// counted, as by a drop whose drain timed out.
+    pub(crate) fn abandon(self) -> Vec<Unread<'a>> {
+        self.engine.abandon()
+    }
+
+    /// Queues a file taken back from a reader given up, as it was queued there.
+    pub(crate) fn requeue(&mut self, file: Unread<'a>) -> io::Result<()> {
+        self.engine
+            .push_range(file.source, file.start, file.limit, file.exact)
+    }
+}
