@@ -26,7 +26,7 @@ pub enum Error {
     },
     /// `Backend::IoUring` was asked for but the kernel refused to set up a ring.
     #[error(
-        "io_uring is not available: {source}{}; use Backend::Auto or Backend::Sync to fall back to plain reads",
+        "io_uring is not available: {source}{}; use Backend::Auto or Backend::Pread to fall back to plain reads",
         memlock_hint(source)
     )]
     IoUringUnavailable {

@@ -94,7 +94,7 @@ fn reader_with_a_hung_read(
 /// The count of drains abandoned in this process, as any reader reports it.
 fn drains_abandoned() -> u64 {
     let r = SequentialFileReader::builder()
-        .backend(Backend::Sync)
+        .backend(Backend::Pread)
         .build();
     let stats: Stats = r.unwrap().stats();
     stats.drains_abandoned

@@ -125,10 +125,10 @@ fn the_smallest_valid_configs_build_and_read() {
 #[test]
 fn each_backend_is_what_was_asked_for_and_never_auto() {
     let sync = SequentialFileReader::builder()
-        .backend(Backend::Sync)
+        .backend(Backend::Pread)
         .build()
         .unwrap();
-    assert_eq!(sync.backend(), Backend::Sync);
+    assert_eq!(sync.backend(), Backend::Pread);
 
     let auto = SequentialFileReader::builder()
         .backend(Backend::Auto)
@@ -154,7 +154,7 @@ fn each_backend_is_what_was_asked_for_and_never_auto() {
             let err = uring.expect_err("io_uring is refused, so IoUring cannot build");
             assert!(matches!(err, Error::IoUringUnavailable { .. }), "{err:?}");
             assert!(err.to_string().contains("io_uring"), "{err}");
-            assert_eq!(auto.backend(), Backend::Sync);
+            assert_eq!(auto.backend(), Backend::Pread);
         }
     }
 }
@@ -262,7 +262,7 @@ fn close_returns_the_first_error_nobody_read() {
             .build()
             .unwrap()
     };
-    let mut r = build(Backend::Sync);
+    let mut r = build(Backend::Pread);
     r.add_path_to_prefetch(&missing).unwrap();
     r.add_path_to_prefetch(&good).unwrap();
     assert_eq!(r.stats().files_failed, 1, "known, not read");

@@ -6,7 +6,7 @@
 //! the submission: a kernel submission thread (`sq_poll`) takes reads off the queue on its
 //! own time, and a file evicted from the page cache is read ahead at depth, so reads still
 //! queued when the number is reused would name the pipe. Rounds with and without that
-//! thread, and on the `Sync` backend, whose reads run on the caller's thread inside its
+//! thread, and on the `Pread` backend, whose reads run on the caller's thread inside its
 //! calls, so that a forgotten one reads nothing more.
 //!
 //! The duplicate costs a descriptor: where the process has one to spare, borrowed files are
@@ -63,7 +63,7 @@ fn a_forgotten_reader_never_reads_a_descriptor_the_caller_closed() {
             // Leaked registrations would hold the process's locked memory.
             .registered_buffers(false)
     };
-    forget_round(base().backend(Backend::Sync), path, "Sync");
+    forget_round(base().backend(Backend::Pread), path, "Pread");
     if !io_uring_here() {
         return;
     }

@@ -129,7 +129,7 @@ fn check_io_uring_reads_or_says_why(files: &Queue, must_fail: bool) {
         assert!(msg.contains("io_uring"), "{what}: {msg}");
         assert!(msg.contains("not permitted"), "{what}: the cause: {msg}");
         assert!(
-            msg.contains("Backend::Auto") && msg.contains("Backend::Sync"),
+            msg.contains("Backend::Auto") && msg.contains("Backend::Pread"),
             "{what}: what to do: {msg}"
         );
         // Through `?` into an io::Error, as `SequentialFileReader::new()?` is used.
@@ -236,12 +236,12 @@ impl Queue {
 }
 
 /// `Auto` (and `new()`) read paths, owned and borrowed files, with limits and bad paths in
-/// between, exactly as `std::fs::read` does; with io_uring refused outright, on `Sync`.
+/// between, exactly as `std::fs::read` does; with io_uring refused outright, on `Pread`.
 fn check_auto_reads_exactly(files: &Queue, on_sync: bool) {
     if on_sync {
         assert_eq!(
             SequentialFileReader::new().unwrap().backend(),
-            Backend::Sync
+            Backend::Pread
         );
     }
     let auto = SequentialFileReader::builder();
@@ -254,7 +254,7 @@ fn check_auto_reads_exactly(files: &Queue, on_sync: bool) {
     for (name, b) in configs {
         let r = b.build().unwrap();
         if on_sync {
-            assert_eq!(r.backend(), Backend::Sync, "{name}");
+            assert_eq!(r.backend(), Backend::Pread, "{name}");
         }
         files.check(r, name);
     }

@@ -13,7 +13,7 @@
 //! name; a FIFO of them with their paths and positions in queuing order; the offset in the
 //! front one) predicts every byte, every end of file, every error, every
 //! `move_to_next_file` result, and after every step `file_offset`, `current_path` and
-//! `current_index`. Each case runs on `Backend::Sync` and,
+//! `current_index`. Each case runs on `Backend::Pread` and,
 //! where the kernel allows it, `Backend::IoUring`, with a random pool and read size (down to
 //! the smallest the builder allows: a 4 KiB pool, 1-byte reads), queue depth, and direct I/O
 //! on some cases.

@@ -253,7 +253,7 @@ const ORDERS: [(bool, bool); 4] = [(false, false), (true, false), (false, true),
 
 impl<'a> Io<'a> for Scripted<'a> {
     fn backend(&self) -> Backend {
-        Backend::Sync
+        Backend::Pread
     }
     fn read(&mut self, req: ReadReq<'a>) {
         let call = Call {

@@ -59,7 +59,7 @@ use crate::stats::Stats;
 /// [`ReaderBuilder::drain_timeout`] (30 s by default) the drop gives up and returns, leaking
 /// the pool and the ring rather than freeing memory the kernel may still write into, and
 /// counts it in [`Stats::drains_abandoned`]. [`close`](Self::close) does the same and says
-/// whether it had to. With [`Backend::Sync`] nothing is in flight when the reader is dropped
+/// whether it had to. With [`Backend::Pread`] nothing is in flight when the reader is dropped
 /// (it reads on the caller's thread), so dropping it never waits.
 ///
 /// # Examples
@@ -545,7 +545,7 @@ impl<'a> SequentialFileReader<'a> {
         self.engine.close()
     }
 
-    /// The backend in use: [`Backend::IoUring`] or [`Backend::Sync`], never `Auto`.
+    /// The backend in use: [`Backend::IoUring`] or [`Backend::Pread`], never `Auto`.
     pub fn backend(&self) -> Backend {
         self.engine.backend()
     }

@@ -85,7 +85,7 @@ const IN_TRANSIT: usize = 32;
 ///   file keeps its outcome, and the call returns. A thread whose read the kernel still holds
 ///   cannot exit (Linux waits for its io_uring workers): the scan waits for its closure, not
 ///   for the thread, which is left to exit once the read ends. This needs io_uring and Linux
-///   5.11: a `pread` ([`Backend::Sync`]) blocks its thread in the kernel, where nothing
+///   5.11: a `pread` ([`Backend::Pread`]) blocks its thread in the kernel, where nothing
 ///   bounds it, and a scan cannot return before its closures do, since they borrow the
 ///   caller's data.
 /// - **Progress and cancelling**: a [`ScanHandle`] ([`handle`](Self::handle)) reads the

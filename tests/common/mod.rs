@@ -38,9 +38,9 @@ pub fn io_uring_here() -> bool {
     }
 }
 
-/// The backends to test here: `Sync` always, `IoUring` where [`io_uring_here`] allows it.
+/// The backends to test here: `Pread` always, `IoUring` where [`io_uring_here`] allows it.
 pub fn backends() -> Vec<Backend> {
-    let mut out = vec![Backend::Sync];
+    let mut out = vec![Backend::Pread];
     if io_uring_here() {
         out.push(Backend::IoUring);
     }
