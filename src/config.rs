@@ -215,7 +215,7 @@ impl ReaderBuilder {
     /// server gone, a FUSE daemon stuck) may never complete, and cancelling does not end it:
     /// after this long the reader gives up, and leaks its pool and its ring (kept mapped and
     /// open, never freed) rather than free memory the kernel may still write into. Each time
-    /// is counted, for the whole process, in [`Stats::drains_abandoned`](crate::Stats::drains_abandoned);
+    /// is counted, for the whole process, in [`drains_abandoned`](crate::drains_abandoned);
     /// `close` returns it as an error of kind [`TimedOut`](std::io::ErrorKind::TimedOut).
     /// The kernel keeps waiting for the read: the thread that submitted it cannot exit before
     /// it completes (Linux waits for the thread's io_uring workers when it exits).

@@ -4,6 +4,19 @@
 use std::time::Duration;
 
 /// Which I/O backend a reader uses.
+///
+/// # Examples
+///
+/// ```
+/// use readahead::{Backend, SequentialFileReader};
+///
+/// # fn main() -> Result<(), readahead::Error> {
+/// // Plain reads, as on a kernel that refuses io_uring:
+/// let reader = SequentialFileReader::builder().backend(Backend::Pread).build()?;
+/// assert_eq!(reader.backend(), Backend::Pread);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Backend {

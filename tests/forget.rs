@@ -123,7 +123,7 @@ fn child_borrowed_files_with_few_descriptors() {
         // None: the borrowed files fail alone, the owned one between them is read.
         fillers.extend(fill_descriptor_table());
         r.add_file_to_prefetch(&borrowed[0], u64::MAX).unwrap();
-        r.add_owned_file_to_prefetch(owned, u64::MAX).unwrap();
+        r.push(owned).unwrap();
         r.add_file_to_prefetch(&borrowed[2], u64::MAX).unwrap();
         let got = read_all_files(&mut r);
         assert_eq!(got.len(), 3, "{backend:?}");

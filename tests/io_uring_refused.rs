@@ -14,7 +14,7 @@ use std::path::Path;
 
 use common::seccomp::refuse;
 use common::*;
-use readahead::{Backend, SequentialFileReader};
+use readahead::{Backend, Entry, SequentialFileReader};
 
 /// Set in the child process that runs [`child_under_a_seccomp_filter`].
 const CHILD_ENV: &str = "READAHEAD_TEST_SECCOMP_CHILD";
@@ -148,7 +148,7 @@ enum Queued<'f> {
 }
 
 /// Queues `q` and returns what reading it must give: its bytes, or an error naming this path.
-/// A bad path's error may also come out of `add_path_to_prefetch`, naming it; then it is
+/// A bad path's error may also come out of `push`, naming it; then it is
 /// not queued (`None`).
 fn queue<'f>(
     r: &mut SequentialFileReader<'f>,
@@ -156,10 +156,10 @@ fn queue<'f>(
 ) -> Option<Result<Vec<u8>, &'f Path>> {
     match *q {
         Queued::Path(p) => {
-            r.add_path_to_prefetch(p).unwrap();
+            r.push(p).unwrap();
             Some(Ok(oracle(p, u64::MAX)))
         }
-        Queued::BadPath(p) => match r.add_path_to_prefetch(p) {
+        Queued::BadPath(p) => match r.push(p) {
             Ok(()) => Some(Err(p)),
             Err(e) => {
                 assert!(e.to_string().contains(&*p.to_string_lossy()), "{e}");
@@ -167,7 +167,7 @@ fn queue<'f>(
             }
         },
         Queued::Owned(p, limit) => {
-            r.add_owned_file_to_prefetch(File::open(p).unwrap(), limit)
+            r.push(Entry::owned_file(File::open(p).unwrap()).range(..limit))
                 .unwrap();
             Some(Ok(oracle(p, limit)))
         }

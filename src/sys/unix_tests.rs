@@ -52,7 +52,7 @@ fn read_paths(
         .build()
         .unwrap();
     for p in paths {
-        r.add_path_to_prefetch(p).unwrap();
+        r.push(p).unwrap();
     }
     for (i, want) in data.iter().enumerate() {
         let mut got = Vec::new();

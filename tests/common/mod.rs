@@ -265,7 +265,7 @@ pub fn reader_over<'a, P: AsRef<Path>>(
 ) -> SequentialFileReader<'a> {
     let mut r = b.build().unwrap();
     for p in paths {
-        r.add_path_to_prefetch(p).unwrap();
+        r.push(p.as_ref()).unwrap();
     }
     r
 }
