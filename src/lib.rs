@@ -97,6 +97,14 @@ pub use stats::Stats;
 /// The reason io_uring is refused: `EPERM` under a seccomp filter or with
 /// `kernel.io_uring_disabled`, `ENOSYS` on kernels without it; anywhere but Linux, an
 /// [`Unsupported`](std::io::ErrorKind::Unsupported) error saying io_uring exists only on Linux.
+///
+/// # Examples
+///
+/// ```
+/// if let Err(why) = readahead::io_uring_available() {
+///     eprintln!("reading with pread: io_uring is refused here ({why})");
+/// }
+/// ```
 pub fn io_uring_available() -> std::io::Result<()> {
     backend::probe()
 }

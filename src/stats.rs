@@ -23,6 +23,10 @@ pub(crate) fn drains_abandoned() -> u64 {
 /// scan's totals with [`ScanSummary::stats`](crate::ScanSummary::stats). All counts are
 /// totals since the reader was built; what the process leaked on hung reads is
 /// [`drains_abandoned`](crate::drains_abandoned).
+///
+/// # Examples
+///
+/// See [`add`](Self::add).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
