@@ -179,7 +179,7 @@ fn scan_readahead(paths: &[PathBuf], consumer: Consumer) -> u64 {
 /// One scan with `reader`, which is left empty, ready for the next.
 fn scan_with(reader: &mut SequentialFileReader<'_>, paths: &[PathBuf], consumer: Consumer) -> u64 {
     for path in paths {
-        reader.add_path_to_prefetch(path).expect("queue a path");
+        reader.push(path).expect("queue a path");
     }
     let mut all = 0;
     for _ in paths {
@@ -293,7 +293,7 @@ fn scan_records(paths: &[PathBuf]) -> u64 {
 /// One record scan with `reader`, which is left empty, ready for the next.
 fn scan_records_with(reader: &mut SequentialFileReader<'_>, paths: &[PathBuf]) -> u64 {
     for path in paths {
-        reader.add_path_to_prefetch(path).expect("queue a path");
+        reader.push(path).expect("queue a path");
     }
     let mut sum = 0u64;
     for _ in paths {

@@ -353,7 +353,7 @@ fn disk_round(s: &Settings, paths: &[PathBuf], want: &[Vec<u8>], what: &str, t: 
 fn read_some_then_drop(paths: &[PathBuf], k: usize, b: ReaderBuilder) {
     let mut r = b.build().unwrap();
     for p in paths {
-        let _ = r.add_path_to_prefetch(p);
+        let _ = r.push(p);
     }
     for _ in 0..k {
         let _ = common::rest_of_file(&mut r);

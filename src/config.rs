@@ -133,7 +133,7 @@ impl ReaderBuilder {
     /// its pages; off without, since buffered reads copy from the page cache and gain nothing,
     /// while registering pins the whole pool up front (20-60 ms for 32 MiB, measured on a
     /// 2-core VM). Where registration is refused (`RLIMIT_MEMLOCK` too low), plain reads are
-    /// used, without error. Ignored by [`Backend::Sync`].
+    /// used, without error. Ignored by [`Backend::Pread`].
     pub fn registered_buffers(mut self, on: bool) -> Self {
         self.registered_buffers = Some(on);
         self
@@ -163,7 +163,7 @@ impl ReaderBuilder {
 
     /// The most io_uring kernel worker threads for this ring's blocking reads
     /// (`IORING_REGISTER_IOWQ_MAX_WORKERS`, Linux 5.15). Default: the kernel's own limit.
-    /// Ignored where the kernel lacks it, by [`Backend::Sync`], and off Linux.
+    /// Ignored where the kernel lacks it, by [`Backend::Pread`], and off Linux.
     pub fn io_workers(mut self, workers: u32) -> Self {
         self.io_workers = Some(workers);
         self
@@ -179,7 +179,7 @@ impl ReaderBuilder {
     /// them on 2 CPUs, for more CPU time in all (wake-ups, and the bytes landing in another
     /// CPU's cache). Where every CPU already runs a reader, as in a [`Scan`](crate::Scan)
     /// with a thread per CPU, the workers only take time from the other readers: leave it
-    /// off. BENCHMARKS.md has the figures. Ignored by [`Backend::Sync`] and off Linux.
+    /// off. BENCHMARKS.md has the figures. Ignored by [`Backend::Pread`] and off Linux.
     ///
     /// ```
     /// let reader = readahead::SequentialFileReader::builder().offload(true).build()?;
@@ -194,7 +194,7 @@ impl ReaderBuilder {
     /// queued (`IORING_SETUP_SQPOLL`, Linux 5.11 without privileges), so submitting costs no
     /// system call; it polls for `idle` after the last read before it sleeps. Default: none,
     /// the reader submits with `io_uring_enter` itself. Where the kernel refuses it, the ring
-    /// is set up without it, without error. Ignored by [`Backend::Sync`] and off Linux.
+    /// is set up without it, without error. Ignored by [`Backend::Pread`] and off Linux.
     ///
     /// Each such thread takes a CPU while it polls: for several readers, share one
     /// ([`sq_poll_shared_with`](Self::sq_poll_shared_with), or the scan's
@@ -215,7 +215,7 @@ impl ReaderBuilder {
     /// server gone, a FUSE daemon stuck) may never complete, and cancelling does not end it:
     /// after this long the reader gives up, and leaks its pool and its ring (kept mapped and
     /// open, never freed) rather than free memory the kernel may still write into. Each time
-    /// is counted, for the whole process, in [`Stats::drains_abandoned`](crate::Stats::drains_abandoned);
+    /// is counted, for the whole process, in [`drains_abandoned`](crate::drains_abandoned);
     /// `close` returns it as an error of kind [`TimedOut`](std::io::ErrorKind::TimedOut).
     /// The kernel keeps waiting for the read: the thread that submitted it cannot exit before
     /// it completes (Linux waits for the thread's io_uring workers when it exits).
@@ -227,7 +227,7 @@ impl ReaderBuilder {
     /// [`Scan`](crate::Scan) does for its thread (keeping the other files' outcomes).
     ///
     /// The bound needs `IORING_FEAT_EXT_ARG` (Linux 5.11): on older kernels the wait is not
-    /// bounded. Ignored by [`Backend::Sync`], which reads on the caller's thread and so has
+    /// bounded. Ignored by [`Backend::Pread`], which reads on the caller's thread and so has
     /// nothing in flight when it is dropped (its reads of a hung mount hang the caller
     /// instead: a blocked `pread` cannot be bounded from its own thread).
     pub fn drain_timeout(mut self, timeout: Duration) -> Self {

@@ -4,10 +4,23 @@
 use std::time::Duration;
 
 /// Which I/O backend a reader uses.
+///
+/// # Examples
+///
+/// ```
+/// use readahead::{Backend, SequentialFileReader};
+///
+/// # fn main() -> Result<(), readahead::Error> {
+/// // Plain reads, as on a kernel that refuses io_uring:
+/// let reader = SequentialFileReader::builder().backend(Backend::Pread).build()?;
+/// assert_eq!(reader.backend(), Backend::Pread);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Backend {
-    /// io_uring where the kernel allows it, else [`Backend::Sync`]. The default.
+    /// io_uring where the kernel allows it, else [`Backend::Pread`]. The default.
     #[default]
     Auto,
     /// io_uring, or an error from [`ReaderBuilder::build`](crate::ReaderBuilder::build)
@@ -18,7 +31,7 @@ pub enum Backend {
     /// Plain `pread(2)` on the calling thread, with read-ahead hints so the kernel reads
     /// ahead across files (`posix_fadvise(WILLNEED)` on Linux and FreeBSD, `F_RDADVISE` on
     /// macOS, none elsewhere). Works everywhere; the only backend off Linux.
-    Sync,
+    Pread,
 }
 
 /// The size of a page, and the alignment of every region of the pool.

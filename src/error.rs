@@ -13,6 +13,20 @@ use std::path::PathBuf;
 ///
 /// Messages are lowercase, without a trailing period, and say what to do where there is
 /// something to do.
+///
+/// # Examples
+///
+/// A setting that cannot work, from [`build`](crate::ReaderBuilder::build); errors of files
+/// come out of reads as an [`io::Error`] with one of these inside (see
+/// [`FileName`]'s example).
+///
+/// ```
+/// use readahead::{Error, SequentialFileReader};
+///
+/// let err = SequentialFileReader::builder().read_size(0).build().unwrap_err();
+/// assert!(matches!(err, Error::InvalidConfig { what: "read_size", .. }));
+/// assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -26,7 +40,7 @@ pub enum Error {
     },
     /// `Backend::IoUring` was asked for but the kernel refused to set up a ring.
     #[error(
-        "io_uring is not available: {source}{}; use Backend::Auto or Backend::Sync to fall back to plain reads",
+        "io_uring is not available: {source}{}; use Backend::Auto or Backend::Pread to fall back to plain reads",
         memlock_hint(source)
     )]
     IoUringUnavailable {
@@ -179,6 +193,26 @@ impl From<Error> for io::Error {
 /// For a `File` handed in by the caller the path is looked up (through `/proc/self/fd` on
 /// Linux, `F_GETPATH` on macOS; elsewhere it is named by its descriptor) only when an error
 /// is made, so naming costs nothing on the fast path.
+///
+/// # Examples
+///
+/// ```
+/// use std::io::Read;
+/// use readahead::{Error, FileName, SequentialFileReader};
+///
+/// # fn main() -> std::io::Result<()> {
+/// # let dir = tempfile::tempdir()?;
+/// let missing = dir.path().join("missing");
+/// let mut reader = SequentialFileReader::new()?;
+/// reader.push(&missing)?;
+/// let err = reader.read_to_end(&mut Vec::new()).unwrap_err();
+/// let Some(Error::Open { path, .. }) = err.get_ref().and_then(|e| e.downcast_ref()) else {
+///     panic!("{err:?}");
+/// };
+/// assert_eq!(path, &FileName::Path(missing));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FileName {
     /// The path the file was opened from or found at.

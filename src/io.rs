@@ -181,7 +181,7 @@ pub(crate) struct Opened<'a> {
 
 /// What the engine needs of a backend.
 pub(crate) trait Io<'a>: Send {
-    /// `IoUring` or `Sync`.
+    /// `IoUring` or `Pread`.
     fn backend(&self) -> Backend;
     /// Queues a read. The backend owns the loan until it returns it in a [`ReadDone`].
     fn read(&mut self, req: ReadReq<'a>);
@@ -267,7 +267,7 @@ pub(crate) struct Detached;
 
 impl<'a> Io<'a> for Detached {
     fn backend(&self) -> Backend {
-        Backend::Sync
+        Backend::Pread
     }
     fn read(&mut self, _req: ReadReq<'a>) {
         unreachable!("a detached engine issues no reads")

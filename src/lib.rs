@@ -12,7 +12,7 @@
 //! # fn main() -> std::io::Result<()> {
 //! let mut reader = SequentialFileReader::new()?;
 //! for path in ["a.bin", "b.bin", "c.bin"] {
-//!     reader.add_path_to_prefetch(path)?;
+//!     reader.push(path)?; // opened when the read-ahead reaches it
 //! }
 //! let mut bytes = Vec::new();
 //! loop {
@@ -60,6 +60,7 @@ mod backend;
 mod config;
 mod consts;
 mod engine;
+mod entry;
 mod error;
 mod io;
 mod pool;
@@ -79,10 +80,11 @@ pub use consts::{
     Backend, DEFAULT_BUFFER_SIZE, DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_OPEN_FILES,
     DEFAULT_QUEUE_DEPTH, DEFAULT_READ_SIZE,
 };
+pub use entry::Entry;
 pub use error::{Error, FileName};
 pub use reader::SequentialFileReader;
 pub use scan::{
-    Entry, Ordered, Outcome, Progress, Scan, ScanFile, ScanHandle, ScanMap, ScanSummary,
+    Ordered, Outcome, Progress, Scan, ScanFile, ScanHandle, ScanMap, ScanSummary,
     DEFAULT_QUEUE_AHEAD,
 };
 pub use stats::Stats;
@@ -95,8 +97,40 @@ pub use stats::Stats;
 /// The reason io_uring is refused: `EPERM` under a seccomp filter or with
 /// `kernel.io_uring_disabled`, `ENOSYS` on kernels without it; anywhere but Linux, an
 /// [`Unsupported`](std::io::ErrorKind::Unsupported) error saying io_uring exists only on Linux.
+///
+/// # Examples
+///
+/// ```
+/// if let Err(why) = readahead::io_uring_available() {
+///     eprintln!("reading with pread: io_uring is refused here ({why})");
+/// }
+/// ```
 pub fn io_uring_available() -> std::io::Result<()> {
     backend::probe()
+}
+
+/// Readers of this process, alive or gone, whose drop,
+/// [`rebind`](SequentialFileReader::rebind) or [`close`](SequentialFileReader::close) gave up
+/// waiting for reads the kernel never completed (a hung device or mount: see
+/// [`ReaderBuilder::drain_timeout`]), or whose ring failed while waiting. Each leaked its
+/// buffer pool and ring, never to be freed, since the kernel may still write into them.
+///
+/// A count for the whole process, not a reader's [`Stats`]: a reader's counters go with it,
+/// and a scan gives readers up on its own threads.
+///
+/// # Examples
+///
+/// ```
+/// # fn main() -> std::io::Result<()> {
+/// let before = readahead::drains_abandoned();
+/// let reader = readahead::SequentialFileReader::new()?;
+/// reader.close()?; // nothing in flight: nothing to give up
+/// assert_eq!(readahead::drains_abandoned(), before);
+/// # Ok(())
+/// # }
+/// ```
+pub fn drains_abandoned() -> u64 {
+    stats::drains_abandoned()
 }
 
 #[cfg(doctest)]

@@ -117,6 +117,14 @@ impl<'a> FileEntry<'a> {
         }
     }
 
+    /// The file's error, if it failed and no caller was given it yet: then noted as given.
+    fn unreported_error_out(&self) -> Option<io::Error> {
+        match &self.state {
+            State::Failed { reported, .. } if !reported.get() => self.error_out(),
+            _ => None,
+        }
+    }
+
     /// Where a skip took the consumer past the end a read found later (the file was cut
     /// after it was opened, so the skip counted bytes it did not have): an error saying so,
     /// rather than an end at a place the file never reached.
@@ -411,14 +419,10 @@ impl<'a> Queue<'a> {
             .sum()
     }
 
-    /// The error of the first queued file that failed with no caller given its error.
-    pub(crate) fn first_unreported(&self) -> Option<&Error> {
-        self.files.iter().find_map(|f| match &f.state {
-            State::Failed {
-                error, reported, ..
-            } if !reported.get() => Some(&**error),
-            _ => None,
-        })
+    /// The error of the first queued file that failed with no caller given its error, noted
+    /// as given now (the file keeps it, for reading it to return).
+    pub(crate) fn take_first_unreported(&self) -> Option<io::Error> {
+        self.files.iter().find_map(FileEntry::unreported_error_out)
     }
 
     /// Removes the current file.

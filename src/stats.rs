@@ -1,9 +1,10 @@
-//! Counters a user needs to tune a reader, and the one count kept for the whole process.
+//! Counters a user needs to tune a reader, and the one count kept for the whole process
+//! ([`drains_abandoned`](crate::drains_abandoned)).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// Drains given up by the readers of this process: see [`Stats::drains_abandoned`].
+/// Drains given up by the readers of this process: see [`crate::drains_abandoned`].
 static DRAINS_ABANDONED: AtomicU64 = AtomicU64::new(0);
 
 /// Counts a drain given up, with its reader's pool and ring leaked.
@@ -18,9 +19,14 @@ pub(crate) fn drains_abandoned() -> u64 {
 
 /// Counters of what a reader has done since it was built.
 ///
-/// Read them with [`SequentialFileReader::stats`](crate::SequentialFileReader::stats). All
-/// counts are totals since the reader was built, but
-/// [`drains_abandoned`](Self::drains_abandoned), which counts for the whole process.
+/// Read them with [`SequentialFileReader::stats`](crate::SequentialFileReader::stats), or a
+/// scan's totals with [`ScanSummary::stats`](crate::ScanSummary::stats). All counts are
+/// totals since the reader was built; what the process leaked on hung reads is
+/// [`drains_abandoned`](crate::drains_abandoned).
+///
+/// # Examples
+///
+/// See [`add`](Self::add).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
@@ -71,21 +77,11 @@ pub struct Stats {
     pub peak_in_flight: u64,
     /// The most pool bytes that were in use at once.
     pub peak_pool_bytes: u64,
-    /// Readers of this process, this one or any other, alive or gone, whose drop,
-    /// [`rebind`](crate::SequentialFileReader::rebind) or
-    /// [`close`](crate::SequentialFileReader::close) gave up waiting for reads the kernel
-    /// never completed (a hung device or mount: see
-    /// [`ReaderBuilder::drain_timeout`](crate::ReaderBuilder::drain_timeout)), or whose ring
-    /// failed while waiting. Each leaked its buffer pool and ring, never to be freed, since
-    /// the kernel may still write into them. A process-wide count, since a reader's own
-    /// counters go with it.
-    pub drains_abandoned: u64,
 }
 
 impl Stats {
-    /// Adds another reader's counters to these: counts add up, peaks keep the larger, and so
-    /// does the process-wide [`drains_abandoned`](Self::drains_abandoned) (both read the same
-    /// count, the later the larger). The totals of readers run side by side, as a scan's
+    /// Adds another reader's counters to these: counts add up, peaks keep the larger. The
+    /// totals of readers run side by side, as a scan's
     /// [`ScanSummary::stats`](crate::ScanSummary::stats) has them.
     ///
     /// # Examples
@@ -121,7 +117,6 @@ impl Stats {
         self.files_failed += other.files_failed;
         self.peak_in_flight = self.peak_in_flight.max(other.peak_in_flight);
         self.peak_pool_bytes = self.peak_pool_bytes.max(other.peak_pool_bytes);
-        self.drains_abandoned = self.drains_abandoned.max(other.drains_abandoned);
     }
 }
 
@@ -149,7 +144,6 @@ mod tests {
             files_failed: 14,
             peak_in_flight: 15,
             peak_pool_bytes: 16,
-            drains_abandoned: 17,
         }
     }
 
@@ -161,7 +155,7 @@ mod tests {
     }
 
     #[test]
-    fn adding_two_readers_adds_counts_and_keeps_peaks_and_the_process_count() {
+    fn adding_two_readers_adds_counts_and_keeps_peaks() {
         let mut sum = reader();
         sum.add(&reader());
         let one = reader();
@@ -170,7 +164,5 @@ mod tests {
         assert_eq!(sum.wait_time, 2 * one.wait_time);
         assert_eq!(sum.peak_in_flight, one.peak_in_flight);
         assert_eq!(sum.peak_pool_bytes, one.peak_pool_bytes);
-        // The same process-wide count, read by both: not counted twice.
-        assert_eq!(sum.drains_abandoned, one.drains_abandoned);
     }
 }

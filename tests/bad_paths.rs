@@ -21,10 +21,10 @@ fn good_files() -> (Files, Vec<Vec<u8>>) {
     (files, want)
 }
 
-/// Queues a path; its error may come out of `add_path_to_prefetch` (then it names the path
+/// Queues a path; its error may come out of `push` (then it names the path
 /// and the file is not queued) or out of reading it. Returns whether it was queued.
 fn add_path(r: &mut SequentialFileReader<'_>, path: &Path) -> bool {
-    match r.add_path_to_prefetch(path) {
+    match r.push(path) {
         Ok(()) => true,
         Err(e) => {
             assert_names(&e, &path.display().to_string());
@@ -124,14 +124,13 @@ fn check_bad_file(make_bad: impl Fn() -> File, needle: &str) {
         for owned in [false, true] {
             let bad = make_bad();
             let mut r = b.clone().build().unwrap();
-            r.add_path_to_prefetch(&files.paths[0]).unwrap();
+            r.push(&files.paths[0]).unwrap();
             if owned {
-                r.add_owned_file_to_prefetch(bad.try_clone().unwrap(), u64::MAX)
-                    .unwrap();
+                r.push(bad.try_clone().unwrap()).unwrap();
             } else {
                 r.add_file_to_prefetch(&bad, u64::MAX).unwrap();
             }
-            r.add_path_to_prefetch(&files.paths[2]).unwrap();
+            r.push(&files.paths[2]).unwrap();
             let got = read_all_files(&mut r);
             let name = format!("{name} owned={owned}");
             assert_eq!(got.len(), 3, "{name}");
@@ -198,13 +197,13 @@ fn after_an_error_the_file_keeps_failing_until_the_reader_moves_on() {
     let dir_name = files.dir.path().display().to_string();
     for (name, b) in configs() {
         let mut r = b.clone().build().unwrap();
-        r.add_path_to_prefetch(&files.paths[0]).unwrap();
+        r.push(&files.paths[0]).unwrap();
         if add_path(&mut r, &missing) {
             let kind = keeps_failing(r, &files, &want, "missing", &format!("{name} missing"));
             assert_eq!(kind, ErrorKind::NotFound, "{name}");
         }
         let mut r = b.build().unwrap();
-        r.add_path_to_prefetch(&files.paths[0]).unwrap();
+        r.push(&files.paths[0]).unwrap();
         r.add_file_to_prefetch(&directory, u64::MAX).unwrap();
         keeps_failing(r, &files, &want, &dir_name, &format!("{name} directory"));
     }
@@ -220,7 +219,7 @@ fn keeps_failing<'a>(
     needle: &str,
     name: &str,
 ) -> ErrorKind {
-    r.add_path_to_prefetch(&files.paths[2]).unwrap();
+    r.push(&files.paths[2]).unwrap();
     assert_bytes_eq(&rest_of_file(&mut r).unwrap(), &want[0], name);
     assert!(r.move_to_next_file().unwrap());
     let kind = r.fill_buf().unwrap_err().kind();
@@ -255,7 +254,7 @@ fn many_bad_paths_in_a_row_then_good_ones() {
             queued_bad += add_path(&mut r, p) as usize;
         }
         for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
+            r.push(p).unwrap();
         }
         let got = read_all_files(&mut r);
         assert_eq!(got.len(), queued_bad + 3, "{name}");
@@ -278,7 +277,7 @@ fn activating_a_bad_file_gives_its_error_and_moving_on_works() {
     for (name, b) in configs() {
         let bad = pipe_file();
         let mut r = b.build().unwrap();
-        r.add_path_to_prefetch(&files.paths[0]).unwrap();
+        r.push(&files.paths[0]).unwrap();
         r.add_file_to_prefetch(&bad, u64::MAX).unwrap();
         r.add_file_to_prefetch(&good, u64::MAX).unwrap();
         r.activate_file(&bad, u64::MAX).unwrap();
@@ -313,9 +312,9 @@ fn a_fifo_path_fails_alone_without_blocking() {
         let (paths, fifo2) = (files.paths.clone(), fifo.clone());
         std::thread::spawn(move || {
             let mut r = b.build().unwrap();
-            r.add_path_to_prefetch(&paths[0]).unwrap();
+            r.push(&paths[0]).unwrap();
             let queued = add_path(&mut r, &fifo2);
-            r.add_path_to_prefetch(&paths[2]).unwrap();
+            r.push(&paths[2]).unwrap();
             let got: Vec<Result<Vec<u8>, String>> = read_all_files(&mut r)
                 .into_iter()
                 .map(|g| g.map_err(|e| e.to_string()))
@@ -458,7 +457,7 @@ fn an_o_path_descriptor_is_not_read_with_direct_io() {
         let o_path = o_path_file(&files.paths[0]);
         let mut r = b.direct_io(true).build().unwrap();
         r.add_file_to_prefetch(&o_path, u64::MAX).unwrap();
-        r.add_path_to_prefetch(&files.paths[2]).unwrap();
+        r.push(&files.paths[2]).unwrap();
         let got = read_all_files(&mut r);
         assert!(
             got[0].is_err(),
@@ -483,9 +482,9 @@ fn a_zero_limit_on_a_bad_descriptor_fails_alone_or_reads_nothing() {
         ];
         for (kind, f) in &bad {
             let mut r = b.clone().build().unwrap();
-            r.add_path_to_prefetch(&files.paths[0]).unwrap();
+            r.push(&files.paths[0]).unwrap();
             r.add_file_to_prefetch(f, 0).unwrap();
-            r.add_path_to_prefetch(&files.paths[2]).unwrap();
+            r.push(&files.paths[2]).unwrap();
             let got = read_all_files(&mut r);
             let what = format!("{name}: {kind}");
             assert_eq!(got.len(), 3, "{what}");
@@ -513,13 +512,13 @@ fn a_sysfs_file_shorter_than_its_size_reads_exactly() {
     for (name, b) in configs() {
         for borrowed in [false, true] {
             let mut r = b.clone().build().unwrap();
-            r.add_path_to_prefetch(&files.paths[0]).unwrap();
+            r.push(&files.paths[0]).unwrap();
             if borrowed {
                 r.add_file_to_prefetch(&opened, u64::MAX).unwrap();
             } else {
-                r.add_path_to_prefetch(attr).unwrap();
+                r.push(attr).unwrap();
             }
-            r.add_path_to_prefetch(&files.paths[2]).unwrap();
+            r.push(&files.paths[2]).unwrap();
             let what = format!("{name} borrowed={borrowed}");
             assert_files_eq(
                 &read_all_ok(&mut r),

@@ -134,7 +134,7 @@ fn the_last_move_returns_false_and_the_reader_can_be_used_again() {
         assert!(!r.move_to_next_file().unwrap(), "{name}: still none");
         assert!(r.fill_buf().unwrap().is_empty(), "{name}");
         // Adding to the emptied reader makes that file current.
-        r.add_path_to_prefetch(&files.paths[2]).unwrap();
+        r.push(&files.paths[2]).unwrap();
         assert_eq!(rest_of_file(&mut r).unwrap(), want[2], "{name}");
         assert!(!r.move_to_next_file().unwrap(), "{name}");
     }
@@ -280,7 +280,7 @@ fn lines_stop_at_the_end_of_each_file() {
         }
         // read_until and read_to_string stop there too.
         for p in &paths {
-            r.add_path_to_prefetch(p).unwrap();
+            r.push(p).unwrap();
         }
         let mut line = Vec::new();
         r.read_until(b'\n', &mut line).unwrap();

@@ -74,11 +74,9 @@ const WAYS: [Way; 3] = [Way::Path, Way::Borrowed, Way::Owned];
 /// Queues `path` the given way (`borrowed` is the file for `Way::Borrowed`).
 fn queue<'a>(r: &mut SequentialFileReader<'a>, way: Way, path: &Path, borrowed: &'a File) {
     match way {
-        Way::Path => r.add_path_to_prefetch(path).unwrap(),
+        Way::Path => r.push(path).unwrap(),
         Way::Borrowed => r.add_file_to_prefetch(borrowed, u64::MAX).unwrap(),
-        Way::Owned => r
-            .add_owned_file_to_prefetch(File::open(path).unwrap(), u64::MAX)
-            .unwrap(),
+        Way::Owned => r.push(File::open(path).unwrap()).unwrap(),
     }
 }
 
@@ -142,9 +140,9 @@ fn each_queued(
             let want = oracle_all(&files.paths);
             let borrowed = File::open(&files.paths[1]).unwrap();
             let mut r = b.clone().build().unwrap();
-            r.add_path_to_prefetch(&files.paths[0]).unwrap();
+            r.push(&files.paths[0]).unwrap();
             queue(&mut r, way, &files.paths[1], &borrowed);
-            r.add_path_to_prefetch(&files.paths[2]).unwrap();
+            r.push(&files.paths[2]).unwrap();
             f(&mut r, &files, &want, way, &what);
             assert_direct_reads(r.stats(), direct, &what);
         }

@@ -43,7 +43,7 @@ fn big_file(dir: &Path) -> (PathBuf, Vec<u8>) {
 /// Reads `path` with `r` up to [`HANDOVER_AT`] on this thread, hands `r` to a second
 /// thread, which reads the rest, and sleeps on a channel until it has; the whole file.
 fn read_handed_over(mut r: SequentialFileReader<'static>, path: PathBuf) -> Vec<u8> {
-    r.add_path_to_prefetch(path).unwrap();
+    r.push(path).unwrap();
     let mut head = vec![0; HANDOVER_AT];
     r.read_exact(&mut head).unwrap();
     let (rest_tx, rest_rx) = mpsc::channel();

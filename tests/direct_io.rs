@@ -90,8 +90,7 @@ fn check_dir(dir: &Path, what: &str, direct: bool) {
 
         let mut r = b.build().unwrap();
         for p in &paths {
-            r.add_owned_file_to_prefetch(File::open(p).unwrap(), u64::MAX)
-                .unwrap();
+            r.push(File::open(p).unwrap()).unwrap();
         }
         let what = format!("{name}: owned");
         assert_files_eq(&read_all_ok(&mut r), &want, &what);
@@ -265,7 +264,7 @@ fn direct_io_does_not_read_through_a_write_only_descriptor() {
     for (name, b) in configs() {
         let mut r = b.build().unwrap();
         r.add_file_to_prefetch(&write_only, u64::MAX).unwrap();
-        r.add_path_to_prefetch(&files.paths[1]).unwrap();
+        r.push(&files.paths[1]).unwrap();
         let got = read_all_files(&mut r);
         assert!(
             got[0].is_err(),
@@ -305,9 +304,9 @@ fn direct_io_where_the_filesystem_refuses_it_reads_buffered() {
     for (name, b) in configs() {
         for way in ["path", "borrowed", "owned"] {
             let mut r = b.clone().build().unwrap();
-            r.add_path_to_prefetch(&files.paths[0]).unwrap();
+            r.push(&files.paths[0]).unwrap();
             queue_way(&mut r, way, attr, &borrowed);
-            r.add_path_to_prefetch(&files.paths[1]).unwrap();
+            r.push(&files.paths[1]).unwrap();
             let what = format!("{name} {way}");
             assert_files_eq(
                 &read_all_ok(&mut r),
@@ -334,10 +333,8 @@ fn queue_way<'a>(
     borrowed: &'a File,
 ) {
     match way {
-        "path" => r.add_path_to_prefetch(path).unwrap(),
+        "path" => r.push(path).unwrap(),
         "borrowed" => r.add_file_to_prefetch(borrowed, u64::MAX).unwrap(),
-        _ => r
-            .add_owned_file_to_prefetch(File::open(path).unwrap(), u64::MAX)
-            .unwrap(),
+        _ => r.push(File::open(path).unwrap()).unwrap(),
     }
 }

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use common::fusefs::{FaultMount, Faults, FileSpec, Serve};
 use common::*;
-use readahead::{Backend, SequentialFileReader, Stats};
+use readahead::{drains_abandoned, Backend, SequentialFileReader};
 
 /// The readers' drain timeout here.
 const TIMEOUT: Duration = Duration::from_millis(300);
@@ -69,7 +69,7 @@ fn reader_with_a_hung_read(
             .drain_timeout(TIMEOUT)
             .build()
             .unwrap();
-        r.add_path_to_prefetch(path).unwrap();
+        r.push(path).unwrap();
         let mut got = vec![0; head.len()];
         r.read_exact(&mut got).unwrap();
         assert_bytes_eq(&got, &head, "the bytes before the hang");
@@ -91,15 +91,6 @@ fn reader_with_a_hung_read(
     (r, submitter)
 }
 
-/// The count of drains abandoned in this process, as any reader reports it.
-fn drains_abandoned() -> u64 {
-    let r = SequentialFileReader::builder()
-        .backend(Backend::Sync)
-        .build();
-    let stats: Stats = r.unwrap().stats();
-    stats.drains_abandoned
-}
-
 /// Drops a reader with a hung read in flight, then closes another: each returns, the drop
 /// quietly, the close with a `TimedOut` error saying what it gave up on, and each counts.
 #[test]
@@ -109,7 +100,7 @@ fn a_read_a_hung_mount_never_completes_bounds_drop_and_close() {
     };
 
     let (r, first) = reader_with_a_hung_read(&m, 0, 1);
-    let before = r.stats().drains_abandoned;
+    let before = drains_abandoned();
     within(TIMEOUT + HANG, "dropping", move || drop(r));
     let after_drop = drains_abandoned();
     assert!(after_drop > before, "the drop gave up uncounted");
@@ -169,7 +160,7 @@ fn a_wait_for_a_read_that_never_completes_gives_up_after_the_drain_timeout() {
             .drain_timeout(TIMEOUT)
             .build()
             .unwrap();
-        r.add_path_to_prefetch(path).unwrap();
+        r.push(path).unwrap();
         let mut got = Vec::new();
         let read = r.read_to_end(&mut got);
         tx.send((read, got)).unwrap();

@@ -147,8 +147,7 @@ fn dropping_after_a_few_bytes_with_owned_and_borrowed_files_queued() {
     check_no_leak(20, |name, b| {
         let mut r = b.build().unwrap();
         for (i, p) in files.paths.iter().enumerate() {
-            r.add_owned_file_to_prefetch(File::open(p).unwrap(), u64::MAX)
-                .unwrap();
+            r.push(File::open(p).unwrap()).unwrap();
             r.add_file_to_prefetch(&borrowed[i], u64::MAX).unwrap();
         }
         let n = r.fill_buf().unwrap().len();
@@ -171,8 +170,7 @@ fn dropping_right_after_queuing() {
     check_no_leak(50, |_, b| {
         let mut r = reader_over(b, &files.paths);
         for p in &files.paths {
-            r.add_owned_file_to_prefetch(File::open(p).unwrap(), u64::MAX)
-                .unwrap();
+            r.push(File::open(p).unwrap()).unwrap();
         }
     });
 }
@@ -185,7 +183,7 @@ fn dropping_after_moving_on_and_activating() {
     check_no_leak(20, |_, b| {
         let mut r = reader_over_files(b, &f);
         for p in &files.paths {
-            r.add_path_to_prefetch(p).unwrap();
+            r.push(p).unwrap();
         }
         r.read_exact(&mut [0; 5000]).unwrap();
         r.move_to_next_file().unwrap();
@@ -204,10 +202,10 @@ fn dropping_with_bad_files_queued() {
     let missing = files.dir.path().join("missing");
     check_no_leak(20, |_, b| {
         let mut r = b.build().unwrap();
-        r.add_path_to_prefetch(&files.paths[0]).unwrap();
-        let _ = r.add_path_to_prefetch(&missing);
-        r.add_path_to_prefetch(files.dir.path()).unwrap_or(());
-        r.add_path_to_prefetch(&files.paths[1]).unwrap();
+        r.push(&files.paths[0]).unwrap();
+        let _ = r.push(&missing);
+        r.push(files.dir.path()).unwrap_or(());
+        r.push(&files.paths[1]).unwrap();
         r.read_exact(&mut [0; 1]).unwrap();
         r.move_to_next_file().unwrap();
         let _ = r.fill_buf();
@@ -280,7 +278,7 @@ fn thousands_of_reads_in_flight() {
             .build()
             .unwrap();
         for p in [&small, &big, &sparse] {
-            r.add_path_to_prefetch(p).unwrap();
+            r.push(p).unwrap();
         }
         let mut head = [0; 100];
         r.read_exact(&mut head).unwrap();
@@ -328,7 +326,7 @@ fn thousands_of_files_open() {
             .build()
             .unwrap();
         for p in &paths {
-            r.add_path_to_prefetch(p).unwrap();
+            r.push(p).unwrap();
         }
         // Waiting for the first file's read issues the rest, one per file.
         let mut head = [0; 1];

@@ -75,11 +75,11 @@ fn a_pool_smaller_than_one_aligned_read_is_rounded_up_and_reads() {
             };
             assert_eq!(capacity, pool_for(buffer, read), "{what}");
             for p in &files.paths {
-                r.add_path_to_prefetch(p).unwrap();
+                r.push(p).unwrap();
             }
             assert_files_eq(&read_all_ok(&mut r), &want, &what);
             // The whole pool holds one run of bytes, and no more.
-            r.add_path_to_prefetch(&files.paths[0]).unwrap();
+            r.push(&files.paths[0]).unwrap();
             let run = r.fill_buf_at_least(capacity).unwrap();
             assert_eq!(run, &want[0][..capacity.min(want[0].len())], "{what}");
             let e = r.fill_buf_at_least(capacity + 1).unwrap_err();
@@ -115,7 +115,7 @@ fn the_smallest_valid_configs_build_and_read() {
             let what = format!("{backend:?}: {b:?}");
             let mut r = b.build().unwrap_or_else(|e| panic!("{what}: {e}"));
             for p in &files.paths {
-                r.add_path_to_prefetch(p).unwrap();
+                r.push(p).unwrap();
             }
             assert_files_eq(&read_all_ok(&mut r), &want, &what);
         }
@@ -125,10 +125,10 @@ fn the_smallest_valid_configs_build_and_read() {
 #[test]
 fn each_backend_is_what_was_asked_for_and_never_auto() {
     let sync = SequentialFileReader::builder()
-        .backend(Backend::Sync)
+        .backend(Backend::Pread)
         .build()
         .unwrap();
-    assert_eq!(sync.backend(), Backend::Sync);
+    assert_eq!(sync.backend(), Backend::Pread);
 
     let auto = SequentialFileReader::builder()
         .backend(Backend::Auto)
@@ -154,7 +154,7 @@ fn each_backend_is_what_was_asked_for_and_never_auto() {
             let err = uring.expect_err("io_uring is refused, so IoUring cannot build");
             assert!(matches!(err, Error::IoUringUnavailable { .. }), "{err:?}");
             assert!(err.to_string().contains("io_uring"), "{err}");
-            assert_eq!(auto.backend(), Backend::Sync);
+            assert_eq!(auto.backend(), Backend::Pread);
         }
     }
 }
@@ -176,7 +176,7 @@ fn a_read_error_carries_a_readahead_error_naming_the_path() {
     let missing = dir.path().join("missing file");
     for (backend, b) in builders() {
         let mut r = b.build().unwrap();
-        if let Err(e) = r.add_path_to_prefetch(&missing) {
+        if let Err(e) = r.push(&missing) {
             // Failing at queuing is allowed: the same checks apply.
             check_missing(&e, &missing);
             continue;
@@ -233,7 +233,7 @@ fn errors_display_lowercase_without_a_trailing_period() {
     for (backend, b) in builders() {
         let mut r = b.build().unwrap();
         // A missing path fails when queued or when read: either way its message is checked.
-        let err = match r.add_path_to_prefetch(dir.path().join("x")) {
+        let err = match r.push(dir.path().join("x")) {
             Err(e) => e,
             Ok(()) => r.fill_buf().expect_err("a missing path reads"),
         };
@@ -246,12 +246,13 @@ fn errors_display_lowercase_without_a_trailing_period() {
     }
 }
 
-/// `close` returns the first file error nobody read (a file moved past before its error
-/// came out), naming the file; and `Ok` once every error was seen. The portable backend
+/// `take_unread_error` returns the first file error nobody read (a file moved past before
+/// its error came out), naming the file, once; and `None` once every error was seen. `close`
+/// says only how the shutdown went. The portable backend
 /// opens a path as soon as it is queued, so its failure is known before the move (through
 /// the ring the open is under way then; the engine's tests cover that order).
 #[test]
-fn close_returns_the_first_error_nobody_read() {
+fn take_unread_error_returns_the_first_error_nobody_read() {
     let dir = tempdir();
     let good = dir.path().join("good");
     std::fs::write(&good, vec![1u8; 10_000]).unwrap();
@@ -262,22 +263,25 @@ fn close_returns_the_first_error_nobody_read() {
             .build()
             .unwrap()
     };
-    let mut r = build(Backend::Sync);
-    r.add_path_to_prefetch(&missing).unwrap();
-    r.add_path_to_prefetch(&good).unwrap();
+    let mut r = build(Backend::Pread);
+    r.push(&missing).unwrap();
+    r.push(&good).unwrap();
     assert_eq!(r.stats().files_failed, 1, "known, not read");
     r.move_to_next_file().unwrap();
     assert_eq!(r.read_to_end(&mut Vec::new()).unwrap(), 10_000);
-    let err = r.close().unwrap_err();
+    let err = r.take_unread_error().expect("the missing file's error");
     assert_names(&err, &missing.display().to_string());
+    assert!(r.take_unread_error().is_none(), "taken");
+    r.close().unwrap();
     // With the error read, nothing is left to say.
     for &backend in backends_once() {
         let mut r = build(backend);
-        r.add_path_to_prefetch(&missing).unwrap();
-        r.add_path_to_prefetch(&good).unwrap();
+        r.push(&missing).unwrap();
+        r.push(&good).unwrap();
         assert!(r.read_to_end(&mut Vec::new()).is_err());
         r.move_to_next_file().unwrap();
         assert_eq!(r.read_to_end(&mut Vec::new()).unwrap(), 10_000);
+        assert!(r.take_unread_error().is_none(), "{backend:?}: read");
         r.close().unwrap();
     }
 }

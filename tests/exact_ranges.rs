@@ -95,13 +95,13 @@ fn an_exact_range_over_a_short_file_fails_naming_where_it_ended() {
         ] {
             let what = format!("{backend:?} {name}");
             let entries = vec![
-                Entry::path(&p[0]).exact_range(1000, 5000),
-                Entry::path(&p[1]).exact_range(1000, 5000),
-                Entry::path(&p[2]).exact_range(1000, 100),
-                Entry::path(&p[3]).range(1000, 5000),
+                Entry::path(&p[0]).exact_range(1000..6000),
+                Entry::path(&p[1]).exact_range(1000..6000),
+                Entry::path(&p[2]).exact_range(1000..1100),
+                Entry::path(&p[3]).range(1000..6000),
                 Entry::path(&p[4]),
-                Entry::file(&borrowed).exact_range(0, 2001),
-                Entry::path(&p[0]).exact_range(0, u64::MAX),
+                Entry::file(&borrowed).exact_range(0..2001),
+                Entry::path(&p[0]).range(0..),
             ];
             let seen = scan_each(entries, b);
             // Whole, and before and after the short ones: unaffected.
@@ -117,7 +117,7 @@ fn an_exact_range_over_a_short_file_fails_naming_where_it_ended() {
                 &bytes_of(&p[4], 0, 7000),
                 &what,
             );
-            assert_eq!(seen[6].0, Some(10_000), "{what}: to the end, as `range`");
+            assert_eq!(seen[6].0, Some(10_000), "{what}: `0..`, to the end");
             assert_bytes_eq(
                 seen[6].1.as_ref().unwrap(),
                 &bytes_of(&p[0], 0, 10_000),
@@ -156,8 +156,8 @@ fn an_exact_range_cut_while_read_fails_where_its_reads_end() {
             let mut got = Vec::new();
             let mut result = Ok(());
             let entry = match exact {
-                true => Entry::path(&path).exact_range(0, SIZE as u64),
-                false => Entry::path(&path).range(0, SIZE as u64),
+                true => Entry::path(&path).exact_range(0..SIZE as u64),
+                false => Entry::path(&path).range(..SIZE as u64),
             };
             // The small pool holds far less than `CUT` ahead of the consumer, so the cut lies
             // past every byte read before it.
@@ -201,10 +201,10 @@ fn len_is_known_on_entry_and_never_more_than_the_file_holds() {
         let entries = vec![
             Entry::path(&p[0]),
             Entry::path(&p[1]),
-            Entry::path(&p[2]).range(100, 1 << 40),
-            Entry::path(&p[3]).range(69_000, 5000),
-            Entry::owned_file(owned()).range(1000, 2000),
-            Entry::path(&p[4]).range(5000, 10),
+            Entry::path(&p[2]).range(100..1 << 40),
+            Entry::path(&p[3]).range(69_000..74_000),
+            Entry::owned_file(owned()).range(1000..3000),
+            Entry::path(&p[4]).range(5000..5010),
             Entry::path(p[0].with_file_name("missing")),
         ];
         let lens: Vec<Option<u64>> = scan_lens(entries, builder(backend));

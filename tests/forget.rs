@@ -6,7 +6,7 @@
 //! the submission: a kernel submission thread (`sq_poll`) takes reads off the queue on its
 //! own time, and a file evicted from the page cache is read ahead at depth, so reads still
 //! queued when the number is reused would name the pipe. Rounds with and without that
-//! thread, and on the `Sync` backend, whose reads run on the caller's thread inside its
+//! thread, and on the `Pread` backend, whose reads run on the caller's thread inside its
 //! calls, so that a forgotten one reads nothing more.
 //!
 //! The duplicate costs a descriptor: where the process has one to spare, borrowed files are
@@ -63,7 +63,7 @@ fn a_forgotten_reader_never_reads_a_descriptor_the_caller_closed() {
             // Leaked registrations would hold the process's locked memory.
             .registered_buffers(false)
     };
-    forget_round(base().backend(Backend::Sync), path, "Sync");
+    forget_round(base().backend(Backend::Pread), path, "Pread");
     if !io_uring_here() {
         return;
     }
@@ -123,7 +123,7 @@ fn child_borrowed_files_with_few_descriptors() {
         // None: the borrowed files fail alone, the owned one between them is read.
         fillers.extend(fill_descriptor_table());
         r.add_file_to_prefetch(&borrowed[0], u64::MAX).unwrap();
-        r.add_owned_file_to_prefetch(owned, u64::MAX).unwrap();
+        r.push(owned).unwrap();
         r.add_file_to_prefetch(&borrowed[2], u64::MAX).unwrap();
         let got = read_all_files(&mut r);
         assert_eq!(got.len(), 3, "{backend:?}");

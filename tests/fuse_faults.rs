@@ -234,7 +234,7 @@ fn files_that_shrink_between_getattr_and_read() {
     }
     let sync = setups(&[false, true], &[Serve::DirectIo])
         .into_iter()
-        .filter(|s| s.backend == Backend::Sync);
+        .filter(|s| s.backend == Backend::Pread);
     run("shrink", &files, sync.collect());
 }
 
@@ -270,7 +270,7 @@ fn short_replies_under_direct_io_are_short_reads() {
     }
     let sync = setups(&[false, true], &[Serve::DirectIo])
         .into_iter()
-        .filter(|s| s.backend == Backend::Sync);
+        .filter(|s| s.backend == Backend::Pread);
     run("short direct", &files, sync.collect());
 }
 
@@ -321,7 +321,7 @@ fn dropping_with_a_slow_read_in_flight_then_scanning_again() {
             let mut r = reader_over(b, m2.paths());
             // io_uring reads ahead as the consumer calls in: read file 0 slowly until the
             // read-ahead reaches file 1, then give the read a moment to reach the filesystem.
-            // Sync reads ahead only through the kernel's readahead, which a direct-I/O
+            // Pread reads ahead only through the kernel's readahead, which a direct-I/O
             // filesystem has none of.
             let start = Instant::now();
             let mut more = true;

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use common::*;
-use readahead::SequentialFileReader;
+use readahead::{Entry, SequentialFileReader};
 use tempfile::TempDir;
 
 const GIB: u64 = 1 << 30;
@@ -83,9 +83,9 @@ fn a_gib_through_the_smallest_pool_then_more_files() {
         assert_eq!(r.backend(), backend);
         r.add_file_to_prefetch(&huge, u64::MAX).unwrap();
         for p in &files.small {
-            r.add_path_to_prefetch(p).unwrap();
+            r.push(p).unwrap();
         }
-        r.add_owned_file_to_prefetch(File::open(&files.small[4]).unwrap(), 4097)
+        r.push(Entry::owned_file(File::open(&files.small[4]).unwrap()).range(..4097))
             .unwrap();
         assert_eq!(read_zeros(&mut r), GIB, "{backend:?}");
         assert_eq!(r.file_offset(), GIB, "{backend:?}");
@@ -117,14 +117,14 @@ fn one_byte_reads_through_the_smallest_pool() {
         let mut r = b.buffer_size(SMALLEST_POOL).read_size(1).build().unwrap();
         let mut want = Vec::new();
         for p in &files.small[..4] {
-            r.add_path_to_prefetch(p).unwrap();
+            r.push(p).unwrap();
             want.push(oracle(p, u64::MAX));
         }
         r.add_file_to_prefetch(&huge, 5000).unwrap();
         want.push(vec![0; 5000]);
         r.add_file_to_prefetch(&small, 9000).unwrap();
         want.push(oracle(&files.small[4], 9000));
-        r.add_owned_file_to_prefetch(File::open(&files.huge).unwrap(), 3)
+        r.push(Entry::owned_file(File::open(&files.huge).unwrap()).range(..3))
             .unwrap();
         want.push(vec![0; 3]);
         assert_files_eq(&read_all_ok(&mut r), &want, &format!("{backend:?}"));
@@ -147,9 +147,9 @@ fn moving_past_a_half_read_gib_reads_no_more_of_it() {
             .read_size(256 << 10)
             .build()
             .unwrap();
-        r.add_path_to_prefetch(&files.huge).unwrap();
+        r.push(&files.huge).unwrap();
         for p in &files.small {
-            r.add_path_to_prefetch(p).unwrap();
+            r.push(p).unwrap();
         }
         let mut half = vec![0; 8 * MIB as usize];
         r.read_exact(&mut half).unwrap();
@@ -185,7 +185,7 @@ fn activating_past_a_half_read_gib_reads_no_more_of_it() {
             .build()
             .unwrap();
         r.add_file_to_prefetch(&huge, u64::MAX).unwrap();
-        r.add_path_to_prefetch(&files.small[3]).unwrap();
+        r.push(&files.small[3]).unwrap();
         r.add_file_to_prefetch(&small, u64::MAX).unwrap();
         r.read_exact(&mut vec![0; 8 * MIB as usize]).unwrap();
         // Past it, to a later file.

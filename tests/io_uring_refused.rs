@@ -14,7 +14,7 @@ use std::path::Path;
 
 use common::seccomp::refuse;
 use common::*;
-use readahead::{Backend, SequentialFileReader};
+use readahead::{Backend, Entry, SequentialFileReader};
 
 /// Set in the child process that runs [`child_under_a_seccomp_filter`].
 const CHILD_ENV: &str = "READAHEAD_TEST_SECCOMP_CHILD";
@@ -129,7 +129,7 @@ fn check_io_uring_reads_or_says_why(files: &Queue, must_fail: bool) {
         assert!(msg.contains("io_uring"), "{what}: {msg}");
         assert!(msg.contains("not permitted"), "{what}: the cause: {msg}");
         assert!(
-            msg.contains("Backend::Auto") && msg.contains("Backend::Sync"),
+            msg.contains("Backend::Auto") && msg.contains("Backend::Pread"),
             "{what}: what to do: {msg}"
         );
         // Through `?` into an io::Error, as `SequentialFileReader::new()?` is used.
@@ -148,7 +148,7 @@ enum Queued<'f> {
 }
 
 /// Queues `q` and returns what reading it must give: its bytes, or an error naming this path.
-/// A bad path's error may also come out of `add_path_to_prefetch`, naming it; then it is
+/// A bad path's error may also come out of `push`, naming it; then it is
 /// not queued (`None`).
 fn queue<'f>(
     r: &mut SequentialFileReader<'f>,
@@ -156,10 +156,10 @@ fn queue<'f>(
 ) -> Option<Result<Vec<u8>, &'f Path>> {
     match *q {
         Queued::Path(p) => {
-            r.add_path_to_prefetch(p).unwrap();
+            r.push(p).unwrap();
             Some(Ok(oracle(p, u64::MAX)))
         }
-        Queued::BadPath(p) => match r.add_path_to_prefetch(p) {
+        Queued::BadPath(p) => match r.push(p) {
             Ok(()) => Some(Err(p)),
             Err(e) => {
                 assert!(e.to_string().contains(&*p.to_string_lossy()), "{e}");
@@ -167,7 +167,7 @@ fn queue<'f>(
             }
         },
         Queued::Owned(p, limit) => {
-            r.add_owned_file_to_prefetch(File::open(p).unwrap(), limit)
+            r.push(Entry::owned_file(File::open(p).unwrap()).range(..limit))
                 .unwrap();
             Some(Ok(oracle(p, limit)))
         }
@@ -236,12 +236,12 @@ impl Queue {
 }
 
 /// `Auto` (and `new()`) read paths, owned and borrowed files, with limits and bad paths in
-/// between, exactly as `std::fs::read` does; with io_uring refused outright, on `Sync`.
+/// between, exactly as `std::fs::read` does; with io_uring refused outright, on `Pread`.
 fn check_auto_reads_exactly(files: &Queue, on_sync: bool) {
     if on_sync {
         assert_eq!(
             SequentialFileReader::new().unwrap().backend(),
-            Backend::Sync
+            Backend::Pread
         );
     }
     let auto = SequentialFileReader::builder();
@@ -254,7 +254,7 @@ fn check_auto_reads_exactly(files: &Queue, on_sync: bool) {
     for (name, b) in configs {
         let r = b.build().unwrap();
         if on_sync {
-            assert_eq!(r.backend(), Backend::Sync, "{name}");
+            assert_eq!(r.backend(), Backend::Pread, "{name}");
         }
         files.check(r, name);
     }

@@ -7,6 +7,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Read;
 
 use common::*;
+use readahead::Entry;
 
 const SIZE: u64 = 20_000;
 
@@ -36,7 +37,7 @@ fn borrowed_files_stop_at_their_limit() {
         for &limit in LIMITS {
             let mut r = b.clone().build().unwrap();
             r.add_file_to_prefetch(&f, limit).unwrap();
-            r.add_path_to_prefetch(&files.paths[1]).unwrap();
+            r.push(&files.paths[1]).unwrap();
             // The first `limit` bytes, or all of them where the file is shorter.
             let cut = limit.min(SIZE) as usize;
             let want = [whole[..cut].to_vec(), other.clone()];
@@ -58,10 +59,10 @@ fn owned_files_stop_at_their_limit() {
         let mut r = b.build().unwrap();
         let mut want = Vec::new();
         for &limit in LIMITS {
-            r.add_owned_file_to_prefetch(File::open(&files.paths[0]).unwrap(), limit)
+            r.push(Entry::owned_file(File::open(&files.paths[0]).unwrap()).range(..limit))
                 .unwrap();
             want.push(oracle(&files.paths[0], limit));
-            r.add_path_to_prefetch(&files.paths[1]).unwrap();
+            r.push(&files.paths[1]).unwrap();
             want.push(other.clone());
         }
         assert_files_eq(&read_all_ok(&mut r), &want, &name);
@@ -109,7 +110,7 @@ fn a_zero_limit_on_a_large_file_reads_nothing_of_it() {
     for (name, b) in configs() {
         let mut r = b.build().unwrap();
         r.add_file_to_prefetch(&f, 0).unwrap();
-        r.add_path_to_prefetch(&files.paths[1]).unwrap();
+        r.push(&files.paths[1]).unwrap();
         let want = [vec![], oracle(&files.paths[1], u64::MAX)];
         assert_files_eq(&read_all_ok(&mut r), &want, &name);
         // Only the second file's bytes were read.

@@ -9,7 +9,7 @@
 //! `CAP_IPC_LOCK` only (with it, as root, nothing is charged and any pool registers whatever
 //! the limit): registered buffers, and on recent kernels (6.18 does; `io_create_region`) the
 //! ring's own memory too, about three pages at the default queue depth. So with a limit of 0
-//! not even the ring can be set up there (`ENOMEM`): `Auto` falls back to `Sync`. With 64 KiB
+//! not even the ring can be set up there (`ENOMEM`): `Auto` falls back to `Pread`. With 64 KiB
 //! the ring fits and a pool of MiBs does not: that is the case of registration refused.
 //!
 //! The child process drops `CAP_IPC_LOCK` from its capability sets before the low-limit
@@ -137,7 +137,7 @@ fn read_and_measure_pin(
     want: &[Vec<u8>],
 ) -> u64 {
     for p in &files.paths {
-        r.add_path_to_prefetch(p).unwrap();
+        r.push(p).unwrap();
     }
     // At least one read has been issued and completed into the pool.
     r.fill_buf().unwrap();
@@ -213,8 +213,8 @@ fn child_under_a_low_memlock() {
         // The sync backend ignores registered_buffers: it reads exactly under any limit.
         set_memlock(0);
         for (name, b, _) in registered_configs() {
-            let mut r = reader_over(b.backend(Backend::Sync), &files.paths);
-            assert_files_eq(&read_all_ok(&mut r), &want, &format!("Sync {name}"));
+            let mut r = reader_over(b.backend(Backend::Pread), &files.paths);
+            assert_files_eq(&read_all_ok(&mut r), &want, &format!("Pread {name}"));
         }
         println!("{CHILD_DONE}");
         return;
@@ -241,7 +241,7 @@ fn with_cap_ipc_lock(files: &Files, want: &[Vec<u8>]) {
     }
 }
 
-/// A limit of 0 without `CAP_IPC_LOCK`: `Auto` and `Sync` build and read exactly with nothing
+/// A limit of 0 without `CAP_IPC_LOCK`: `Auto` and `Pread` build and read exactly with nothing
 /// pinned; `IoUring` does too where the kernel charges only registered buffers, and is an
 /// `IoUringUnavailable` error where it charges the ring itself.
 fn limit_zero(files: &Files, want: &[Vec<u8>]) {
@@ -249,7 +249,7 @@ fn limit_zero(files: &Files, want: &[Vec<u8>]) {
     let ring = readahead::io_uring_available();
     eprintln!("RLIMIT_MEMLOCK 0, no CAP_IPC_LOCK: io_uring_available() = {ring:?}");
     for (name, b, _) in registered_configs() {
-        for backend in [Backend::Auto, Backend::Sync] {
+        for backend in [Backend::Auto, Backend::Pread] {
             let name = format!("{name} {backend:?}, RLIMIT_MEMLOCK 0, no CAP_IPC_LOCK");
             let before = pinned_bytes();
             let r = b.clone().backend(backend).build().unwrap();

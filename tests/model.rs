@@ -13,7 +13,7 @@
 //! name; a FIFO of them with their paths and positions in queuing order; the offset in the
 //! front one) predicts every byte, every end of file, every error, every
 //! `move_to_next_file` result, and after every step `file_offset`, `current_path` and
-//! `current_index`. Each case runs on `Backend::Sync` and,
+//! `current_index`. Each case runs on `Backend::Pread` and,
 //! where the kernel allows it, `Backend::IoUring`, with a random pool and read size (down to
 //! the smallest the builder allows: a 4 KiB pool, 1-byte reads), queue depth, and direct I/O
 //! on some cases.
@@ -261,7 +261,7 @@ struct Entry {
     /// The path it was queued by, if it was.
     path: Option<PathBuf>,
     /// Its position among the files queued since the reader was built or rebound.
-    index: u64,
+    index: usize,
 }
 
 /// The model: the FIFO of queued files, the offset in the front one, and how many files
@@ -270,7 +270,7 @@ struct Entry {
 struct Model {
     queue: VecDeque<Entry>,
     at: usize,
-    queued: u64,
+    queued: usize,
 }
 
 impl Model {
@@ -396,14 +396,15 @@ fn apply<'a>(
 ) {
     match *step {
         Step::AddPath(f) => {
-            r.add_path_to_prefetch(&fx.dir.paths[f]).unwrap();
+            r.push(&fx.dir.paths[f]).unwrap();
             let expect = Expect::Bytes(fx.bytes[f].clone());
             m.push(None, expect, Some(&fx.dir.paths[f]));
         }
         Step::AddOwned(f, l) => {
             let limit = l.of(fx.bytes[f].len());
             let file = File::open(&fx.dir.paths[f]).unwrap();
-            r.add_owned_file_to_prefetch(file, limit).unwrap();
+            r.push(readahead::Entry::owned_file(file).range(..limit))
+                .unwrap();
             m.push(None, Expect::Bytes(fx.cut(f, limit)), None);
         }
         Step::AddBorrowed(f, l) => {
@@ -414,7 +415,7 @@ fn apply<'a>(
         Step::AddMissing | Step::AddDirectory => {
             let missing = matches!(step, Step::AddMissing);
             let path = if missing { &fx.missing } else { &fx.directory };
-            match r.add_path_to_prefetch(path) {
+            match r.push(path) {
                 Ok(()) => {
                     let expect = Expect::Fails {
                         path: path.clone(),

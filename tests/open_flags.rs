@@ -49,8 +49,8 @@ fn queued_paths_are_opened_read_only_cloexec_noatime() {
             // A pool of four reads: the file (25 reads) stays open while it is read.
             let b = b.clone().buffer_size(16 << 10).read_size(4 << 10);
             let mut r = b.direct_io(direct).build().unwrap();
-            r.add_path_to_prefetch(&path).unwrap();
-            r.add_path_to_prefetch(&files.paths[1]).unwrap();
+            r.push(&path).unwrap();
+            r.push(&files.paths[1]).unwrap();
             // Once its first bytes are in, the front file is open (an open through the ring
             // may still be in flight right after queuing), and it stays open while reads of
             // it are still to come.

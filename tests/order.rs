@@ -85,7 +85,7 @@ fn owned_files_of_edge_sizes_come_out_in_order() {
     for (name, b) in configs() {
         let mut r = b.build().unwrap();
         for f in files.open_all() {
-            r.add_owned_file_to_prefetch(f, u64::MAX).unwrap();
+            r.push(f).unwrap();
         }
         assert_files_eq(&read_all_ok(&mut r), &want, &name);
     }
@@ -101,11 +101,9 @@ fn paths_borrowed_and_owned_files_mixed_come_out_in_order() {
         let mut r = b.build().unwrap();
         for (i, p) in files.paths.iter().enumerate() {
             match i % 3 {
-                0 => r.add_path_to_prefetch(p).unwrap(),
+                0 => r.push(p).unwrap(),
                 1 => r.add_file_to_prefetch(&opened[i], u64::MAX).unwrap(),
-                _ => r
-                    .add_owned_file_to_prefetch(File::open(p).unwrap(), u64::MAX)
-                    .unwrap(),
+                _ => r.push(File::open(p).unwrap()).unwrap(),
             }
         }
         assert_files_eq(&read_all_ok(&mut r), &want, &name);
@@ -121,9 +119,9 @@ fn the_same_file_queued_twice_comes_out_twice() {
     for (name, builder) in configs() {
         let mut r = builder.build().unwrap();
         r.add_file_to_prefetch(&f, u64::MAX).unwrap();
-        r.add_path_to_prefetch(&files.paths[1]).unwrap();
+        r.push(&files.paths[1]).unwrap();
         r.add_file_to_prefetch(&f, u64::MAX).unwrap();
-        r.add_path_to_prefetch(&files.paths[0]).unwrap();
+        r.push(&files.paths[0]).unwrap();
         let want = [a.clone(), b.clone(), a.clone(), a.clone()];
         assert_files_eq(&read_all_ok(&mut r), &want, &name);
     }
@@ -142,7 +140,7 @@ fn files_queued_while_reading_come_out_after_the_others() {
             let n = r.read(&mut half).unwrap();
             half.truncate(n);
             if next < files.paths.len() {
-                r.add_path_to_prefetch(&files.paths[next]).unwrap();
+                r.push(&files.paths[next]).unwrap();
                 next += 1;
             }
             r.read_to_end(&mut half).unwrap();
@@ -241,7 +239,7 @@ fn new_reader_with_defaults_reads_in_order() {
     let want = oracle_all(&files.paths);
     let mut r = SequentialFileReader::new().unwrap();
     for p in &files.paths {
-        r.add_path_to_prefetch(p).unwrap();
+        r.push(p).unwrap();
     }
     assert_files_eq(&read_all_ok(&mut r), &want, "SequentialFileReader::new");
 }

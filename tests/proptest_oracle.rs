@@ -9,7 +9,7 @@ use std::io::{BufRead, Read};
 
 use common::*;
 use proptest::prelude::*;
-use readahead::{Backend, SequentialFileReader};
+use readahead::{Backend, Entry, SequentialFileReader};
 
 const KIB: usize = 1 << 10;
 const PAGE: usize = 4096;
@@ -139,10 +139,10 @@ fn run(case: &Case, paths: &[std::path::PathBuf], backend: Backend, direct: bool
     for (i, (_, q)) in case.files.iter().enumerate() {
         let p = &paths[i];
         match q {
-            Queued::Path => r.add_path_to_prefetch(p).unwrap(),
+            Queued::Path => r.push(p).unwrap(),
             Queued::Borrowed(l) => r.add_file_to_prefetch(&borrowed[i], *l).unwrap(),
             Queued::Owned(l) => r
-                .add_owned_file_to_prefetch(File::open(p).unwrap(), *l)
+                .push(Entry::owned_file(File::open(p).unwrap()).range(..*l))
                 .unwrap(),
         }
         want.push(oracle(p, q.limit()));

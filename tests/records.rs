@@ -118,7 +118,7 @@ fn records_parse_whole_in_every_configuration() {
     for (what, b, direct) in record_configs() {
         let mut r = reader_over(b, &paths);
         for (i, want) in bytes.iter().enumerate() {
-            assert_eq!(r.current_index(), Some(i as u64), "{what}");
+            assert_eq!(r.current_index(), Some(i), "{what}");
             assert_eq!(r.current_path(), Some(paths[i].as_path()), "{what}");
             assert_eq!(parse(&mut r, &what), parse_bytes(want), "{what}: file {i}");
             assert_eq!(
@@ -277,7 +277,7 @@ fn files_queued_mid_scan_start_at_once() {
         let mut r = reader_over(b, &files.paths[..1]);
         r.fill_buf().unwrap();
         assert_eq!(fds_on(second), 0);
-        r.add_path_to_prefetch(second).unwrap();
+        r.push(second).unwrap();
         let opened = (0..500).any(|_| {
             std::thread::sleep(std::time::Duration::from_millis(10));
             fds_on(second) > 0

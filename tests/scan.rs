@@ -227,11 +227,11 @@ fn every_kind_of_entry_reads_its_bytes() {
     for &backend in backends_once() {
         let entries: Vec<Entry> = vec![
             Entry::path(&files.paths[0]),
-            Entry::file(&borrowed[1]).range(0, 50_000),
+            Entry::file(&borrowed[1]).range(..50_000),
             Entry::owned_file(File::open(&files.paths[2]).unwrap()),
-            Entry::path(&files.paths[3]).range(0, 100_001),
+            Entry::path(&files.paths[3]).range(..100_001),
             Entry::from(&borrowed[4]),
-            Entry::from(File::open(&files.paths[5]).unwrap()).range(0, 1 << 40),
+            Entry::from(File::open(&files.paths[5]).unwrap()).range(..1 << 40),
         ];
         let scan = Scan::new(entries).threads(2).reader(builder(backend, true));
         let (outcomes, _) = collect(scan, |file| {
@@ -265,10 +265,10 @@ fn ranges_past_byte_0_read_their_bytes() {
     let borrowed = File::open(&files.paths[1]).unwrap();
     for &backend in backends_once() {
         let entries: Vec<Entry> = vec![
-            Entry::path(&files.paths[0]).range(4096, 10_000),
-            Entry::file(&borrowed).range(12_345, 50_000),
-            Entry::owned_file(File::open(&files.paths[2]).unwrap()).range(99_000, 5000),
-            Entry::path(&files.paths[3]).range(7000, 10),
+            Entry::path(&files.paths[0]).range(4096..14_096),
+            Entry::file(&borrowed).range(12_345..62_345),
+            Entry::owned_file(File::open(&files.paths[2]).unwrap()).range(99_000..104_000),
+            Entry::path(&files.paths[3]).range(7000..7010),
         ];
         let scan = Scan::new(entries).threads(2).reader(builder(backend, true));
         let (outcomes, _) = collect(scan, |file| {

@@ -42,7 +42,7 @@ fn queued_by_an_exited_thread(paths: &[PathBuf]) -> SequentialFileReader<'static
             .build()
             .unwrap();
         for p in &paths {
-            r.add_path_to_prefetch(p).unwrap();
+            r.push(p).unwrap();
         }
         r
     })

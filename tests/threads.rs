@@ -58,10 +58,9 @@ fn a_static_reader_moves_to_a_new_thread_every_few_kib() {
             let mut r: SequentialFileReader<'static> = b.clone().build().unwrap();
             for (i, p) in files.paths.iter().enumerate() {
                 if i % 2 == 0 {
-                    r.add_path_to_prefetch(p).unwrap();
+                    r.push(p).unwrap();
                 } else {
-                    r.add_owned_file_to_prefetch(File::open(p).unwrap(), u64::MAX)
-                        .unwrap();
+                    r.push(File::open(p).unwrap()).unwrap();
                 }
             }
             let mut got = vec![Vec::new()];
@@ -115,7 +114,7 @@ fn a_reader_built_on_one_thread_is_queued_on_another_and_read_on_a_third() {
         let r = thread::spawn(move || {
             let mut r = r;
             for p in &paths {
-                r.add_path_to_prefetch(p).unwrap();
+                r.push(p).unwrap();
             }
             r
         })

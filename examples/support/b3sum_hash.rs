@@ -167,7 +167,9 @@ fn relay<T>(
                 let entries: Vec<Entry> = match cut {
                     None => vec![Entry::path(path)],
                     Some(cut) => (cut.pieces().into_iter())
-                        .map(|(start, len)| Entry::path(path.clone()).exact_range(start, len))
+                        .map(|(start, len)| {
+                            Entry::path(path.clone()).exact_range(start..start + len)
+                        })
                         .collect(),
                 };
                 (Plan::File(item, entries.len(), cut), entries)

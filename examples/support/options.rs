@@ -298,7 +298,7 @@ fn parse_backend(value: &str) -> Result<Runner, String> {
     match value {
         "auto" => Ok(Runner::Ours(Backend::Auto)),
         "uring" | "io_uring" | "io-uring" => Ok(Runner::Ours(Backend::IoUring)),
-        "sync" => Ok(Runner::Ours(Backend::Sync)),
+        "sync" | "pread" => Ok(Runner::Ours(Backend::Pread)),
         "std" => Ok(Runner::Std),
         _ => Err(format!(
             "unknown backend '{value}': use auto, uring, sync or std"
@@ -334,7 +334,7 @@ fn parse_data_set(value: &str) -> Result<Source, String> {
 fn runner_arg(runner: Runner) -> &'static str {
     match runner {
         Runner::Ours(Backend::IoUring) => "uring",
-        Runner::Ours(Backend::Sync) => "sync",
+        Runner::Ours(Backend::Pread) => "sync",
         // Auto, and any backend the reader adds later (it picks for itself).
         Runner::Ours(_) => "auto",
         Runner::Std => "std",

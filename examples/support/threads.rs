@@ -184,7 +184,7 @@ fn read_share(
 ) -> Result<Ran, String> {
     let ring_error = |e: io::Error| format!("the reader failed: {e}");
     for &(_, path) in share {
-        reader.add_path_to_prefetch(path).map_err(ring_error)?;
+        reader.push(path).map_err(ring_error)?;
     }
     let mut tally = Tally::new(consumer);
     for (n, &(index, path)) in share.iter().enumerate() {

@@ -26,7 +26,7 @@ pub(crate) struct SyncIo<'a> {
 
 impl<'a> Io<'a> for SyncIo<'a> {
     fn backend(&self) -> Backend {
-        Backend::Sync
+        Backend::Pread
     }
 
     fn read(&mut self, req: ReadReq<'a>) {

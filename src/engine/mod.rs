@@ -104,7 +104,7 @@ pub(crate) struct Engine<'a> {
     /// Bytes of the current file copied out of the pool, read before the pool's.
     spill: Spill,
     /// The first error of a file dropped before any caller was given it (see
-    /// `unread_error`).
+    /// `unread_error`), until the reader's `take_unread_error` takes it.
     unread: Option<Error>,
     /// Whether a wait gave up on a read that may never complete (see `hung`).
     hung: bool,
@@ -161,13 +161,11 @@ impl<'a> Engine<'a> {
         Ok(engine)
     }
 
-    /// Shuts the engine down and says what went wrong: the one answer of the reader's
-    /// `close`. The drain's failure first (see [`drain`](Self::drain)), else the first file
-    /// error nobody read ([`unread_error`](Self::unread_error)).
+    /// Shuts the engine down: the reader's `close`, which says only whether the drain
+    /// failed (see [`drain`](Self::drain)); file errors nobody read are
+    /// [`unread_error`](Self::unread_error)'s.
     pub(crate) fn close(mut self) -> io::Result<()> {
-        let unread = self.unread_error();
-        self.drain()?;
-        unread.map_or(Ok(()), Err)
+        self.drain()
     }
 
     /// Cancels what is in flight and waits, up to `drain_timeout`, for all of it to come
@@ -197,12 +195,13 @@ impl<'a> Engine<'a> {
     }
 
     /// The first file error no caller was given: of a file moved past (or dropped) before its
-    /// error was read, else of a queued file that failed and was not read yet.
+    /// error was read, else of a queued file that failed and was not read yet. Taken: each
+    /// is returned once.
     pub(crate) fn unread_error(&mut self) -> Option<io::Error> {
         if let Some(e) = self.unread.take() {
             return Some(e.into());
         }
-        self.queue.first_unreported().map(|e| e.duplicate().into())
+        self.queue.take_first_unreported()
     }
 
     /// The bytes the queued files have left to read, as far as known (one page for a file
@@ -226,12 +225,9 @@ impl<'a> Engine<'a> {
         self.io.backend()
     }
 
-    /// This engine's counters, and the process's count of drains abandoned.
+    /// This engine's counters.
     pub(crate) fn stats(&self) -> Stats {
-        Stats {
-            drains_abandoned: stats::drains_abandoned(),
-            ..self.stats
-        }
+        self.stats
     }
 
     /// The pool's size in bytes.

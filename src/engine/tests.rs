@@ -253,7 +253,7 @@ const ORDERS: [(bool, bool); 4] = [(false, false), (true, false), (false, true),
 
 impl<'a> Io<'a> for Scripted<'a> {
     fn backend(&self) -> Backend {
-        Backend::Sync
+        Backend::Pread
     }
     fn read(&mut self, req: ReadReq<'a>) {
         let call = Call {
@@ -820,7 +820,7 @@ fn a_drain_that_times_out_leaks_counts_and_says_so() {
     queue_paths(&mut e, &f);
     e.fill_buf().unwrap();
     assert!(e.pool().lent() > 1);
-    let before = e.stats().drains_abandoned;
+    let before = crate::stats::drains_abandoned();
     let err = e.close().unwrap_err();
     assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
     assert!(err.to_string().contains("gave up after"), "{err}");
@@ -1858,8 +1858,9 @@ fn a_file_renamed_over_before_direct_reads_are_refused_is_not_read() {
     );
 }
 
-/// The first error no caller was given is kept for `close`: a file moved past before its
-/// error was read, or else a queued file that failed unread; an error once returned is not.
+/// The first error no caller was given is kept for `take_unread_error`: a file moved past
+/// before its error was read, or else a queued file that failed unread; an error once
+/// returned, or taken, is not.
 #[test]
 fn the_first_error_nobody_read_is_kept() {
     let f = files(&[20_000, 20_000, 20_000]);
@@ -1893,6 +1894,7 @@ fn the_first_error_nobody_read_is_kept() {
         err.to_string().contains(&*f.paths[2].to_string_lossy()),
         "{err}"
     );
+    assert!(e.unread_error().is_none(), "taken");
     assert!(e.fill_buf_at_least(8193).is_err());
     assert!(e.unread_error().is_none(), "read now");
 }

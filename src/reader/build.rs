@@ -62,7 +62,7 @@ impl<'a> SequentialFileReader<'a> {
             sq_poll: config.sq_poll.map(|idle| (idle, shared)),
         };
         let io: Box<dyn Io<'a> + 'a> = match config.backend {
-            Backend::Sync => Box::new(SyncIo::default()),
+            Backend::Pread => Box::new(SyncIo::default()),
             choice => match backend::ring(ring_config, &pool) {
                 Ok(ring) => ring,
                 Err(source) if choice == Backend::IoUring => {
@@ -80,7 +80,7 @@ impl<'a> SequentialFileReader<'a> {
             cold_window: match io.backend() {
                 // `pread` reads a range only when the consumer waits for it, right before it
                 // consumes it: the window bounds only how far its read-ahead hints go.
-                Backend::Sync => config.buffer_size,
+                Backend::Pread => config.buffer_size,
                 _ => window(COLD_WINDOW),
             },
             warm_window: window(WARM_WINDOW),

@@ -1,11 +1,10 @@
 //! What the scan asks of a reader beyond its public methods: how much is queued, the
-//! current file's length, ranges that must be whole, and giving up a reader whose read hung.
+//! current file's length, and giving up a reader whose read hung.
 
 use std::io;
 
 use super::SequentialFileReader;
 use crate::engine::Unread;
-use crate::source::Source;
 
 impl<'a> SequentialFileReader<'a> {
     /// The bytes the queued files have left, as far as known (for the scan's hand-out of
@@ -27,22 +26,6 @@ impl<'a> SequentialFileReader<'a> {
     /// The backend's (its ring failed), not the file's.
     pub(crate) fn open_current(&mut self) -> io::Result<()> {
         self.engine.open_current()
-    }
-
-    /// Queues `len` bytes of a file from `start` (for the scan's [`Entry`](crate::Entry)),
-    /// which it must hold whole where `exact` ([`Entry::exact_range`](crate::Entry::exact_range)).
-    ///
-    /// # Errors
-    ///
-    /// As [`add_file_to_prefetch`](Self::add_file_to_prefetch).
-    pub(crate) fn add_range(
-        &mut self,
-        source: Source<'a>,
-        start: u64,
-        len: u64,
-        exact: bool,
-    ) -> io::Result<()> {
-        self.engine.push_range(source, start, len, exact)
     }
 
     /// Whether a wait gave up on a read that may never complete (see

@@ -1,18 +1,20 @@
-//! The public reader: queuing, activation, moving on, the record API. `build()`, which picks
-//! the backend, is in `build`; `Read` and `BufRead` are in `std_io`.
+//! The public reader: queuing, activation, moving on, shutting down. `build()`, which picks
+//! the backend, is in `build`; `Read` and `BufRead` are in `std_io`; the record API in
+//! `records`.
 
 mod build;
 mod for_scan;
+mod records;
 mod std_io;
 
 use std::fs::File;
 use std::io;
 use std::path::Path;
-use std::sync::Arc;
 
 use crate::config::ReaderBuilder;
 use crate::consts::Backend;
 use crate::engine::Engine;
+use crate::entry::Entry;
 use crate::error::Error;
 use crate::source::Source;
 use crate::stats::Stats;
@@ -58,8 +60,8 @@ use crate::stats::Stats;
 /// of a hung device or mount may never come back: after
 /// [`ReaderBuilder::drain_timeout`] (30 s by default) the drop gives up and returns, leaking
 /// the pool and the ring rather than freeing memory the kernel may still write into, and
-/// counts it in [`Stats::drains_abandoned`]. [`close`](Self::close) does the same and says
-/// whether it had to. With [`Backend::Sync`] nothing is in flight when the reader is dropped
+/// counts it in [`drains_abandoned`](crate::drains_abandoned). [`close`](Self::close) does the
+/// same and says whether it had to. With [`Backend::Pread`] nothing is in flight when the reader is dropped
 /// (it reads on the caller's thread), so dropping it never waits.
 ///
 /// # Examples
@@ -76,7 +78,7 @@ use crate::stats::Stats;
 /// # for (i, p) in paths.iter().enumerate() { std::fs::write(p, vec![i as u8; 1000 * i])?; }
 /// let mut reader = SequentialFileReader::new()?;
 /// for path in &paths {
-///     reader.add_path_to_prefetch(path)?;
+///     reader.push(path)?;
 /// }
 /// let mut sizes = Vec::new();
 /// let mut bytes = Vec::new();
@@ -103,18 +105,81 @@ impl<'a> SequentialFileReader<'a> {
     ///
     /// [`Error::OutOfMemory`] if the pool cannot be allocated. Where io_uring is refused, the
     /// reader falls back to plain reads rather than fail.
+    ///
+    /// # Examples
+    ///
+    /// See the [type's](Self#examples).
     pub fn new() -> Result<Self, Error> {
         ReaderBuilder::new().build()
     }
 
     /// A builder, to set the pool size, read size, backend and more.
+    ///
+    /// # Examples
+    ///
+    /// See [`ReaderBuilder`].
     pub fn builder() -> ReaderBuilder {
         ReaderBuilder::new()
     }
 
+    /// Queues a file: a path, a `File` borrowed (`&file`) or taken over (`file`), whole or a
+    /// byte range of it ([`Entry`] has them all). It becomes current if the queue was empty;
+    /// its reads start at once where the pipeline has room.
+    ///
+    /// A path is opened (read-only, close-on-exec, `O_NOATIME` where permitted) only when
+    /// the read-ahead reaches it, so any number can be queued. `O_NOATIME` (Linux) keeps a
+    /// scan from writing access times; the kernel refuses it for files the process does not
+    /// own, and the reader then opens that file and its later ones without it. A `File` is
+    /// read as [`add_file_to_prefetch`](Self::add_file_to_prefetch) says; one taken over is
+    /// closed once the reader is done with it.
+    ///
+    /// # Errors
+    ///
+    /// Errors of the ring while starting reads; the file is then not queued (it is queued
+    /// and `Ok`, or not queued and `Err`). A file that cannot be opened or read gets its
+    /// error when it is read, naming it, and [`move_to_next_file`](Self::move_to_next_file)
+    /// goes on to the next file.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::fs::File;
+    /// use std::io::Read;
+    /// use readahead::{Entry, SequentialFileReader};
+    ///
+    /// # fn main() -> std::io::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("f");
+    /// # std::fs::write(&path, b"header:payload")?;
+    /// let kept = File::open(&path)?;
+    /// let mut reader = SequentialFileReader::new()?;
+    /// reader.push(&path)?; // a path, opened when the read-ahead reaches it
+    /// reader.push(&kept)?; // a file the caller keeps open
+    /// reader.push(File::open(&path)?)?; // a file the reader closes when done
+    /// reader.push(Entry::path(&path).range(7..))?; // all but the header
+    /// let mut texts = Vec::new();
+    /// loop {
+    ///     let mut text = String::new();
+    ///     reader.read_to_string(&mut text)?;
+    ///     texts.push(text);
+    ///     if !reader.move_to_next_file()? {
+    ///         break;
+    ///     }
+    /// }
+    /// assert_eq!(texts, ["header:payload", "header:payload", "header:payload", "payload"]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn push(&mut self, entry: impl Into<Entry<'a>>) -> io::Result<()> {
+        let (source, start, len, exact) = entry.into().into_parts();
+        self.engine.push_range(source, start, len, exact)
+    }
+
     /// Queues a file the caller keeps open, to read up to `read_limit` bytes of it from its
-    /// start (`u64::MAX`: all of it). It becomes current if the queue was empty; its reads
-    /// start at once where the pipeline has room.
+    /// start, `u64::MAX` meaning all of it: the call of Agave's reader, kept as it is.
+    /// [`push`](Self::push) queues the same with `push(&file)` (all of it) or
+    /// `push(Entry::file(&file).range(..read_limit))`. It becomes current if the queue was
+    /// empty; its reads start at once where the pipeline has room.
     ///
     /// The reader reads it through a duplicate of its descriptor, made when the read-ahead
     /// reaches it and closed once its reads are done (counted against
@@ -132,114 +197,17 @@ impl<'a> SequentialFileReader<'a> {
     ///
     /// # Errors
     ///
-    /// Errors of the ring while starting reads; the file is then not queued (it is queued
-    /// and `Ok`, or not queued and `Err`). A file that cannot be read (a pipe, say) gets its
-    /// error when it is read, naming it.
+    /// As [`push`](Self::push).
+    ///
+    /// # Examples
+    ///
+    /// See [`rebind`](Self::rebind).
     pub fn add_file_to_prefetch(&mut self, file: &'a File, read_limit: u64) -> io::Result<()> {
         self.engine.push(Source::Borrowed(file), 0, read_limit)
     }
 
-    /// Queues a file the reader takes ownership of (and closes once it is done with it).
-    ///
-    /// # Errors
-    ///
-    /// As [`add_file_to_prefetch`](Self::add_file_to_prefetch).
-    pub fn add_owned_file_to_prefetch(&mut self, file: File, read_limit: u64) -> io::Result<()> {
-        self.engine
-            .push(Source::Owned(Arc::new(file)), 0, read_limit)
-    }
-
-    /// Queues a path, to read all of it. It is opened (read-only, close-on-exec, `O_NOATIME`
-    /// where permitted) only when the read-ahead reaches it, so any number can be queued.
-    ///
-    /// `O_NOATIME` (Linux) keeps a scan from writing access times. The kernel refuses it for
-    /// files the process does not own: the file is then opened without it, and so are the
-    /// reader's later files, rather than each trying it again.
-    ///
-    /// # Errors
-    ///
-    /// Errors of the ring while starting reads; the path is then not queued. A path that
-    /// cannot be opened or read gets its error when it is read: the error names the path,
-    /// and [`move_to_next_file`](Self::move_to_next_file) goes on to the next file.
-    pub fn add_path_to_prefetch(&mut self, path: impl AsRef<Path>) -> io::Result<()> {
-        self.add_path_range_to_prefetch(path, 0, u64::MAX)
-    }
-
-    /// Queues `len` bytes of a path from byte `start` (`len = u64::MAX`: to its end), for
-    /// files whose data ends before their size (preallocated storage files, whose length
-    /// lives in an index). The range ends early, without error, where the file does.
-    ///
-    /// The current file's [`file_offset`](Self::file_offset) counts from the file's byte 0,
-    /// so it starts at `start`. Only the range is read (with [`direct_io`], from `start`
-    /// aligned down to 4 KiB).
-    ///
-    /// [`direct_io`]: ReaderBuilder::direct_io
-    ///
-    /// # Errors
-    ///
-    /// As [`add_path_to_prefetch`](Self::add_path_to_prefetch).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::io::Read;
-    /// use readahead::SequentialFileReader;
-    ///
-    /// # fn main() -> std::io::Result<()> {
-    /// # let dir = tempfile::tempdir()?;
-    /// # let path = dir.path().join("f");
-    /// # std::fs::write(&path, b"header:payload:padding")?;
-    /// let mut reader = SequentialFileReader::new()?;
-    /// reader.add_path_range_to_prefetch(&path, 7, 7)?;
-    /// assert_eq!(reader.file_offset(), 7);
-    /// let mut payload = String::new();
-    /// reader.read_to_string(&mut payload)?;
-    /// assert_eq!(payload, "payload");
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn add_path_range_to_prefetch(
-        &mut self,
-        path: impl AsRef<Path>,
-        start: u64,
-        len: u64,
-    ) -> io::Result<()> {
-        self.engine
-            .push(Source::Path(path.as_ref().into()), start, len)
-    }
-
-    /// Queues `len` bytes of a file the caller keeps open, from byte `start`; see
-    /// [`add_path_range_to_prefetch`](Self::add_path_range_to_prefetch) and
-    /// [`add_file_to_prefetch`](Self::add_file_to_prefetch).
-    ///
-    /// # Errors
-    ///
-    /// As [`add_file_to_prefetch`](Self::add_file_to_prefetch).
-    pub fn add_file_range_to_prefetch(
-        &mut self,
-        file: &'a File,
-        start: u64,
-        len: u64,
-    ) -> io::Result<()> {
-        self.engine.push(Source::Borrowed(file), start, len)
-    }
-
-    /// Queues `len` bytes of a file the reader takes ownership of, from byte `start`; see
-    /// [`add_path_range_to_prefetch`](Self::add_path_range_to_prefetch).
-    ///
-    /// # Errors
-    ///
-    /// As [`add_file_to_prefetch`](Self::add_file_to_prefetch).
-    pub fn add_owned_file_range_to_prefetch(
-        &mut self,
-        file: File,
-        start: u64,
-        len: u64,
-    ) -> io::Result<()> {
-        self.engine.push(Source::Owned(Arc::new(file)), start, len)
-    }
-
-    /// Makes `(file, read_limit)` the current file.
+    /// Makes `(file, read_limit)` the current file (`read_limit` as in
+    /// [`add_file_to_prefetch`](Self::add_file_to_prefetch)).
     ///
     /// - Queued files ahead of it are dropped.
     /// - If it is at the front and untouched, what was read ahead for it is used.
@@ -253,6 +221,30 @@ impl<'a> SequentialFileReader<'a> {
     /// # Errors
     ///
     /// Errors of the ring while starting reads.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::fs::File;
+    /// use std::io::Read;
+    /// use readahead::SequentialFileReader;
+    ///
+    /// # fn main() -> std::io::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    /// # std::fs::write(&a, b"first")?;
+    /// # std::fs::write(&b, b"second")?;
+    /// let (a, b) = (File::open(&a)?, File::open(&b)?);
+    /// let mut reader = SequentialFileReader::new()?;
+    /// reader.add_file_to_prefetch(&a, u64::MAX)?;
+    /// reader.add_file_to_prefetch(&b, u64::MAX)?;
+    /// reader.activate_file(&b, u64::MAX)?; // `a` is dropped; `b` keeps its read-ahead
+    /// let mut text = String::new();
+    /// reader.read_to_string(&mut text)?;
+    /// assert_eq!(text, "second");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn activate_file(&mut self, file: &'a File, read_limit: u64) -> io::Result<()> {
         self.engine.activate(file, read_limit)
     }
@@ -274,129 +266,8 @@ impl<'a> SequentialFileReader<'a> {
         self.engine.file_offset()
     }
 
-    /// At least `n` contiguous bytes of the current file, or every byte left in it when fewer
-    /// remain: `len() < n` means the file ends first (a record torn by the end), `&[]` that
-    /// it has ended. Never fewer than `n` because of a failure: where the file fails before
-    /// `n` bytes, the answer is the file's error (the bytes before the failure still come out
-    /// of [`fill_buf`](std::io::BufRead::fill_buf), then the error again).
-    ///
-    /// For parsers of records: ask for a header, read the record's length from it, then ask
-    /// for the whole record and [`consume`](std::io::BufRead::consume) it. The bytes are returned in
-    /// place, without copying, when they lie in adjacent regions of the pool (consecutive
-    /// reads of one file do, but at the pool's end); otherwise they are copied once into a
-    /// buffer the reader keeps (counted in [`Stats::bytes_spilled`]). It waits only for the
-    /// reads it needs, and never crosses into the next file. `consume` accepts up to the
-    /// length returned.
-    ///
-    /// # Errors
-    ///
-    /// [`io::ErrorKind::InvalidInput`] if `n` is more than the pool holds
-    /// ([`capacity`](Self::capacity)): the reader goes on, and a smaller `n` works. The
-    /// current file's error where it fails before `n` bytes, as
-    /// [`fill_buf`](std::io::BufRead::fill_buf) returns it.
-    ///
-    /// # Examples
-    ///
-    /// Records of an 8-byte little-endian length and that many bytes. A parser meets three
-    /// cases: a whole record; a record torn by the end of the file (fewer bytes than asked);
-    /// and an error, which `?` passes on (it is never a short answer):
-    ///
-    /// ```
-    /// use std::io::{self, BufRead};
-    /// use readahead::SequentialFileReader;
-    ///
-    /// fn bodies(reader: &mut SequentialFileReader<'_>) -> io::Result<Vec<Vec<u8>>> {
-    ///     let mut bodies = Vec::new();
-    ///     loop {
-    ///         let header = reader.fill_buf_at_least(8)?; // an error: the file's, named
-    ///         if header.is_empty() {
-    ///             return Ok(bodies); // the end of the file, between records
-    ///         }
-    ///         let len = match header.get(..8) {
-    ///             Some(h) => u64::from_le_bytes(h.try_into().unwrap()) as usize,
-    ///             None => return Err(torn(reader)), // the file ends inside a header
-    ///         };
-    ///         let record = reader.fill_buf_at_least(8 + len)?;
-    ///         if record.len() < 8 + len {
-    ///             return Err(torn(reader)); // the file ends inside a record
-    ///         }
-    ///         bodies.push(record[8..8 + len].to_vec()); // a whole record
-    ///         reader.consume(8 + len);
-    ///     }
-    /// }
-    ///
-    /// fn torn(reader: &SequentialFileReader<'_>) -> io::Error {
-    ///     let at = reader.file_offset();
-    ///     io::Error::new(io::ErrorKind::UnexpectedEof, format!("a record torn at {at}"))
-    /// }
-    ///
-    /// # fn main() -> io::Result<()> {
-    /// # let dir = tempfile::tempdir()?;
-    /// # let path = dir.path().join("records");
-    /// # let mut data = Vec::new();
-    /// # for body in [&b"one"[..], b"three", b""] {
-    /// #     data.extend_from_slice(&(body.len() as u64).to_le_bytes());
-    /// #     data.extend_from_slice(body);
-    /// # }
-    /// # std::fs::write(&path, &data)?;
-    /// # let torn_path = dir.path().join("torn");
-    /// # std::fs::write(&torn_path, &data[..data.len() - 10])?;
-    /// let mut reader = SequentialFileReader::new()?;
-    /// reader.add_path_to_prefetch(&path)?;
-    /// reader.add_path_to_prefetch(&torn_path)?;
-    /// assert_eq!(bodies(&mut reader)?, [&b"one"[..], b"three", b""]);
-    /// reader.move_to_next_file()?;
-    /// let err = bodies(&mut reader).unwrap_err();
-    /// assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn fill_buf_at_least(&mut self, n: usize) -> io::Result<&[u8]> {
-        self.engine.fill_buf_at_least(n)
-    }
-
-    /// Skips `n` bytes of the current file from the next byte [`fill_buf`](std::io::BufRead::fill_buf)
-    /// would return; returns how many were skipped: fewer only at the file's end or limit
-    /// (`0` at its end). A skip never passes a failure for an end: where the file is known to
-    /// fail inside the `n` bytes, the answer is its error, and nothing is skipped (skipping
-    /// up to the failure works, and reading there gives the error).
-    ///
-    /// What is skipped is not read: regions wholly inside the range are freed unread, reads
-    /// in flight for it are cancelled or their bytes dropped, and reads not yet issued for it
-    /// never are (the file's next read starts past it, aligned down for `O_DIRECT`).
-    /// [`file_offset`](Self::file_offset) moves on by the count returned.
-    ///
-    /// # Errors
-    ///
-    /// The current file's error (it cannot be opened, or it failed inside the `n` bytes),
-    /// naming it.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::io::Read;
-    /// use readahead::SequentialFileReader;
-    ///
-    /// # fn main() -> std::io::Result<()> {
-    /// # let dir = tempfile::tempdir()?;
-    /// # let path = dir.path().join("f");
-    /// # std::fs::write(&path, b"header:payload")?;
-    /// let mut reader = SequentialFileReader::new()?;
-    /// reader.add_path_to_prefetch(&path)?;
-    /// assert_eq!(reader.skip(7)?, 7);
-    /// let mut rest = String::new();
-    /// reader.read_to_string(&mut rest)?;
-    /// assert_eq!(rest, "payload");
-    /// assert_eq!(reader.skip(100)?, 0, "at the end");
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn skip(&mut self, n: u64) -> io::Result<u64> {
-        self.engine.skip(n)
-    }
-
     /// The current file's path, when it was queued by path
-    /// ([`add_path_to_prefetch`](Self::add_path_to_prefetch)); `None` for a file queued as a
+    /// ([`push`](Self::push)); `None` for a file queued as a
     /// `File`, or with no current file. For saying which file failed:
     ///
     /// ```
@@ -408,8 +279,8 @@ impl<'a> SequentialFileReader<'a> {
     /// # let good = dir.path().join("good");
     /// # std::fs::write(&good, b"bytes")?;
     /// let mut reader = SequentialFileReader::new()?;
-    /// reader.add_path_to_prefetch(dir.path().join("missing"))?;
-    /// reader.add_path_to_prefetch(&good)?;
+    /// reader.push(dir.path().join("missing"))?;
+    /// reader.push(&good)?;
     /// let mut failed = Vec::new();
     /// loop {
     ///     if reader.read_to_end(&mut Vec::new()).is_err() {
@@ -429,9 +300,26 @@ impl<'a> SequentialFileReader<'a> {
 
     /// The current file's position among all files queued since the reader was built or
     /// rebound (0 for the first), or `None` when no file is current. A file that
-    /// [`activate_file`](Self::activate_file) queues anew gets the next position.
-    pub fn current_index(&self) -> Option<u64> {
-        self.engine.current_index()
+    /// [`activate_file`](Self::activate_file) queues anew gets the next position. The same
+    /// count as a scan's [`ScanFile::index`](crate::ScanFile::index), for a reader of its own.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # fn main() -> std::io::Result<()> {
+    /// let mut reader = readahead::SequentialFileReader::new()?;
+    /// assert_eq!(reader.current_index(), None);
+    /// reader.push("a.bin")?;
+    /// reader.push("b.bin")?;
+    /// assert_eq!(reader.current_index(), Some(0));
+    /// reader.move_to_next_file()?;
+    /// assert_eq!(reader.current_index(), Some(1));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn current_index(&self) -> Option<usize> {
+        // Positions count files queued in memory, so they fit in `usize`.
+        self.engine.current_index().map(|i| i as usize)
     }
 
     /// Drops every queued file (cancelling their reads and waiting for them) and returns the
@@ -444,8 +332,8 @@ impl<'a> SequentialFileReader<'a> {
     /// As [`close`](Self::close): where the reads in flight do not all come back within
     /// [`ReaderBuilder::drain_timeout`], or the ring fails while waiting, the reader is
     /// dropped, its pool and ring leaked rather than freed under the kernel, and the error
-    /// says so. Unlike `close`, file errors nobody read are not returned: they are dropped
-    /// with their files (read each file to its end, or its error, first if they matter).
+    /// says so. File errors nobody read are dropped with their files (see
+    /// [`take_unread_error`](Self::take_unread_error)).
     ///
     /// # Examples
     ///
@@ -508,20 +396,17 @@ impl<'a> SequentialFileReader<'a> {
 
     /// Shuts the reader down, as dropping it does, and says whether that went cleanly: the
     /// reads in flight are cancelled and waited for (see [Dropping](Self#dropping)), and the
-    /// pool and ring freed.
+    /// pool and ring freed. File errors nobody read are dropped with their files: take them
+    /// first with [`take_unread_error`](Self::take_unread_error) where they matter.
     ///
     /// # Errors
     ///
     /// [`Error::Ring`] for the operation `drain`, whose source is of kind
     /// [`TimedOut`](io::ErrorKind::TimedOut) where reads were still in flight after
     /// [`ReaderBuilder::drain_timeout`] (a hung device or mount): the pool and ring are then
-    /// leaked, not freed, and [`Stats::drains_abandoned`] counts it. Any other kind where the
-    /// ring failed while waiting (leaked the same way where reads were left in flight).
-    ///
-    /// Otherwise, the first file error nobody read: of a file the reader moved past (or
-    /// dropped) before its error was returned by any call, else of a queued file that
-    /// failed and was not read yet; naming the file, as reading it would have. A clean
-    /// shutdown of a reader whose every error was seen is `Ok`.
+    /// leaked, not freed, and [`drains_abandoned`](crate::drains_abandoned) counts it. Any
+    /// other kind where the ring failed while waiting (leaked the same way where reads were
+    /// left in flight).
     ///
     /// # Examples
     ///
@@ -534,7 +419,7 @@ impl<'a> SequentialFileReader<'a> {
     /// # let path = dir.path().join("f");
     /// # std::fs::write(&path, vec![7; 1 << 20])?;
     /// let mut reader = SequentialFileReader::new()?;
-    /// reader.add_path_to_prefetch(&path)?;
+    /// reader.push(&path)?;
     /// let mut head = [0; 16];
     /// reader.read_exact(&mut head)?;
     /// reader.close()?; // the rest of the file is still being read ahead: cancelled
@@ -545,12 +430,61 @@ impl<'a> SequentialFileReader<'a> {
         self.engine.close()
     }
 
-    /// The backend in use: [`Backend::IoUring`] or [`Backend::Sync`], never `Auto`.
+    /// Takes the first file error nobody read: of a file the reader moved past (or
+    /// [`activate_file`](Self::activate_file) dropped) after it failed but before any call
+    /// returned its error, else of a queued file that failed and was not read yet; naming
+    /// the file, as reading it would have. `None` where every error known so far was seen (a
+    /// file moved past while its open or read was still in flight goes without one). Each
+    /// error is taken once; a queued file whose error is taken still returns it when read.
+    ///
+    /// For a caller that moves past files without reading each to its end: ask before
+    /// [`close`](Self::close), [`rebind`](Self::rebind) or a drop, which drop such errors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use readahead::{Backend, SequentialFileReader};
+    ///
+    /// # fn main() -> std::io::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let missing = dir.path().join("missing");
+    /// // `pread` opens a path as it is queued, so its failure is known before the move.
+    /// let mut reader = SequentialFileReader::builder().backend(Backend::Pread).build()?;
+    /// reader.push(&missing)?;
+    /// reader.move_to_next_file()?; // moved past, its error never read
+    /// let err = reader.take_unread_error().expect("the missing file's error");
+    /// assert!(err.to_string().contains(&*missing.to_string_lossy()));
+    /// assert!(reader.take_unread_error().is_none(), "taken");
+    /// reader.close()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn take_unread_error(&mut self) -> Option<io::Error> {
+        self.engine.unread_error()
+    }
+
+    /// The backend in use: [`Backend::IoUring`] or [`Backend::Pread`], never `Auto`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use readahead::{Backend, SequentialFileReader};
+    ///
+    /// # fn main() -> Result<(), readahead::Error> {
+    /// let reader = SequentialFileReader::builder().backend(Backend::Pread).build()?;
+    /// assert_eq!(reader.backend(), Backend::Pread);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn backend(&self) -> Backend {
         self.engine.backend()
     }
 
     /// Counters of what the reader has done.
+    ///
+    /// # Examples
+    ///
+    /// See [`Stats`].
     pub fn stats(&self) -> Stats {
         self.engine.stats()
     }

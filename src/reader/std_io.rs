@@ -31,7 +31,9 @@ impl Read for SequentialFileReader<'_> {
         Ok(())
     }
 
-    /// Reserves the rest of the current file at once, then copies chunk by chunk.
+    /// Appends the rest of the current file, copied straight from the pool one chunk at a
+    /// time (no intermediate buffer); `buf` grows as `extend_from_slice` grows it. Stops at
+    /// the current file's end, or returns its error after appending the bytes before it.
     fn read_to_end(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
         let start = buf.len();
         loop {

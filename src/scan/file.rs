@@ -17,6 +17,10 @@ const PUBLISH_EVERY: u64 = 1 << 20;
 /// The bytes come from the thread's [`SequentialFileReader`], which has the files after this
 /// one read ahead; the handle cannot move it to another file.
 ///
+/// # Examples
+///
+/// See [`Scan`](crate::Scan#examples), and [`Entry::exact_range`](crate::Entry::exact_range).
+///
 /// [`fill_buf_at_least`]: Self::fill_buf_at_least
 /// [`skip`]: Self::skip
 pub struct ScanFile<'r, 'a> {

@@ -7,7 +7,6 @@
 //!
 //! | file | job |
 //! |---|---|
-//! | `entry` | what is read: a path or a `File`, whole or a byte range ([`Entry`]) |
 //! | `work` | handing out work: the shared cursor over the caller's iterator |
 //! | `worker` | one thread: its reader, its window of queued entries, running the closure |
 //! | `file` | the closure's handle on one file ([`ScanFile`]) |
@@ -15,7 +14,6 @@
 //! | `control` | progress counters, cancelling, and the window's gate ([`ScanHandle`]) |
 
 mod control;
-mod entry;
 mod file;
 mod order;
 mod work;
@@ -31,7 +29,6 @@ use std::thread;
 use std::time::Duration;
 
 pub use control::{Progress, ScanHandle};
-pub use entry::Entry;
 pub use file::ScanFile;
 pub use order::Ordered;
 
@@ -41,6 +38,7 @@ use worker::{Batch, Builders, Shared, ThreadEnd};
 
 use crate::config::ReaderBuilder;
 use crate::consts::Backend;
+use crate::entry::Entry;
 use crate::stats::Stats;
 use crate::sys;
 
@@ -81,11 +79,11 @@ const IN_TRANSIT: usize = 32;
 ///   [`drain_timeout`](ReaderBuilder::drain_timeout) (an NFS server gone, a FUSE daemon
 ///   stuck) fails its file with [`TimedOut`](io::ErrorKind::TimedOut), naming it. Its
 ///   thread then gives its reader up (the ring and pool leaked, counted in
-///   [`Stats::drains_abandoned`]) and queues the files behind into a new one, so every other
+///   [`crate::drains_abandoned`]) and queues the files behind into a new one, so every other
 ///   file keeps its outcome, and the call returns. A thread whose read the kernel still holds
 ///   cannot exit (Linux waits for its io_uring workers): the scan waits for its closure, not
 ///   for the thread, which is left to exit once the read ends. This needs io_uring and Linux
-///   5.11: a `pread` ([`Backend::Sync`]) blocks its thread in the kernel, where nothing
+///   5.11: a `pread` ([`Backend::Pread`]) blocks its thread in the kernel, where nothing
 ///   bounds it, and a scan cannot return before its closures do, since they borrow the
 ///   caller's data.
 /// - **Progress and cancelling**: a [`ScanHandle`] ([`handle`](Self::handle)) reads the

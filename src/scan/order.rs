@@ -19,6 +19,10 @@ const RELEASE_EVERY: usize = 16;
 /// runs. Each outcome is handed out as soon as those of every file before it are; until then
 /// it waits here, and a thread that gets a window ahead of the last outcome handed out waits
 /// before its next file. Dropping it before its end stops the scan.
+///
+/// # Examples
+///
+/// See [`Scan`](crate::Scan#examples).
 pub struct Ordered<'s, T, E> {
     results: Receiver<Batch<T, E>>,
     state: &'s State,

@@ -5,7 +5,7 @@
 use std::iter::Fuse;
 use std::sync::Mutex;
 
-use super::entry::Entry;
+use crate::entry::Entry;
 
 /// An entry with its index in the input.
 pub(super) struct Taken<'a> {

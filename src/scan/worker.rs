@@ -180,7 +180,7 @@ struct Queued {
     start: u64,
     len: Option<u64>,
     /// Its place in the reader's queue ([`SequentialFileReader::current_index`]).
-    id: u64,
+    id: usize,
 }
 
 /// A thread's reader and its window of entries, in input order.
@@ -194,7 +194,7 @@ struct Lane<'a> {
     /// Entries just taken from the input (kept to reuse its allocation).
     taken: Vec<Taken<'a>>,
     /// The entries queued into the reader so far.
-    ids: u64,
+    ids: usize,
     /// The counters and backend of the readers given up on a hung read.
     retired: Option<(Stats, Backend)>,
 }
@@ -260,7 +260,7 @@ impl<'a> Lane<'a> {
     /// Queues one entry. An error is the reader's (its ring failed), not the entry's.
     fn queue_one(&mut self, entry: Entry<'a>, builders: &Builders) -> io::Result<()> {
         let reader = self.reader(builders)?;
-        entry.queue_into(reader)?;
+        reader.push(entry)?;
         self.ids += 1;
         Ok(())
     }

@@ -10,9 +10,9 @@ use super::super::open::counts::{self, FCNTL, NOATIME_OPENS};
 use super::*;
 use crate::{Backend, SequentialFileReader};
 
-/// The backends to test: `Sync`, and `IoUring` where the kernel allows it (else says why).
+/// The backends to test: `Pread`, and `IoUring` where the kernel allows it (else says why).
 fn backends() -> Vec<Backend> {
-    let mut out = vec![Backend::Sync];
+    let mut out = vec![Backend::Pread];
     match crate::io_uring_available() {
         Ok(()) => out.push(Backend::IoUring),
         Err(e) => eprintln!("skipping io_uring: {e}"),
@@ -52,7 +52,7 @@ fn read_paths(
         .build()
         .unwrap();
     for p in paths {
-        r.add_path_to_prefetch(p).unwrap();
+        r.push(p).unwrap();
     }
     for (i, want) in data.iter().enumerate() {
         let mut got = Vec::new();

@@ -38,9 +38,9 @@ pub fn io_uring_here() -> bool {
     }
 }
 
-/// The backends to test here: `Sync` always, `IoUring` where [`io_uring_here`] allows it.
+/// The backends to test here: `Pread` always, `IoUring` where [`io_uring_here`] allows it.
 pub fn backends() -> Vec<Backend> {
-    let mut out = vec![Backend::Sync];
+    let mut out = vec![Backend::Pread];
     if io_uring_here() {
         out.push(Backend::IoUring);
     }
@@ -265,7 +265,7 @@ pub fn reader_over<'a, P: AsRef<Path>>(
 ) -> SequentialFileReader<'a> {
     let mut r = b.build().unwrap();
     for p in paths {
-        r.add_path_to_prefetch(p).unwrap();
+        r.push(p.as_ref()).unwrap();
     }
     r
 }

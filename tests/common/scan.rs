@@ -161,8 +161,8 @@ fn scan_with(
     let mut order = Vec::new();
     for (i, path) in paths.iter().enumerate() {
         let queued = match queue[i] {
-            Queue::Path => r.add_path_to_prefetch(path),
-            Queue::Owned => r.add_owned_file_to_prefetch(File::open(path).unwrap(), u64::MAX),
+            Queue::Path => r.push(path),
+            Queue::Owned => r.push(File::open(path).unwrap()),
             Queue::Borrowed => r.add_file_to_prefetch(borrowed[i].as_ref().unwrap(), u64::MAX),
         };
         match queued {
