@@ -56,7 +56,10 @@ impl<'a, I> Scan<'a, I> {
     /// per CPU for each thread, so thousands of threads for a scan on many cores).
     ///
     /// Each thread has workers of its own, so a scan may start `threads x (workers + 1)`
-    /// of them. Few are needed: reads of cold files and `O_DIRECT` reads go to the device
+    /// of them. With [`sq_poll`](Self::sq_poll), the submission thread's workers serve every
+    /// reader, and the cap is theirs: by default `threads x` [`DEFAULT_SCAN_IO_WORKERS`].
+    /// A thread that gives up a reader on a hung read raises its cap by as many again for
+    /// the next, since the hung read keeps its worker. Few are needed: reads of cold files and `O_DIRECT` reads go to the device
     /// without them where the filesystem allows (ext4, XFS, btrfs); opens of files whose
     /// directory entries are not cached, and filesystems that cannot read without
     /// blocking (FUSE, NFS), use them.
@@ -88,7 +91,14 @@ impl<'a, I> Scan<'a, I> {
 pub(super) fn share(builder: ReaderBuilder, memory: usize, threads: usize) -> ReaderBuilder {
     let mut builder = share_descriptors(share_memory(builder, memory, threads), threads);
     if builder.io_workers.is_none() {
-        builder = builder.io_workers(DEFAULT_SCAN_IO_WORKERS);
+        // With a shared submission thread, its workers serve every reader.
+        let readers = if builder.sq_poll.is_some() {
+            threads
+        } else {
+            1
+        };
+        let cap = DEFAULT_SCAN_IO_WORKERS.saturating_mul(readers.try_into().unwrap_or(u32::MAX));
+        builder = builder.io_workers(cap);
     }
     builder
 }
@@ -161,5 +171,8 @@ mod tests {
         assert_eq!(capped.io_workers, Some(DEFAULT_SCAN_IO_WORKERS));
         let own = share(ReaderBuilder::new().io_workers(0), DEFAULT_SCAN_MEMORY, 2);
         assert_eq!(own.io_workers, Some(0));
+        let polled = ReaderBuilder::new().sq_poll(std::time::Duration::from_millis(1));
+        let shared = share(polled, DEFAULT_SCAN_MEMORY, 4);
+        assert_eq!(shared.io_workers, Some(4 * DEFAULT_SCAN_IO_WORKERS));
     }
 }
