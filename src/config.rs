@@ -161,9 +161,21 @@ impl ReaderBuilder {
         self
     }
 
-    /// The most io_uring kernel worker threads for this ring's blocking reads
-    /// (`IORING_REGISTER_IOWQ_MAX_WORKERS`, Linux 5.15). Default: the kernel's own limit.
-    /// Ignored where the kernel lacks it, by [`Backend::Pread`], and off Linux.
+    /// The most io_uring kernel worker threads for the reads and opens of files that cannot
+    /// be done without blocking (bounded workers, `IORING_REGISTER_IOWQ_MAX_WORKERS`, Linux
+    /// 5.15), plus one for reads of anything else (a pipe: unbounded workers). Default, and 0:
+    /// the kernel's own limits, as many bounded workers as the ring's entries or 4 per CPU,
+    /// whichever is fewer. A [`Scan`](crate::Scan) caps its readers' by default (see
+    /// [`Scan::io_workers`](crate::Scan::io_workers)).
+    ///
+    /// The kernel keeps the limit for the thread that builds the reader (its workers serve
+    /// all of its rings), until another ring of that thread sets it again. Ignored where the
+    /// kernel lacks it, by [`Backend::Pread`], and off Linux.
+    ///
+    /// ```
+    /// let reader = readahead::SequentialFileReader::builder().io_workers(2).build()?;
+    /// # Ok::<(), readahead::Error>(())
+    /// ```
     pub fn io_workers(mut self, workers: u32) -> Self {
         self.io_workers = Some(workers);
         self

@@ -85,7 +85,7 @@ pub use error::{Error, FileName};
 pub use reader::SequentialFileReader;
 pub use scan::{
     Ordered, Outcome, Progress, Scan, ScanFile, ScanHandle, ScanMap, ScanSummary,
-    DEFAULT_QUEUE_AHEAD,
+    DEFAULT_QUEUE_AHEAD, DEFAULT_SCAN_IO_WORKERS, DEFAULT_SCAN_MEMORY,
 };
 pub use stats::Stats;
 

@@ -133,6 +133,14 @@ pub struct Options {
     /// readahead's pool size, per reader (default 32M); suffixes K, M, G
     #[arg(long, value_name = "N", default_value_t = DEFAULT_BUFFER_SIZE, value_parser = parse_size, hide_default_value = true)]
     pub buffer_size: usize,
+    /// The scan's pools together, at most (Scan::memory; default 256M): each thread's
+    /// pool is its share, where that is less than --buffer-size; suffixes K, M, G
+    #[arg(long, value_name = "N", value_parser = parse_size)]
+    pub memory: Option<usize>,
+    /// The scan's io_uring kernel workers per thread (Scan::io_workers; default 2; 0: the
+    /// kernel's own limit)
+    #[arg(long, value_name = "N")]
+    pub io_workers: Option<u32>,
     /// readahead's largest single read (default 512K)
     #[arg(long, value_name = "N", default_value_t = DEFAULT_READ_SIZE, value_parser = parse_size, hide_default_value = true)]
     pub read_size: usize,
@@ -230,6 +238,12 @@ impl Options {
             text += &format!(", runner {}", self.runner.name());
             if self.offload {
                 text += ", offload";
+            }
+            if let Some(bytes) = self.memory {
+                text += &format!(", scan memory {} MiB", bytes >> 20);
+            }
+            if let Some(workers) = self.io_workers {
+                text += &format!(", {workers} io workers a thread");
             }
         }
         text += match (self.direct, self.fio) {
@@ -383,6 +397,12 @@ pub fn child_args(opts: &Options, runner: Runner) -> Vec<OsString> {
     args.extend(flags.iter().filter(|f| f.0).map(|f| f.1.into()));
     if let Some(ms) = opts.sq_poll {
         args.extend(["--sq-poll".into(), ms.to_string().into()]);
+    }
+    if let Some(bytes) = opts.memory {
+        args.extend(["--memory".into(), bytes.to_string().into()]);
+    }
+    if let Some(workers) = opts.io_workers {
+        args.extend(["--io-workers".into(), workers.to_string().into()]);
     }
     args.push("--".into());
     args.extend(opts.paths.iter().map(|path| path.clone().into_os_string()));

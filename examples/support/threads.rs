@@ -87,6 +87,12 @@ fn ours(
     if let Some(ms) = opts.sq_poll {
         scan = scan.sq_poll(Duration::from_millis(ms));
     }
+    if let Some(bytes) = opts.memory {
+        scan = scan.memory(bytes);
+    }
+    if let Some(workers) = opts.io_workers {
+        scan = scan.io_workers(workers);
+    }
     let handle = scan.handle();
     let consumer = opts.consumer();
     let mut tally = Tally::new(consumer);

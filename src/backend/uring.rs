@@ -132,11 +132,12 @@ impl<'a> Ring<'a> {
             // the pool never frees its memory while a loan is out (invariant above).
             unsafe { ring.submitter().register_buffers(&[iov]) }.is_ok()
         };
-        if let Some(workers) = config.io_workers {
-            // Bounded workers serve regular-file reads; 0 leaves the unbounded ones as they are.
+        if let Some(workers) = config.io_workers.filter(|&workers| workers > 0) {
+            // Bounded workers serve reads and opens of files; the unbounded ones, anything
+            // else (a pipe handed in), which a reader of files rarely needs: one is enough.
             let _ = ring
                 .submitter()
-                .register_iowq_max_workers(&mut [workers, 0]);
+                .register_iowq_max_workers(&mut [workers, 1]);
         }
         Ok(Ring {
             ring: ManuallyDrop::new(ring),

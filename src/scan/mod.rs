@@ -12,7 +12,9 @@
 //! | `file` | the closure's handle on one file ([`ScanFile`]) |
 //! | `order` | outcomes in input order, within a window ([`Ordered`]) |
 //! | `control` | progress counters, cancelling, and the window's gate ([`ScanHandle`]) |
+//! | `budget` | what the readers hold together: pool memory, kernel workers, descriptors |
 
+mod budget;
 mod control;
 mod file;
 mod order;
@@ -28,6 +30,7 @@ use std::sync::{Mutex, PoisonError};
 use std::thread;
 use std::time::Duration;
 
+pub use budget::{DEFAULT_SCAN_IO_WORKERS, DEFAULT_SCAN_MEMORY};
 pub use control::{Progress, ScanHandle};
 pub use file::ScanFile;
 pub use order::Ordered;
@@ -40,7 +43,6 @@ use crate::config::ReaderBuilder;
 use crate::consts::Backend;
 use crate::entry::Entry;
 use crate::stats::Stats;
-use crate::sys;
 
 /// Entries each thread keeps queued in its reader ahead of the file it reads, by default.
 pub const DEFAULT_QUEUE_AHEAD: usize = 256;
@@ -64,6 +66,9 @@ const IN_TRANSIT: usize = 32;
 ///   ([`queue_ahead`](Self::queue_ahead)) queued in its reader, so its read-ahead runs into
 ///   the next files while the closure works on this one. Paths are opened only when the
 ///   read-ahead reaches them.
+/// - **Budget**: whatever the number of threads, the readers' pools together take at most
+///   [`memory`](Self::memory) (256 MiB by default), and each thread starts at most
+///   [`io_workers`](Self::io_workers) + 1 io_uring kernel workers (3 by default).
 /// - **Per file**: the closure of [`map`](Self::map) (or [`map_init`](Self::map_init), with
 ///   state of its own per thread) gets a [`ScanFile`] (`BufRead`, `Read`,
 ///   `fill_buf_at_least`, `skip`, its path, index and length) and returns a value or an
@@ -191,6 +196,7 @@ pub struct Scan<'a, I> {
     entries: I,
     builder: ReaderBuilder,
     threads: Option<NonZeroUsize>,
+    memory: usize,
     queue_ahead: usize,
     window: Option<usize>,
     handle: ScanHandle,
@@ -209,6 +215,7 @@ where
             entries: entries.into_iter(),
             builder: ReaderBuilder::new(),
             threads: None,
+            memory: DEFAULT_SCAN_MEMORY,
             queue_ahead: DEFAULT_QUEUE_AHEAD,
             window: None,
             handle: ScanHandle::default(),
@@ -224,11 +231,13 @@ where
         self
     }
 
-    /// The settings of every thread's reader (each is built from a clone). Each reader has
-    /// a pool of its own, so the scan holds `threads` pools. Each reader's
-    /// [`max_open_files`](ReaderBuilder::max_open_files) is lowered, where needed, to its
-    /// share of half the descriptors the process may open (`ulimit -n`), so that the
-    /// readers together never take them all. Where it asks for a submission thread
+    /// The settings of every thread's reader (each is built from a clone), within the
+    /// scan's budget: each reader's pool is lowered, where needed, to its share of the
+    /// scan's [`memory`](Self::memory), its kernel workers capped
+    /// ([`io_workers`](Self::io_workers)), and its
+    /// [`max_open_files`](ReaderBuilder::max_open_files) lowered to its share of half the
+    /// descriptors the process may open (`ulimit -n`), so that the readers together never
+    /// take them all. Where it asks for a submission thread
     /// ([`ReaderBuilder::sq_poll`]), the readers share one (see [`sq_poll`](Self::sq_poll)).
     pub fn reader(mut self, builder: ReaderBuilder) -> Self {
         self.builder = builder;
@@ -314,6 +323,7 @@ impl<I> std::fmt::Debug for Scan<'_, I> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Scan")
             .field("threads", &self.threads)
+            .field("memory", &self.memory)
             .field("queue_ahead", &self.queue_ahead)
             .field("window", &self.window)
             .field("reader", &self.builder)
@@ -420,7 +430,7 @@ where
         let ScanMap { scan, init, f } = self;
         let work = Work::new(scan.entries);
         let state = &*scan.handle.state;
-        let builders = Builders::new(share_descriptors(scan.builder, threads));
+        let builders = Builders::new(budget::share(scan.builder, scan.memory, threads));
         let shared = Shared {
             work: &work,
             state,
@@ -472,21 +482,6 @@ impl<I, INIT, F> std::fmt::Debug for ScanMap<'_, I, INIT, F> {
             .field("scan", &self.scan)
             .finish_non_exhaustive()
     }
-}
-
-/// `builder` with its cap on open descriptors lowered to each reader's share of half what
-/// the process may open (the other half left to the rest of the process). A reader copes
-/// with running out of descriptors by keeping fewer, but not when the others hold them all:
-/// its current file would fail.
-fn share_descriptors(builder: ReaderBuilder, threads: usize) -> ReaderBuilder {
-    let Some(limit) = sys::descriptor_limit() else {
-        return builder;
-    };
-    let share = limit / 2 / threads as u64;
-    let cap = usize::try_from(share).map_or(builder.max_open_files, |share| {
-        builder.max_open_files.min(share.max(1))
-    });
-    builder.max_open_files(cap)
 }
 
 /// Where a thread leaves what it came to (`None`: it never ran).

@@ -37,18 +37,30 @@ impl Builders {
         self.base.buffer_size
     }
 
-    /// A thread's reader.
-    fn build<'a>(&self) -> io::Result<SequentialFileReader<'a>> {
+    /// A thread's reader, once `given_up` readers of the thread were given up on a hung read.
+    fn build<'a>(&self, given_up: u32) -> io::Result<SequentialFileReader<'a>> {
         let Some(attach) = &self.attach else {
-            return Ok(self.base.clone().build()?);
+            return Ok(with_workers_for(self.base.clone(), given_up).build()?);
         };
         let mut attach = attach.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(builder) = &*attach {
-            return Ok(builder.clone().build()?);
+            return Ok(with_workers_for(builder.clone(), given_up).build()?);
         }
-        let reader = self.base.clone().build()?;
+        let reader = with_workers_for(self.base.clone(), given_up).build()?;
         *attach = Some(self.base.clone().sq_poll_shared_with(&reader));
         Ok(reader)
+    }
+}
+
+/// `builder` with its kernel workers' cap raised by the cap again for each reader given up:
+/// the workers are the thread's, shared by all its rings, and a hung read keeps one for
+/// good, so a reader given up may leave them all stuck. The kernel's own limit still holds.
+fn with_workers_for(builder: ReaderBuilder, given_up: u32) -> ReaderBuilder {
+    match builder.io_workers {
+        Some(cap) if cap > 0 && given_up > 0 => {
+            builder.io_workers(cap.saturating_mul(given_up.saturating_add(1)))
+        }
+        _ => builder,
     }
 }
 
@@ -197,6 +209,8 @@ struct Lane<'a> {
     ids: usize,
     /// The counters and backend of the readers given up on a hung read.
     retired: Option<(Stats, Backend)>,
+    /// How many readers were given up on a hung read.
+    given_up: u32,
 }
 
 impl<'a> Lane<'a> {
@@ -208,6 +222,7 @@ impl<'a> Lane<'a> {
             taken: Vec::new(),
             ids: 0,
             retired: None,
+            given_up: 0,
         }
     }
 
@@ -269,7 +284,7 @@ impl<'a> Lane<'a> {
     /// to read builds none).
     fn reader(&mut self, builders: &Builders) -> io::Result<&mut SequentialFileReader<'a>> {
         if self.reader.is_none() {
-            self.reader = Some(builders.build()?);
+            self.reader = Some(builders.build(self.given_up)?);
         }
         Ok(self.reader.as_mut().expect("built above"))
     }
@@ -321,6 +336,7 @@ impl<'a> Lane<'a> {
         let behind = old.abandon();
         let retired = self.retired.get_or_insert((Stats::default(), backend));
         retired.0.add(&stats);
+        self.given_up += 1;
         debug_assert_eq!(behind.len(), self.queued.len(), "the reader is in step");
         self.ids = 0;
         if behind.is_empty() {
@@ -355,5 +371,19 @@ impl<'a> Lane<'a> {
             }
             (retired, now) => now.or(retired),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_reader_given_up_adds_the_cap_again() {
+        let workers = |b: ReaderBuilder, given_up| with_workers_for(b, given_up).io_workers;
+        assert_eq!(workers(ReaderBuilder::new().io_workers(2), 0), Some(2));
+        assert_eq!(workers(ReaderBuilder::new().io_workers(2), 2), Some(6));
+        assert_eq!(workers(ReaderBuilder::new().io_workers(0), 2), Some(0));
+        assert_eq!(workers(ReaderBuilder::new(), 2), None);
     }
 }

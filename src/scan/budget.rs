@@ -1,0 +1,178 @@
+//! What a scan's readers may hold together, whatever the number of threads: pool memory (a
+//! total, shared out among the threads), io_uring kernel workers (a cap on each thread's), and
+//! open descriptors (a share of the process's limit each).
+
+use super::Scan;
+use crate::config::ReaderBuilder;
+use crate::consts::PAGE;
+use crate::sys;
+
+/// The pool memory of a scan's readers together, by default (see [`Scan::memory`]).
+pub const DEFAULT_SCAN_MEMORY: usize = 256 << 20;
+/// The bounded io_uring kernel workers of each of a scan's threads, by default (see
+/// [`Scan::io_workers`]).
+pub const DEFAULT_SCAN_IO_WORKERS: u32 = 2;
+/// The smallest pool a scan gives a reader, whatever its share of [`Scan::memory`]: below two
+/// reads of the default size, a reader stops reading ahead.
+const MIN_SHARE: usize = 1 << 20;
+
+impl<'a, I> Scan<'a, I> {
+    /// The most bytes the readers' pools take together: each thread's reader gets
+    /// `bytes / threads` (at least 1 MiB), or the reader's own
+    /// [`buffer_size`](ReaderBuilder::buffer_size) where that is less, and reads no larger
+    /// than half its pool. Default [`DEFAULT_SCAN_MEMORY`], which leaves the readers of up to
+    /// 8 threads their default pool of [`DEFAULT_BUFFER_SIZE`](crate::DEFAULT_BUFFER_SIZE),
+    /// and gives each of 64 threads 4 MiB.
+    ///
+    /// The pools are most of what a scan holds: with `O_DIRECT` every byte of them is
+    /// written (and pinned, with [`registered_buffers`](ReaderBuilder::registered_buffers)),
+    /// while buffered reads of cold files touch only a few MiB of each.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # fn main() -> std::io::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let paths: Vec<_> = (0..4).map(|i| dir.path().join(i.to_string())).collect();
+    /// # for p in &paths { std::fs::write(p, b"bytes")?; }
+    /// let summary = readahead::Scan::new(&paths)
+    ///     .threads(64)
+    ///     .memory(128 << 20) // 2 MiB a thread
+    ///     .map(|file| std::io::copy(file, &mut std::io::sink()))
+    ///     .for_each(|_, _| {})?;
+    /// assert_eq!(summary.progress.bytes, 20);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn memory(mut self, bytes: usize) -> Self {
+        self.memory = bytes;
+        self
+    }
+
+    /// The most io_uring kernel worker threads each thread's reader starts for reads and
+    /// opens that would block ([`ReaderBuilder::io_workers`]: this many bounded ones, and one
+    /// unbounded). Default [`DEFAULT_SCAN_IO_WORKERS`], unless the
+    /// [`reader`](Self::reader)'s builder sets its own; 0: the kernel's own limit (up to 4
+    /// per CPU for each thread, so thousands of threads for a scan on many cores).
+    ///
+    /// Each thread has workers of its own, so a scan may start `threads x (workers + 1)`
+    /// of them. With [`sq_poll`](Self::sq_poll), the submission thread's workers serve every
+    /// reader, and the cap is theirs: by default `threads x` [`DEFAULT_SCAN_IO_WORKERS`].
+    /// A thread that gives up a reader on a hung read raises its cap by as many again for
+    /// the next, since the hung read keeps its worker. Few are needed: reads of cold files and `O_DIRECT` reads go to the device
+    /// without them where the filesystem allows (ext4, XFS, btrfs); opens of files whose
+    /// directory entries are not cached, and filesystems that cannot read without
+    /// blocking (FUSE, NFS), use them.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # fn main() -> std::io::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let paths: Vec<_> = (0..4).map(|i| dir.path().join(i.to_string())).collect();
+    /// # for p in &paths { std::fs::write(p, b"bytes")?; }
+    /// // A slow network mount: more opens and reads waiting at once on each thread.
+    /// let summary = readahead::Scan::new(&paths)
+    ///     .io_workers(16)
+    ///     .map(|file| std::io::copy(file, &mut std::io::sink()))
+    ///     .for_each(|_, _| {})?;
+    /// assert_eq!(summary.progress.files, 4);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn io_workers(mut self, workers: u32) -> Self {
+        self.builder = self.builder.io_workers(workers);
+        self
+    }
+}
+
+/// The settings of each of `threads` readers: `builder` within its share of `memory` and of
+/// the descriptors, its kernel workers capped where it does not say otherwise.
+pub(super) fn share(builder: ReaderBuilder, memory: usize, threads: usize) -> ReaderBuilder {
+    let mut builder = share_descriptors(share_memory(builder, memory, threads), threads);
+    if builder.io_workers.is_none() {
+        // With a shared submission thread, its workers serve every reader.
+        let readers = if builder.sq_poll.is_some() {
+            threads
+        } else {
+            1
+        };
+        let cap = DEFAULT_SCAN_IO_WORKERS.saturating_mul(readers.try_into().unwrap_or(u32::MAX));
+        builder = builder.io_workers(cap);
+    }
+    builder
+}
+
+/// `builder` with its pool lowered, where needed, to its share of `memory` (at least
+/// `MIN_SHARE`), and its reads to half of that pool, so that the pool still holds two.
+fn share_memory(builder: ReaderBuilder, memory: usize, threads: usize) -> ReaderBuilder {
+    let share = (memory / threads.max(1)).max(MIN_SHARE);
+    if builder.buffer_size <= share {
+        return builder;
+    }
+    let share = share / PAGE * PAGE;
+    let read_size = builder.read_size.min(share / 2).max(PAGE);
+    builder.buffer_size(share).read_size(read_size)
+}
+
+/// `builder` with its cap on open descriptors lowered to each reader's share of half what
+/// the process may open (the other half left to the rest of the process). A reader copes
+/// with running out of descriptors by keeping fewer, but not when the others hold them all:
+/// its current file would fail.
+fn share_descriptors(builder: ReaderBuilder, threads: usize) -> ReaderBuilder {
+    let Some(limit) = sys::descriptor_limit() else {
+        return builder;
+    };
+    let share = limit / 2 / threads as u64;
+    let cap = usize::try_from(share).map_or(builder.max_open_files, |share| {
+        builder.max_open_files.min(share.max(1))
+    });
+    builder.max_open_files(cap)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::consts::{DEFAULT_BUFFER_SIZE, DEFAULT_READ_SIZE};
+
+    fn pool(builder: ReaderBuilder, memory: usize, threads: usize) -> (usize, usize) {
+        let b = share(builder, memory, threads);
+        (b.buffer_size, b.read_size)
+    }
+
+    #[test]
+    fn the_default_leaves_up_to_8_threads_their_default_pool() {
+        let defaults = (DEFAULT_BUFFER_SIZE, DEFAULT_READ_SIZE);
+        assert_eq!(pool(ReaderBuilder::new(), DEFAULT_SCAN_MEMORY, 1), defaults);
+        assert_eq!(pool(ReaderBuilder::new(), DEFAULT_SCAN_MEMORY, 8), defaults);
+    }
+
+    #[test]
+    fn many_threads_share_the_memory() {
+        let (size, read) = pool(ReaderBuilder::new(), DEFAULT_SCAN_MEMORY, 64);
+        assert_eq!((size, read), (4 << 20, DEFAULT_READ_SIZE));
+        let (size, _) = pool(ReaderBuilder::new(), DEFAULT_SCAN_MEMORY, 3);
+        assert!(size * 3 <= DEFAULT_SCAN_MEMORY && size % PAGE == 0);
+    }
+
+    #[test]
+    fn a_share_holds_two_reads_and_at_least_the_floor() {
+        let big_reads = ReaderBuilder::new().read_size(8 << 20);
+        assert_eq!(pool(big_reads, 256 << 20, 64), (4 << 20, 2 << 20));
+        assert_eq!(
+            pool(ReaderBuilder::new(), 1 << 20, 64),
+            (MIN_SHARE, 512 << 10)
+        );
+    }
+
+    #[test]
+    fn workers_are_capped_unless_the_builder_says() {
+        let capped = share(ReaderBuilder::new(), DEFAULT_SCAN_MEMORY, 2);
+        assert_eq!(capped.io_workers, Some(DEFAULT_SCAN_IO_WORKERS));
+        let own = share(ReaderBuilder::new().io_workers(0), DEFAULT_SCAN_MEMORY, 2);
+        assert_eq!(own.io_workers, Some(0));
+        let polled = ReaderBuilder::new().sq_poll(std::time::Duration::from_millis(1));
+        let shared = share(polled, DEFAULT_SCAN_MEMORY, 4);
+        assert_eq!(shared.io_workers, Some(4 * DEFAULT_SCAN_IO_WORKERS));
+    }
+}
