@@ -90,11 +90,12 @@ impl<'a> Engine<'a> {
                 self.drop_chunk(c);
             }
             let f = self.queue.pop_front().expect("checked");
-            let exact = f.is_exact();
+            let status = f.status();
+            let (start, limit, exact) = (status.start(), status.limit(), status.is_exact());
             behind.push(Unread {
                 source: f.source,
-                start: f.start,
-                limit: f.limit,
+                start,
+                limit,
                 exact,
             });
         }

@@ -231,7 +231,7 @@ impl Engine<'_> {
     /// offset it failed at: a skip never passes a failure for an end (and moves nothing then).
     fn check_passable(&self, n: u64) -> io::Result<()> {
         let front = self.queue.front().expect("sized, so current");
-        match front.state() {
+        match front.status().state() {
             State::Failed { at, .. } if front.consumed.saturating_add(n) > *at => {
                 Err(front.error_out().expect("failed"))
             }
@@ -278,7 +278,7 @@ impl Engine<'_> {
         let Some(front) = self.queue.front() else {
             return Ok(false);
         };
-        if front.is_sized() {
+        if front.status().is_sized() {
             return Ok(true);
         }
         Err(front.error_out().expect("opened, or failed"))
@@ -292,12 +292,12 @@ impl Engine<'_> {
             let Some(front) = self.queue.front() else {
                 return Ok(());
             };
-            if front.is_sized() || front.error().is_some() {
+            if front.status().is_sized() || front.error().is_some() {
                 return Ok(());
             }
             self.schedule()?;
             let front = self.queue.front().expect("still current");
-            if !front.is_sized() && front.error().is_none() {
+            if !front.status().is_sized() && front.error().is_none() {
                 if self.io.in_flight() == 0 {
                     return Err(io::Error::other(
                         "readahead: the current file could not be opened (this is a bug)",

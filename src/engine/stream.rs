@@ -211,7 +211,7 @@ impl<'a> Engine<'a> {
                     self.drop_front_file();
                 }
                 let front = self.queue.front().expect("found at i");
-                if front.consumed > front.start || front.error().is_some() {
+                if front.consumed > front.status().start() || front.error().is_some() {
                     self.restart_front();
                 }
             }
