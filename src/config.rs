@@ -131,8 +131,7 @@ impl ReaderBuilder {
     ///
     /// Default: on with [`direct_io`](Self::direct_io), where every read would otherwise pin
     /// its pages; off without, since buffered reads copy from the page cache and gain nothing,
-    /// while registering pins the whole pool up front (20-60 ms for 32 MiB, measured on a
-    /// 2-core VM). Where registration is refused (`RLIMIT_MEMLOCK` too low), plain reads are
+    /// while registering pins the whole pool up front (BENCHMARKS.md). Where registration is refused (`RLIMIT_MEMLOCK` too low), plain reads are
     /// used, without error. Ignored by [`Backend::Pread`].
     pub fn registered_buffers(mut self, on: bool) -> Self {
         self.registered_buffers = Some(on);
@@ -187,8 +186,8 @@ impl ReaderBuilder {
     /// the region it has just consumed, as `BufReader` does, for the least CPU time per byte.
     ///
     /// `true` pays where one reader's caller does more work per byte than a copy (a hash) and
-    /// a CPU is idle for the workers: blake3 over cached files ran about 1.4x faster with
-    /// them on 2 CPUs, for more CPU time in all (wake-ups, and the bytes landing in another
+    /// a CPU is idle for the workers: a hash over cached files runs faster with them, for
+    /// more CPU time in all (wake-ups, and the bytes landing in another
     /// CPU's cache). Where every CPU already runs a reader, as in a [`Scan`](crate::Scan)
     /// with a thread per CPU, the workers only take time from the other readers: leave it
     /// off. BENCHMARKS.md has the figures. Ignored by [`Backend::Pread`] and off Linux.

@@ -36,7 +36,7 @@ impl Chunk {
 /// The live chunks, in id order, and the orphans.
 #[derive(Debug, Default)]
 pub(super) struct Chunks {
-    pub(super) live: VecDeque<Chunk>,
+    live: VecDeque<Chunk>,
     /// Reads in flight no longer wanted, by chunk id: the id of their file where the reader
     /// opened it (its descriptor stays open until they come back).
     orphans: HashMap<u64, Option<u64>>,
@@ -82,6 +82,51 @@ impl Chunks {
             Ok(i) => Some(i),
             Err(_) => self.live.iter().position(|c| c.id == id),
         }
+    }
+
+    pub(super) fn front(&self) -> Option<&Chunk> {
+        self.live.front()
+    }
+
+    pub(super) fn front_mut(&mut self) -> Option<&mut Chunk> {
+        self.live.front_mut()
+    }
+
+    pub(super) fn get(&self, i: usize) -> Option<&Chunk> {
+        self.live.get(i)
+    }
+
+    /// The live chunks, front first.
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Chunk> {
+        self.live.iter()
+    }
+
+    pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Chunk> {
+        self.live.iter_mut()
+    }
+
+    pub(super) fn pop_front(&mut self) -> Option<Chunk> {
+        self.live.pop_front()
+    }
+
+    /// Takes the front chunk if it is one of `file`'s.
+    pub(super) fn pop_front_of(&mut self, file: u64) -> Option<Chunk> {
+        (self.live.front()?.file == file).then(|| self.live.pop_front().expect("checked"))
+    }
+
+    /// Takes the last chunk if it is one of `file`'s.
+    pub(super) fn pop_back_of(&mut self, file: u64) -> Option<Chunk> {
+        (self.live.back()?.file == file).then(|| self.live.pop_back().expect("checked"))
+    }
+
+    /// Takes the chunk at `i` if it is one of `file`'s.
+    pub(super) fn remove_of(&mut self, i: usize, file: u64) -> Option<Chunk> {
+        (self.live.get(i)?.file == file).then(|| self.live.remove(i).expect("checked"))
+    }
+
+    /// Takes the chunks from index `at` on.
+    pub(super) fn split_off(&mut self, at: usize) -> Vec<Chunk> {
+        self.live.drain(at..).collect()
     }
 
     /// Records a chunk dropped in flight; `file` where its descriptor is the reader's.
@@ -141,16 +186,15 @@ impl Engine<'_> {
 
     /// Pops the consumed front chunk.
     pub(super) fn pop_chunk(&mut self) {
-        let c = self.chunks.live.pop_front().expect("a front chunk");
+        let c = self.chunks.pop_front().expect("a front chunk");
         self.pool
             .free(c.region.expect("a consumed chunk is not in flight"));
     }
 
     /// Drops the chunks of chunk `i`'s file that come after it (past the file's new end).
     pub(super) fn drop_chunks_after(&mut self, i: usize) {
-        let file = self.chunks.live[i].file;
-        while self.chunks.live.get(i + 1).is_some_and(|c| c.file == file) {
-            let c = self.chunks.live.remove(i + 1).expect("checked");
+        let file = self.chunks[i].file;
+        while let Some(c) = self.chunks.remove_of(i + 1, file) {
             self.drop_chunk(c);
         }
     }
@@ -158,8 +202,7 @@ impl Engine<'_> {
     /// Drops the current file and whatever was read or is in flight for it.
     pub(super) fn drop_front_file(&mut self) {
         let id = self.queue.front().map_or(u64::MAX, |f| f.id);
-        while self.chunks.live.front().is_some_and(|c| c.file == id) {
-            let c = self.chunks.live.pop_front().expect("checked");
+        while let Some(c) = self.chunks.pop_front_of(id) {
             self.drop_chunk(c);
         }
         let unreported = self.queue.pop_front().and_then(|f| f.into_unreported());
@@ -171,8 +214,7 @@ impl Engine<'_> {
     /// Drops the file queued last, `id`, and whatever was issued for it (its chunks are the
     /// last ones: chunks are in queue order).
     pub(super) fn drop_back_file(&mut self, id: u64) {
-        while self.chunks.live.back().is_some_and(|c| c.file == id) {
-            let c = self.chunks.live.pop_back().expect("checked");
+        while let Some(c) = self.chunks.pop_back_of(id) {
             self.drop_chunk(c);
         }
         self.queue.pop_back(id);
@@ -182,8 +224,7 @@ impl Engine<'_> {
     /// behind it keep their read-ahead.
     pub(super) fn restart_front(&mut self) {
         let id = self.queue.front().map_or(u64::MAX, |f| f.id);
-        while self.chunks.live.front().is_some_and(|c| c.file == id) {
-            let c = self.chunks.live.pop_front().expect("checked");
+        while let Some(c) = self.chunks.pop_front_of(id) {
             self.drop_chunk(c);
         }
         self.queue.rewind(0);
@@ -193,10 +234,10 @@ impl Engine<'_> {
     /// again later: the current file, restarted, needs the room. Whether there was any.
     pub(super) fn drop_read_ahead(&mut self) -> bool {
         let front = self.queue.front().map_or(u64::MAX, |f| f.id);
-        let Some(first) = self.chunks.live.iter().position(|c| c.file != front) else {
+        let Some(first) = self.chunks.iter().position(|c| c.file != front) else {
             return false;
         };
-        let behind: Vec<Chunk> = self.chunks.live.drain(first..).collect();
+        let behind: Vec<Chunk> = self.chunks.split_off(first);
         let files: std::collections::BTreeSet<u64> = behind.iter().map(|c| c.file).collect();
         for c in behind {
             self.drop_chunk(c);
@@ -207,5 +248,19 @@ impl Engine<'_> {
             }
         }
         true
+    }
+}
+
+impl std::ops::Index<usize> for Chunks {
+    type Output = Chunk;
+
+    fn index(&self, i: usize) -> &Chunk {
+        &self.live[i]
+    }
+}
+
+impl std::ops::IndexMut<usize> for Chunks {
+    fn index_mut(&mut self, i: usize) -> &mut Chunk {
+        &mut self.live[i]
     }
 }

@@ -33,7 +33,7 @@ impl<'a> Engine<'a> {
             _fd,
         } = done;
         if offload {
-            self.policy.offloaded -= 1;
+            self.policy.offload_done();
         }
         let region = self.pool.reclaim(loan);
         if self.chunks.take_orphan(id) {
@@ -49,10 +49,10 @@ impl<'a> Engine<'a> {
             .index_of(id)
             .expect("a completion is either an orphan's or a live chunk's");
         debug_assert!(
-            self.chunks.live[i].region.is_none(),
+            self.chunks[i].region.is_none(),
             "completion for a chunk not in flight"
         );
-        let file = self.chunks.live[i].file;
+        let file = self.chunks[i].file;
         if result > 0 {
             self.complete_bytes(i, result as usize, region);
         } else {
@@ -65,7 +65,7 @@ impl<'a> Engine<'a> {
     /// end the file there if it came back short at its end).
     fn complete_bytes(&mut self, i: usize, n: usize, region: Region) {
         self.stats.bytes_read += n as u64;
-        let chunk = &mut self.chunks.live[i];
+        let chunk = &mut self.chunks[i];
         let entry = self
             .queue
             .by_id_mut(chunk.file)
@@ -98,7 +98,7 @@ impl<'a> Engine<'a> {
     /// name another file by now) and reads the rest of the chunk buffered; gives the region
     /// back, with why, where it cannot be turned off.
     fn read_on_buffered(&mut self, i: usize, region: Region) -> Result<(), (Region, io::Error)> {
-        let file = self.chunks.live[i].file;
+        let file = self.chunks[i].file;
         let entry = self.queue.by_id_mut(file).expect("a live chunk's file");
         let fd = entry.fd.clone().expect("open while reads are in flight");
         match self.io.clear_direct(&fd) {
@@ -129,7 +129,7 @@ impl<'a> Engine<'a> {
     /// Ends chunk `i`'s file where the chunk's read began (`from`), failing it with `error`
     /// there if there is one.
     fn end_chunk(&mut self, i: usize, region: Region, error: Option<io::Error>) {
-        let chunk = &mut self.chunks.live[i];
+        let chunk = &mut self.chunks[i];
         let entry = self
             .queue
             .by_id_mut(chunk.file)
@@ -176,7 +176,7 @@ impl<'a> Engine<'a> {
     /// region back where the file must fail. `direct`: whether the read was issued with
     /// `O_DIRECT`.
     fn retry(&mut self, i: usize, result: i32, region: Region, direct: bool) -> Option<Region> {
-        let chunk = &mut self.chunks.live[i];
+        let chunk = &mut self.chunks[i];
         let file = chunk.file;
         // EFAULT too: the pool is always mapped, so it comes from the kernel finishing a read
         // for a thread that has exited since it submitted it (the reader moved threads);
@@ -218,7 +218,7 @@ impl<'a> Engine<'a> {
 
     /// Reads the rest of chunk `i` (from its `from`) again.
     fn resubmit(&mut self, i: usize, region: Region, fd: FdRef<'a>) {
-        let chunk = &self.chunks.live[i];
+        let chunk = &self.chunks[i];
         let direct = self.queue.by_id_mut(chunk.file).is_some_and(|e| e.direct);
         let loan = self.pool.lend(region);
         let req = ReadReq::new(

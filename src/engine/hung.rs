@@ -48,9 +48,12 @@ impl<'a> Engine<'a> {
             return;
         };
         let id = front.id;
-        let hung = (self.chunks.live.iter()).position(|c| c.file == id && c.region.is_none());
+        let hung = self
+            .chunks
+            .iter()
+            .position(|c| c.file == id && c.region.is_none());
         let at = hung.map_or(front.consumed, |i| {
-            let c = &self.chunks.live[i];
+            let c = &self.chunks[i];
             c.offset + c.from as u64
         });
         let error = Error::Read {
@@ -62,8 +65,7 @@ impl<'a> Engine<'a> {
             self.stats.files_failed += 1;
         }
         if let Some(i) = hung {
-            while self.chunks.live.get(i).is_some_and(|c| c.file == id) {
-                let c = self.chunks.live.remove(i).expect("checked");
+            while let Some(c) = self.chunks.remove_of(i, id) {
                 self.drop_chunk(c);
             }
         }
@@ -85,16 +87,16 @@ impl<'a> Engine<'a> {
         self.drop_front_file();
         let mut behind = Vec::with_capacity(self.queue.len());
         while let Some(id) = self.queue.front().map(|f| f.id) {
-            while self.chunks.live.front().is_some_and(|c| c.file == id) {
-                let c = self.chunks.live.pop_front().expect("checked");
+            while let Some(c) = self.chunks.pop_front_of(id) {
                 self.drop_chunk(c);
             }
             let f = self.queue.pop_front().expect("checked");
-            let exact = f.is_exact();
+            let status = f.status();
+            let (start, limit, exact) = (status.start(), status.limit(), status.is_exact());
             behind.push(Unread {
                 source: f.source,
-                start: f.start,
-                limit: f.limit,
+                start,
+                limit,
                 exact,
             });
         }

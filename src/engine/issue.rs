@@ -25,16 +25,16 @@ use crate::source::FdRef;
 #[derive(Debug, Default)]
 pub(super) struct Policy {
     /// Offloaded reads in flight.
-    pub(super) offloaded: usize,
+    offloaded: usize,
     /// Whether the consumer is copying a read itself instead of waiting (see `help`).
     helping: bool,
     /// Whether the consumer needs more of the current file at once than the window of
     /// cached reads holds (`fill_buf_at_least`): its reads may then use the whole pool.
-    pub(super) stretch: bool,
+    stretch: bool,
     /// Whether the consumer reads records (`fill_buf_at_least`): then the reads it copies
     /// itself keep the warm window, not one read, so that most records lie in adjacent
     /// regions and come out in place rather than copied across a wrap.
-    pub(super) records: bool,
+    records: bool,
     /// Bytes consumed before which cached reads keep the warm window, not one read: while
     /// reads that went to the device may still be ahead, one read's window would hold every
     /// file behind a cached range back.
@@ -54,6 +54,21 @@ impl Policy {
     /// Whether the last read that found out was served by the page cache.
     fn warm(&self) -> bool {
         self.cached == Some(true)
+    }
+
+    /// An offloaded read came back.
+    pub(super) fn offload_done(&mut self) {
+        self.offloaded -= 1;
+    }
+
+    /// The consumer reads records: the reads it copies keep the warm window (see `records`).
+    pub(super) fn set_records(&mut self) {
+        self.records = true;
+    }
+
+    /// Whether the current file's reads may use the whole pool (see `stretch`).
+    pub(super) fn set_stretch(&mut self, stretch: bool) {
+        self.stretch = stretch;
     }
 }
 
@@ -197,7 +212,7 @@ impl<'a> Engine<'a> {
             return self.issue_read(idx);
         }
         // Reads go in queue order: the next ones wait for this file's open.
-        if entry.is_opening() || (idx > 0 && self.descriptors() >= self.limits.max_open) {
+        if entry.status().is_opening() || (idx > 0 && self.descriptors() >= self.limits.max_open) {
             return Step::Blocked;
         }
         if self.start_open(idx) {

@@ -213,7 +213,7 @@ impl<'a> Engine<'a> {
     /// The current file's length in bytes once it is open: its range's, cut at the size it
     /// had then.
     pub(crate) fn current_len(&self) -> Option<u64> {
-        self.queue.front()?.sized_len()
+        self.queue.front()?.status().sized_len()
     }
 
     /// A descriptor of the ring, where it has a submission thread others may share.

@@ -165,7 +165,7 @@ impl<'a> Engine<'a> {
         let held = self.descriptors();
         for i in 1..self.queue.len() {
             let e = self.queue.get_mut(i).expect("in range");
-            if e.opened_here && e.next_read <= e.start && e.in_flight == 0 {
+            if e.opened_here && e.next_read <= e.status().start() && e.in_flight == 0 {
                 self.queue.release_fd(i);
             }
         }

@@ -79,7 +79,7 @@ impl Engine<'_> {
                 ),
             ));
         }
-        self.policy.records = true;
+        self.policy.set_records();
         if self.spill.pending() == 0 {
             // Most records lie inside the front chunk: no run to measure, no waiting.
             if let Some(len) = self.front_unread(n) {
@@ -99,7 +99,7 @@ impl Engine<'_> {
     /// The unread bytes of the current file's front chunk, if it is readable and holds at
     /// least `n` of them (and at least one).
     fn front_unread(&self, n: usize) -> Option<usize> {
-        let (front, c) = (self.queue.front()?, self.chunks.live.front()?);
+        let (front, c) = (self.queue.front()?, self.chunks.front()?);
         let unread = c.valid(front.stop()).saturating_sub(c.pos);
         (c.file == front.id && c.region.is_some() && unread >= n.max(1)).then_some(unread)
     }
@@ -124,7 +124,7 @@ impl Engine<'_> {
                     None => Ok(Gather::InPlace(run)),
                 };
             }
-            let (id, next) = (front.id, self.chunks.live.get(chunks));
+            let (id, next) = (front.id, self.chunks.get(chunks));
             match next {
                 Some(c) if c.file == id && c.region.is_none() => self.wait()?,
                 Some(c) if c.file == id => return Ok(Gather::Spill),
@@ -140,18 +140,18 @@ impl Engine<'_> {
     /// Issues the current file's next reads, past the window of cached reads if need be;
     /// whether one now follows the `chunks` chunks of the run.
     fn issue_for_run(&mut self, id: u64, chunks: usize) -> io::Result<bool> {
-        self.policy.stretch = true;
+        self.policy.set_stretch(true);
         let scheduled = self.schedule();
-        self.policy.stretch = false;
+        self.policy.set_stretch(false);
         scheduled?;
-        Ok(self.chunks.live.get(chunks).is_some_and(|c| c.file == id))
+        Ok(self.chunks.get(chunks).is_some_and(|c| c.file == id))
     }
 
     /// How many bytes lie contiguous in the pool from the consumer's position, counting no
     /// further than `n` once reached, and over how many chunks.
     fn run_len(&self, n: usize) -> (usize, usize) {
         let end = self.queue.front().expect("a current file").stop();
-        let mut chunks = self.chunks.live.iter();
+        let mut chunks = self.chunks.iter();
         let first = chunks.next().expect("a readable front chunk");
         let (mut run, mut count, mut prev) = (first.valid(end) - first.pos, 1, first);
         for c in chunks {
@@ -176,7 +176,7 @@ impl Engine<'_> {
     /// Exposes `len` contiguous bytes from the consumer's position (see `run_len`).
     fn expose_run(&mut self, len: usize) -> &[u8] {
         self.exposed = len;
-        match self.chunks.live.front() {
+        match self.chunks.front() {
             Some(c) if len > 0 => {
                 let region = c.region.as_ref().expect("a readable front chunk");
                 self.pool.span(region, c.pos, len)
@@ -231,7 +231,7 @@ impl Engine<'_> {
     /// offset it failed at: a skip never passes a failure for an end (and moves nothing then).
     fn check_passable(&self, n: u64) -> io::Result<()> {
         let front = self.queue.front().expect("sized, so current");
-        match front.state() {
+        match front.status().state() {
             State::Failed { at, .. } if front.consumed.saturating_add(n) > *at => {
                 Err(front.error_out().expect("failed"))
             }
@@ -247,7 +247,7 @@ impl Engine<'_> {
         let stop = front.stop();
         let to = from.saturating_add(n).min(stop.max(from));
         front.consumed = to;
-        while let Some(c) = self.chunks.live.front_mut() {
+        while let Some(c) = self.chunks.front_mut() {
             if c.file != id {
                 break;
             }
@@ -258,7 +258,7 @@ impl Engine<'_> {
                 c.pos = c.pos.max((to - c.offset) as usize);
                 break;
             }
-            let c = self.chunks.live.pop_front().expect("checked");
+            let c = self.chunks.pop_front().expect("checked");
             self.drop_chunk(c);
         }
         let front = self.queue.front_mut().expect("still current");
@@ -278,7 +278,7 @@ impl Engine<'_> {
         let Some(front) = self.queue.front() else {
             return Ok(false);
         };
-        if front.is_sized() {
+        if front.status().is_sized() {
             return Ok(true);
         }
         Err(front.error_out().expect("opened, or failed"))
@@ -292,12 +292,12 @@ impl Engine<'_> {
             let Some(front) = self.queue.front() else {
                 return Ok(());
             };
-            if front.is_sized() || front.error().is_some() {
+            if front.status().is_sized() || front.error().is_some() {
                 return Ok(());
             }
             self.schedule()?;
             let front = self.queue.front().expect("still current");
-            if !front.is_sized() && front.error().is_none() {
+            if !front.status().is_sized() && front.error().is_none() {
                 if self.io.in_flight() == 0 {
                     return Err(io::Error::other(
                         "readahead: the current file could not be opened (this is a bug)",

@@ -85,7 +85,7 @@ impl<'a> Engine<'a> {
                 Front::Again => {}
             }
         }
-        let (Some(front), Some(c)) = (self.queue.front(), self.chunks.live.front()) else {
+        let (Some(front), Some(c)) = (self.queue.front(), self.chunks.front()) else {
             unreachable!("the loop breaks only on a readable chunk")
         };
         let region = c.region.as_ref().expect("checked readable");
@@ -99,7 +99,7 @@ impl<'a> Engine<'a> {
         let Some(front) = self.queue.front() else {
             return Ok(Front::End);
         };
-        match self.chunks.live.front() {
+        match self.chunks.front() {
             Some(c) if c.file == front.id && c.region.is_some() => {
                 if c.pos < c.valid(front.stop()) {
                     return Ok(Front::Readable);
@@ -125,7 +125,7 @@ impl<'a> Engine<'a> {
         }
         let id = front.id;
         self.schedule()?;
-        let issued = self.chunks.live.front().is_some_and(|c| c.file == id);
+        let issued = self.chunks.front().is_some_and(|c| c.file == id);
         let failed = self.queue.front().is_some_and(|f| f.error().is_some());
         if !issued && !failed {
             if self.io.in_flight() == 0 {
@@ -177,7 +177,7 @@ impl<'a> Engine<'a> {
         let front = self.queue.front_mut().expect("bytes were exposed");
         front.consumed += amt as u64;
         let mut left = amt;
-        for c in self.chunks.live.iter_mut() {
+        for c in self.chunks.iter_mut() {
             debug_assert!(c.file == front.id && c.region.is_some());
             let take = left.min(c.valid(front.stop()).saturating_sub(c.pos));
             c.pos += take;
@@ -211,7 +211,7 @@ impl<'a> Engine<'a> {
                     self.drop_front_file();
                 }
                 let front = self.queue.front().expect("found at i");
-                if front.consumed > front.start || front.error().is_some() {
+                if front.consumed > front.status().start() || front.error().is_some() {
                     self.restart_front();
                 }
             }

@@ -1269,12 +1269,16 @@ fn moving_past_a_file_being_opened_loses_nothing() {
         let log = io.log.clone();
         let mut e = engine(io, 64 << 10, 8192);
         queue_paths(&mut e, &f);
-        assert!(e.queue.front().unwrap().is_opening(), "{order:?}");
+        assert!(e.queue.front().unwrap().status().is_opening(), "{order:?}");
         assert!(e.move_to_next_file().unwrap());
         // File 1's open started when it was queued; moving on reaped it, unless the source
         // completes only when the engine waits.
         let lazy = order.1;
-        assert_eq!(e.queue.front().unwrap().is_opening(), lazy, "{order:?}");
+        assert_eq!(
+            e.queue.front().unwrap().status().is_opening(),
+            lazy,
+            "{order:?}"
+        );
         assert!(e.move_to_next_file().unwrap());
         assert_exact(&read_all(&mut e), &f.data[2..]);
         assert_pool_empty(&e);

@@ -71,8 +71,8 @@ pub(super) type Sent<T, E> = (usize, Outcome<T, E>);
 pub(super) type Batch<T, E> = Vec<Sent<T, E>>;
 
 /// Outcomes a thread gathers before it sends them: one message, and at most one wake-up of
-/// the caller's thread, per this many files, rather than per file. (On 10,766 account files
-/// on 2 threads, a message per file cost 26,800 `futex` calls and 5% of the time.)
+/// the caller's thread, per this many files, rather than per file: a message per file
+/// costs a `futex` call each (BENCHMARKS.md has the measurement).
 const SEND_BATCH: usize = 32;
 
 /// A thread's outcomes on their way to the caller, sent a batch at a time, and whatever is
@@ -125,9 +125,8 @@ pub(super) struct Shared<'s, I> {
     /// Entries a thread keeps queued in its reader at most.
     pub(super) queue_ahead: usize,
     /// Bytes (as far as known) a thread keeps queued at most: twice its reader's pool, so
-    /// that the read-ahead can fill the pool while the window holds more behind it. (With
-    /// one pool, records on 2 threads cold `O_DIRECT` read 4% slower than two readers
-    /// queued by hand; with two, 1%.) It takes more once it holds less than one pool.
+    /// that the read-ahead can fill the pool while the window holds more behind it
+    /// (BENCHMARKS.md). It takes more once it holds less than one pool.
     pub(super) queue_bytes: u64,
     /// For ordered results: how far past the last result delivered a file may start.
     pub(super) window: Option<usize>,

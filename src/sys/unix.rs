@@ -501,11 +501,9 @@ impl Mapping {
             return None;
         }
         // Transparent huge pages where the system gives them on request: the pool is walked
-        // over and over, and 2 MiB pages spare the TLB and the page faults of 4 KiB ones.
-        // Measured on records parsed from warm account files on two threads: 0.95x of std's
-        // speed with the advice, 0.88x without, in the same run (Linux 6.18, which places
-        // large anonymous mappings on 2 MiB boundaries; older kernels may not, and then the
-        // pages at either end of the pool stay small). A hint: refused, it changes nothing.
+        // over and over, and 2 MiB pages spare the TLB and the page faults of 4 KiB ones
+        // (BENCHMARKS.md). Where the kernel does not place the mapping on a 2 MiB boundary,
+        // the pages at its ends stay small. A hint: refused, it changes nothing.
         #[cfg(any(target_os = "linux", target_os = "android"))]
         // SAFETY: advice on the mapping just made, of its own length; it changes neither the
         // mapping's addresses nor its contents.

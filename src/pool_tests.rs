@@ -1,0 +1,200 @@
+use std::collections::VecDeque;
+
+use super::*;
+
+#[test]
+fn regions_are_page_aligned_and_fifo() {
+    let mut p = Pool::with_capacity(4 * PAGE).unwrap();
+    let a = p.alloc(100).unwrap();
+    let b = p.alloc(PAGE + 1).unwrap();
+    assert_eq!(a.len, PAGE);
+    assert_eq!(b.len, 2 * PAGE);
+    assert_eq!(p.used(), 3 * PAGE);
+    assert!(p.alloc(2 * PAGE).is_none(), "only one page is left");
+    let c = p.alloc(PAGE).unwrap();
+    assert!(p.alloc(1).is_none());
+    // Freeing out of order takes nothing back until the oldest is back.
+    p.free(b);
+    assert_eq!(p.used(), 4 * PAGE);
+    p.free(a);
+    assert_eq!(p.used(), PAGE);
+    p.free(c);
+    assert_eq!(p.used(), 0);
+    assert_eq!(p.live_regions(), 0);
+}
+
+#[test]
+fn a_region_never_wraps() {
+    let mut p = Pool::with_capacity(4 * PAGE).unwrap();
+    let a = p.alloc(2 * PAGE).unwrap();
+    let b = p.alloc(PAGE).unwrap();
+    p.free(a);
+    // One page is free at the end and two at the start: a two-page region skips the end.
+    let c = p.alloc(2 * PAGE).unwrap();
+    assert_eq!(p.phys(&c), 0);
+    assert_eq!(
+        p.used(),
+        4 * PAGE,
+        "the skipped page counts until b is back"
+    );
+    p.free(b);
+    assert_eq!(p.used(), 2 * PAGE);
+    p.free(c);
+    assert_eq!(p.used(), 0);
+}
+
+#[test]
+fn an_empty_pool_fits_a_region_of_its_whole_size() {
+    let mut p = Pool::with_capacity(4 * PAGE).unwrap();
+    let a = p.alloc(PAGE).unwrap();
+    p.free(a);
+    // Three pages are free after the first, one before it: only a restart at 0 fits four.
+    let b = p.alloc(4 * PAGE).unwrap();
+    assert_eq!(p.phys(&b), 0);
+    p.free(b);
+    let c = p.alloc(3 * PAGE).unwrap();
+    let d = p.alloc(PAGE).unwrap();
+    assert!(p.alloc(1).is_none());
+    p.free(c);
+    p.free(d);
+}
+
+#[test]
+fn a_limit_keeps_regions_in_the_first_pages() {
+    let mut p = Pool::with_capacity(8 * PAGE).unwrap();
+    let mut held = VecDeque::new();
+    for _ in 0..20 {
+        while held.len() >= 3 {
+            p.free(held.pop_front().unwrap());
+        }
+        let r = p.alloc_below(PAGE, 3 * PAGE).unwrap();
+        assert!(p.phys(&r) + PAGE <= 3 * PAGE, "stays below the limit");
+        held.push_back(r);
+    }
+    assert_eq!(p.live_bytes(), 3 * PAGE);
+    // Nothing fits below the limit while three pages are live there: none is taken.
+    assert!(p.alloc_below(PAGE, 3 * PAGE).is_none());
+    while let Some(r) = held.pop_front() {
+        p.free(r);
+    }
+    assert_eq!((p.used(), p.live_bytes()), (0, 0));
+    // A region larger than the limit goes past it.
+    let a = p.alloc_below(2 * PAGE, 3 * PAGE).unwrap();
+    let big = p.alloc_below(4 * PAGE, 3 * PAGE).unwrap();
+    assert_eq!((p.phys(&a), p.phys(&big)), (0, 2 * PAGE));
+    assert_eq!(p.live_bytes(), 6 * PAGE);
+    p.free(a);
+    p.free(big);
+}
+
+#[test]
+fn lend_and_reclaim_keep_bytes() {
+    let mut p = Pool::with_capacity(2 * PAGE).unwrap();
+    let r = p.alloc(10).unwrap();
+    let mut loan = p.lend(r);
+    assert_eq!(p.lent(), 1);
+    loan.as_mut_slice()[..3].copy_from_slice(b"abc");
+    let r = p.reclaim(loan);
+    assert_eq!(p.lent(), 0);
+    assert_eq!(p.bytes(&r, 0..3), b"abc");
+    p.free(r);
+}
+
+#[test]
+fn dropping_with_a_loan_out_leaks_instead_of_freeing() {
+    let mut p = Pool::with_capacity(PAGE).unwrap();
+    let r = p.alloc(1).unwrap();
+    let loan = p.lend(r);
+    drop(p);
+    // The loan's memory is still mapped: writing through it must not fault.
+    let mut loan = loan;
+    loan.as_mut_slice()[0] = 1;
+}
+
+#[test]
+#[should_panic(expected = "a token of another pool")]
+fn a_region_of_another_pool_is_refused() {
+    let mut a = Pool::with_capacity(PAGE).unwrap();
+    let mut b = Pool::with_capacity(PAGE).unwrap();
+    let r = a.alloc(1).unwrap();
+    // `b` has a live region at the same position, so only the identity tells them apart.
+    let _same_place = b.alloc(1).unwrap();
+    let _ = b.bytes(&r, 0..1);
+}
+
+#[test]
+#[should_panic(expected = "a token of another pool")]
+fn a_loan_of_another_pool_is_not_taken_back() {
+    let mut a = Pool::with_capacity(PAGE).unwrap();
+    let mut b = Pool::with_capacity(PAGE).unwrap();
+    let loan = {
+        let r = a.alloc(1).unwrap();
+        a.lend(r)
+    };
+    let _ = {
+        let r = b.alloc(1).unwrap();
+        b.lend(r)
+    };
+    b.reclaim(loan);
+}
+
+#[test]
+fn a_kernel_loan_comes_back_with_what_was_written() {
+    let mut p = Pool::with_capacity(PAGE).unwrap();
+    let (kernel, ptr) = {
+        let r = p.alloc(3).unwrap();
+        p.lend(r)
+    }
+    .into_kernel();
+    // Stands in for the kernel writing through the address it was given.
+    // SAFETY: `ptr` points at a live region of at least 3 bytes no token can reach now.
+    unsafe { ptr.copy_from_nonoverlapping(b"xyz".as_ptr(), 3) };
+    // SAFETY: no kernel operation was ever handed this region.
+    let loan = unsafe { kernel.reaped() };
+    let r = p.reclaim(loan);
+    assert_eq!(p.bytes(&r, 0..3), b"xyz");
+    p.free(r);
+}
+
+#[test]
+fn a_kernel_loan_dropped_leaks_the_pool_rather_than_free_it() {
+    let mut p = Pool::with_capacity(PAGE).unwrap();
+    let r = p.alloc(1).unwrap();
+    // The kernel loan is dropped at once, never reaped.
+    let (_, ptr) = p.lend(r).into_kernel();
+    assert_eq!(
+        p.lent(),
+        1,
+        "the region stays lent, so the pool's drop leaks it"
+    );
+    drop(p);
+    // Stands in for the kernel finishing the read late: the memory must still be mapped.
+    // SAFETY: the pool was dropped with a loan out, so it leaked its mapping: `ptr` points
+    // at a live byte of it that no token can reach any more.
+    unsafe { ptr.write(1) };
+}
+
+#[test]
+#[should_panic(expected = "outside a region")]
+fn bytes_past_a_region_panic() {
+    let mut p = Pool::with_capacity(PAGE).unwrap();
+    let r = p.alloc(1).unwrap();
+    let _ = p.bytes(&r, 0..PAGE + 1);
+}
+
+#[test]
+fn churn_keeps_accounting() {
+    let mut p = Pool::with_capacity(8 * PAGE).unwrap();
+    let mut held = VecDeque::new();
+    for i in 0..1000usize {
+        let len = 1 + (i * 7919) % (3 * PAGE);
+        while p.alloc(len).map(|r| held.push_back(r)).is_none() {
+            p.free(held.pop_front().unwrap());
+        }
+        assert!(p.used() <= p.capacity());
+    }
+    while let Some(r) = held.pop_front() {
+        p.free(r);
+    }
+    assert_eq!(p.used(), 0);
+}
