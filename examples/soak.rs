@@ -35,7 +35,7 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 #[allow(dead_code)]
-#[path = "support/prng.rs"]
+#[path = "../benches/scan/prng.rs"]
 mod prng;
 
 use std::path::PathBuf;
