@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The b3sum example (examples/b3sum.rs) against the real b3sum, on three data sets:
+# The b3sum example (examples/b3sum/) against the real b3sum, on three data sets:
 #
 #   tree   the Rust toolchain's own tree, $(rustc --print sysroot): every machine with Rust has
 #          it. Ours: `b3sum -r .`; theirs: `find . -type f -print0 | sort -z | xargs -0 b3sum`

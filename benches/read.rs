@@ -8,7 +8,7 @@
 //! BENCHMARKS.md, scaled down). Every set is read with a cheap checksum of every byte as the
 //! consumer; the mixed set also with blake3 of every file, where reading ahead can overlap the
 //! consumer's own work. The fourth set is account storage (600 files, most of 15-115 KB, a few
-//! up to 2 MiB, about 40 MiB; see `examples/support/accounts.rs`): every record is parsed and
+//! up to 2 MiB, about 40 MiB; see `scan/accounts.rs`): every record is parsed and
 //! its data hashed with blake3, as a validator's startup scan does, with `fill_buf_at_least`
 //! beside std's `BufReader` of 1 MiB, which copies a record straddling its buffer's end into a
 //! spill `Vec`. Each iteration of `readahead` is a whole scan, building the reader included, as
@@ -28,11 +28,11 @@
 
 // Benches build with `cfg(test)` but not their `#[test]`s: its tests' helper goes unused.
 #[allow(dead_code)]
-#[path = "../examples/support/accounts.rs"]
+#[path = "scan/accounts.rs"]
 mod accounts;
-#[path = "../examples/support/checksum.rs"]
+#[path = "scan/checksum.rs"]
 mod checksum;
-#[path = "../examples/support/prng.rs"]
+#[path = "scan/prng.rs"]
 mod prng;
 
 use std::fs::{self, File};
@@ -222,7 +222,7 @@ impl Records for SequentialFileReader<'_> {
 
 /// std's `BufReader` with the record interface, as a validator reads today: a record in place
 /// where it lies whole in the buffer, else copied into `spill` from as many fills as it takes.
-/// A short form of `Spilling` in `examples/support/records.rs`: whole records only.
+/// A short form of `Spilling` in `scan/records.rs`: whole records only.
 struct Spilling<'s, R> {
     inner: R,
     /// The record asked for, where it straddled the buffer's end; empty otherwise.

@@ -1,4 +1,4 @@
-//! The b3sum example (`examples/b3sum.rs`) against the real `b3sum`: the same arguments, in
+//! The b3sum example (`examples/b3sum/`) against the real `b3sum`: the same arguments, in
 //! the same directory, with the same standard input, give the same stdout, the same stderr
 //! and the same exit status, on a tree of odd names (a backslash, a newline, a carriage
 //! return, two spaces, non-ASCII), empty files, a 1-byte file, a file of exactly 1 MiB (hashed

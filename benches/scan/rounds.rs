@@ -18,10 +18,10 @@ use std::path::Path;
 
 use indicatif::ProgressBar;
 
-use crate::compare::{self, Role, Run};
-use crate::files::FileList;
-use crate::options::{child_args, Options, Runner, DEFAULT_RUN_ROUNDS};
-use crate::{progress, system};
+use super::compare::{self, Role, Run};
+use super::files::FileList;
+use super::options::{child_args, Options, Runner, DEFAULT_RUN_ROUNDS};
+use super::{progress, system};
 
 /// Whether a run starts with the files' pages dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,7 +49,7 @@ struct Runs {
 /// Runs the rounds, prints the ratios and the runs; fails if the runs read different data.
 pub fn run(opts: &Options, exe: &Path, files: &FileList) -> Result<(), String> {
     let rounds = opts.rounds.unwrap_or(DEFAULT_RUN_ROUNDS);
-    crate::emit(&header(opts, files, rounds));
+    super::emit(&header(opts, files, rounds));
     let bar = progress::steps(progress::shown(false), 4 * rounds as u64, "rounds");
     let mut runs = Runs::default();
     for round in 1..=rounds {
@@ -84,12 +84,12 @@ pub fn run(opts: &Options, exe: &Path, files: &FileList) -> Result<(), String> {
         }
     }
     progress::finish(bar);
-    crate::emit(&ratios_text(opts, &runs));
-    crate::emit(&details(&runs, rounds));
+    super::emit(&ratios_text(opts, &runs));
+    super::emit(&details(&runs, rounds));
     let mut all = runs.cold;
     all.extend(runs.warm);
     let agreement = compare::check_agreement(&all)?;
-    crate::emit(&compare::agreement_line(&agreement));
+    super::emit(&compare::agreement_line(&agreement));
     Ok(())
 }
 
@@ -166,7 +166,7 @@ fn header(opts: &Options, files: &FileList, rounds: usize) -> String {
          other round); each run a process of its own\ncold runs: {cold}\nwarm runs: every file read once before them, \
          untimed, so that neither pays for the first read of pages the disk just delivered\n",
         opts.std_buffer >> 10,
-        crate::files_line(files.paths.len() as u64, files.total_bytes),
+        super::files_line(files.paths.len() as u64, files.total_bytes),
         opts.settings(),
     )
 }

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use clap::{CommandFactory, Parser, ValueEnum};
 use readahead::{Backend, DEFAULT_BUFFER_SIZE, DEFAULT_READ_SIZE};
 
-use crate::consume::Consumer;
-use crate::data_sets::{self, DataSet};
+use super::consume::Consumer;
+use super::data_sets::{self, DataSet};
 
 /// The built-in scenarios, after the options in `--help`.
 const SCENARIOS: &str = "\

@@ -12,7 +12,7 @@
 //! - data lengths: 88% exactly 165 bytes, 11.5% log-uniform in 1 B..=20 KiB, 0.5% log-uniform
 //!   in 20 KiB..=1 MiB, cut short where the file's size leaves less room.
 
-use crate::prng::Prng;
+use super::prng::Prng;
 
 /// Bytes of a record's header.
 pub const HEADER: usize = 136;

@@ -34,7 +34,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-use crate::system;
+use super::system;
 
 /// One configuration fio runs in: the size of its reads and how many are in flight.
 #[derive(Debug, PartialEq, Eq)]

@@ -14,28 +14,24 @@
 //! `NAME: OK` or `NAME: FAILED`. A FILE that cannot be hashed (missing, a directory,
 //! unreadable, an I/O error) prints `b3sum: NAME: ERROR` on stderr and the rest go on. Exit
 //! status: 0; 1 when a file failed or a check did not match; 2 for a bad command line. The
-//! output rules are in `support/b3sum_output.rs`, one function for a hashed file's line and
-//! one for a checked file's.
+//! output rules are in `output.rs`, one function for a hashed file's line and one for a
+//! checked file's.
 //!
 //! Beyond it: `-r/--recursive` hashes the regular files under each directory FILE (symbolic
-//! links not followed, other kinds of file reported and skipped; see
-//! `support/b3sum_inputs.rs`), printing the same lines, so that `b3sum -c` checks them;
+//! links not followed, other kinds of file reported and skipped; see `inputs.rs`), printing
+//! the same lines, so that `b3sum -c` checks them;
 //! `--threads N` (also `--num-threads`, b3sum's name) sets the scan's threads, each with a
 //! reader; a progress bar on stderr where it is a terminal and stdout is not.
 //!
 //! How it hashes: the files go to a `readahead::Scan`, one reader a thread, each file to
 //! whichever thread is free, while the reads of the next files are in flight; a file of more
 //! than 1 MiB is cut into subtrees of its BLAKE3 tree, byte ranges hashed on every thread
-//! and merged (see `support/b3sum_hash.rs` and `support/b3sum_tree.rs`). `b3sum` hashes one
-//! file after another, each through `mmap` (on every core where it is large).
+//! and merged (see `hash.rs` and `tree.rs`). `b3sum` hashes one file after another, each
+//! through `mmap` (on every core where it is large).
 
-#[path = "support/b3sum_hash.rs"]
 mod hash;
-#[path = "support/b3sum_inputs.rs"]
 mod inputs;
-#[path = "support/b3sum_output.rs"]
 mod output;
-#[path = "support/b3sum_tree.rs"]
 mod tree;
 
 use std::fs::File;

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{json, Value};
 
-use crate::fio::{self, FioRun};
+use super::fio::{self, FioRun};
 
 const GIB: f64 = (1u64 << 30) as f64;
 

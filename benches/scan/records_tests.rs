@@ -3,9 +3,9 @@
 
 use std::io::{BufReader, Cursor};
 
+use super::super::accounts::{fill_file, ALIGN};
+use super::super::prng::Prng;
 use super::*;
-use crate::accounts::{fill_file, ALIGN};
-use crate::prng::Prng;
 
 /// A whole file in memory: every `fill_at_least` is zero-copy.
 struct Slice<'b> {

@@ -3,12 +3,12 @@
 //!
 //! One add per 8 bytes, in a loop the compiler vectorises (a wrapping sum is associative), so
 //! that what a warm scan measures is the reading and the copy, not the consumer. Unlike
-//! [`Checksum`](crate::checksum::Checksum) it does not see the order of the words; it only has
+//! [`Checksum`](super::checksum::Checksum) it does not see the order of the words; it only has
 //! to agree between backends, and any byte lost, duplicated or changed still shows. A word
 //! split across calls to [`Light::update`] is carried over to the next call as the checksum
 //! carries its blocks, so the sum does not depend on how the bytes are split.
 
-use crate::checksum::Partial;
+use super::checksum::Partial;
 
 /// Bytes per word.
 const WORD: usize = 8;

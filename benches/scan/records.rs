@@ -13,7 +13,7 @@ use std::io::{self, BufRead};
 use indicatif::ProgressBar;
 use readahead::{ScanFile, SequentialFileReader};
 
-use crate::accounts::{record_size, DATA_LEN_AT, HEADER};
+use super::accounts::{record_size, DATA_LEN_AT, HEADER};
 
 /// Records up to this many bytes are asked for whole; longer ones are hashed as they stream
 /// by, so that a bad length never asks for more memory than this.

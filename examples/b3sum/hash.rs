@@ -4,7 +4,7 @@
 //!
 //! - A file of more than 1 MiB (by the size looked up when it was listed) is cut
 //!   into subtrees of the BLAKE3 tree (a [`Cut`]), each a byte range that the scan hands out
-//!   like a file (see `support/b3sum_tree.rs`): one large file is read and hashed on every
+//!   like a file (see `tree.rs`): one large file is read and hashed on every
 //!   thread at once, each thread copying its pieces out of the page cache and hashing them.
 //! - Any other file is one entry, hashed on one thread.
 //!

@@ -8,10 +8,10 @@ use std::time::Instant;
 use indicatif::ProgressBar;
 use readahead::Stats;
 
-use crate::checksum::Checksum;
-use crate::light::Light;
-use crate::records::RecordSum;
-use crate::system;
+use super::checksum::Checksum;
+use super::light::Light;
+use super::records::RecordSum;
+use super::system;
 
 /// What every byte of a scan goes through (`--consumer`, or `--records`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -17,9 +17,9 @@ use std::time::Instant;
 
 use indicatif::ProgressBar;
 
-use crate::accounts;
-use crate::prng::Prng;
-use crate::{progress, system};
+use super::accounts;
+use super::prng::Prng;
+use super::{progress, system};
 
 /// How a data set's file sizes are drawn.
 #[derive(Clone, Copy, Debug)]

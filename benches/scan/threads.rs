@@ -18,11 +18,11 @@ use std::time::Duration;
 use indicatif::ProgressBar;
 use readahead::{Backend, Outcome, ReaderBuilder, Scan, ScanHandle, SequentialFileReader, Stats};
 
-use crate::consume::{consume_file, Clock, Consumer, FileResult, Outcome as RunOutcome, Tally};
-use crate::files::FileList;
-use crate::options::{Driver, Options, Runner};
-use crate::progress;
-use crate::records::{self, RecordSum, Spilling};
+use super::consume::{consume_file, Clock, Consumer, FileResult, Outcome as RunOutcome, Tally};
+use super::files::FileList;
+use super::options::{Driver, Options, Runner};
+use super::progress;
+use super::records::{self, RecordSum, Spilling};
 
 /// The files of one thread, with their indexes in the whole scan.
 type Share<'f> = Vec<(usize, &'f Path)>;
@@ -281,9 +281,9 @@ fn from_records((bytes, result): (u64, io::Result<RecordSum>)) -> (u64, io::Resu
 
 #[cfg(test)]
 mod tests {
+    use super::super::accounts::{fill_file, HEADER};
+    use super::super::prng::Prng;
     use super::*;
-    use crate::accounts::{fill_file, HEADER};
-    use crate::prng::Prng;
     use clap::Parser;
 
     /// Files of records, of a few sizes, and between them a path that is not there.

@@ -11,9 +11,9 @@
 
 use std::time::Duration;
 
-use crate::common::fusefs::{FaultMount, Faults, FileSpec, Serve};
-use crate::data_sets::FUSE_LATENCY as NAME;
-use crate::prng::Prng;
+use super::common::fusefs::{FaultMount, Faults, FileSpec, Serve};
+use super::data_sets::FUSE_LATENCY as NAME;
+use super::prng::Prng;
 
 /// How long every read waits for its reply.
 pub const LATENCY: Duration = Duration::from_millis(1);
