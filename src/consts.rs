@@ -45,7 +45,7 @@ pub(crate) const MAX_READ_SIZE: usize = 1 << 30;
 /// `O_DIRECT` reads need to keep a disk busy. Buffered reads hold only a small window of it
 /// (`COLD_WINDOW`, `WARM_WINDOW`, `INLINE_WINDOW`), so most of it is never touched.
 pub const DEFAULT_BUFFER_SIZE: usize = 32 << 20;
-/// Default largest read sent to the device, or to kernel workers: 256 KiB to 4 MiB read alike
+/// Default largest read sent to the device, or to kernel workers: 512 KiB to 4 MiB read alike
 /// from the device, and workers copying reads of 1 MiB or more fell behind (BENCHMARKS.md).
 /// Reads copied from the page cache on the caller's thread are as large as `INLINE_WINDOW`.
 pub const DEFAULT_READ_SIZE: usize = 512 << 10;
