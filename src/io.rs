@@ -122,6 +122,21 @@ impl<'a> ReadReq<'a> {
     }
 }
 
+impl<'a> ReadReq<'a> {
+    /// Copies the read at once on this thread, as far as the page cache holds it, without
+    /// waiting for the device (`preadv2` with `RWF_NOWAIT`): its completion (a short one where
+    /// only the front was cached) and whether all of it was; the request back where nothing
+    /// was cached, or the kernel cannot tell. Linux only.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn read_cached(mut self) -> Result<(ReadDone<'a>, bool), Self> {
+        let (fd, offset, len) = (self.fd.clone(), self.offset, self.len);
+        match sys::read_cached_at(fd.file(), self.buf_mut(), offset) {
+            Ok(n) => Ok((self.done(n as i32), n == len)),
+            Err(_) => Err(self),
+        }
+    }
+}
+
 /// A read in the kernel's hands: its region (which it gives no access to) and the
 /// descriptor it names, both kept until its completion is reaped.
 #[derive(Debug)]
@@ -228,10 +243,16 @@ pub(crate) trait Io<'a>: Send {
     fn sq_poll_ring(&self) -> Option<File> {
         None
     }
-    /// Whether `len` bytes of `fd` at `offset` are all in the page cache; `None` where the
-    /// backend cannot tell.
-    fn cached(&mut self, _fd: &FdRef<'a>, _offset: u64, _len: u64) -> Option<bool> {
-        None
+    /// Whether `len` bytes of `fd` at `offset` are all in the page cache (`cachestat`, Linux
+    /// 6.5); `None` where the kernel cannot tell.
+    fn cached(&mut self, fd: &FdRef<'a>, offset: u64, len: u64) -> Option<bool> {
+        #[cfg(target_os = "linux")]
+        return sys::page_cache_holds(fd.file(), offset, len);
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (fd, offset, len);
+            None
+        }
     }
     /// Takes `req` and copies it at once, on this thread, as far as the page cache holds it,
     /// without waiting for the device; its completion comes back with the next

@@ -35,8 +35,8 @@ use crate::consts::Backend;
 use crate::error::Error;
 use crate::io::{open_source, Io, KernelRead, OpenResult, Opened, ReadDone, ReadReq};
 use crate::pool::Pool;
-use crate::source::{FdRef, Source};
-use crate::sys::{other_cpus, page_cache_holds, read_cached_at, Opener};
+use crate::source::Source;
+use crate::sys::{other_cpus, Opener};
 
 use super::setup::{check_features, set_up};
 use super::RingConfig;
@@ -399,21 +399,12 @@ impl<'a> Io<'a> for Ring<'a> {
         fd.try_clone_to_owned().ok().map(File::from)
     }
 
-    fn read_if_cached(&mut self, mut req: ReadReq<'a>) -> Result<bool, ReadReq<'a>> {
-        let (fd, offset, len) = (req.fd().clone(), req.offset(), req.len());
-        // Bytes the kernel copied while this thread waited in the call, as the ring's inline
-        // completion would, but without a submission and a completion to go through.
-        match read_cached_at(fd.file(), req.buf_mut(), offset) {
-            Ok(n) => {
-                self.ready.push(req.done(n as i32));
-                Ok(n == len)
-            }
-            Err(_) => Err(req),
-        }
-    }
-
-    fn cached(&mut self, fd: &FdRef<'a>, offset: u64, len: u64) -> Option<bool> {
-        page_cache_holds(fd.file(), offset, len)
+    fn read_if_cached(&mut self, req: ReadReq<'a>) -> Result<bool, ReadReq<'a>> {
+        // Copied while this thread waits in the call, as the ring's inline completion would
+        // be, without a submission and a completion to go through.
+        let (done, all) = req.read_cached()?;
+        self.ready.push(done);
+        Ok(all)
     }
 
     fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> bool {

@@ -17,6 +17,7 @@ use super::*;
 use crate::backend::setup::CQ_PER_DEPTH;
 use crate::consts::DEFAULT_DRAIN_TIMEOUT;
 use crate::engine::tests::fds_under;
+use crate::source::FdRef;
 use crate::sys::{status_flags, Opener};
 use crate::tests::{direct_io_on, disk_tempdir, io_uring_here, skip_refused};
 

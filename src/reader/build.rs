@@ -77,13 +77,17 @@ impl<'a> SequentialFileReader<'a> {
             direct: config.direct_io,
             depth: config.queue_depth as usize,
             max_open: config.max_open_files,
+            // `pread` reads a range only when the consumer waits for it, right before it
+            // consumes it: its windows while files come from the device bound only how far
+            // its read-ahead hints go.
             cold_window: match io.backend() {
-                // `pread` reads a range only when the consumer waits for it, right before it
-                // consumes it: the window bounds only how far its read-ahead hints go.
                 Backend::Pread => config.buffer_size,
                 _ => window(COLD_WINDOW),
             },
-            warm_window: window(WARM_WINDOW),
+            warm_window: match io.backend() {
+                Backend::Pread => config.buffer_size,
+                _ => window(WARM_WINDOW),
+            },
             inline_window: window(INLINE_WINDOW),
             small_window: SMALL_WINDOW.min(config.buffer_size),
             offload_depth: OFFLOAD_DEPTH,
