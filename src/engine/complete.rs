@@ -49,10 +49,10 @@ impl<'a> Engine<'a> {
             .index_of(id)
             .expect("a completion is either an orphan's or a live chunk's");
         debug_assert!(
-            self.chunks[i].region.is_none(),
+            self.chunks[i].in_flight(),
             "completion for a chunk not in flight"
         );
-        let file = self.chunks[i].file;
+        let file = self.chunks[i].file();
         if result > 0 {
             self.complete_bytes(i, result as usize, region);
         } else {
@@ -68,19 +68,18 @@ impl<'a> Engine<'a> {
         let chunk = &mut self.chunks[i];
         let entry = self
             .queue
-            .by_id_mut(chunk.file)
+            .by_id_mut(chunk.file())
             .expect("a live chunk's file is queued");
-        chunk.filled = chunk.from + n;
-        debug_assert!(chunk.filled <= chunk.want);
-        entry.read_end = entry.read_end.max(chunk.offset + chunk.filled as u64);
-        let to_end = entry.stop().saturating_sub(chunk.offset);
-        let short = chunk.filled < chunk.want && (chunk.filled as u64) < to_end;
+        let filled = chunk.fill(n);
+        entry.read_end = entry.read_end.max(chunk.offset() + filled as u64);
+        let to_end = entry.stop().saturating_sub(chunk.offset());
+        let short = filled < chunk.want() && (filled as u64) < to_end;
         if short {
             // A short read before the end as sized: read the rest into the same region.
             self.stats.short_reads += 1;
-            chunk.from = chunk.filled;
+            chunk.continue_from_filled();
             // O_DIRECT refuses a read from an unaligned offset: the rest is read buffered.
-            if entry.direct && !chunk.filled.is_multiple_of(DIRECT_ALIGN) {
+            if entry.direct && !filled.is_multiple_of(DIRECT_ALIGN) {
                 if let Err((region, err)) = self.read_on_buffered(i, region) {
                     self.end_chunk(i, region, Some(err));
                 }
@@ -90,7 +89,7 @@ impl<'a> Engine<'a> {
             self.resubmit(i, region, fd);
             return;
         }
-        chunk.region = Some(region);
+        chunk.set_region(region);
         entry.in_flight -= 1;
     }
 
@@ -98,7 +97,7 @@ impl<'a> Engine<'a> {
     /// name another file by now) and reads the rest of the chunk buffered; gives the region
     /// back, with why, where it cannot be turned off.
     fn read_on_buffered(&mut self, i: usize, region: Region) -> Result<(), (Region, io::Error)> {
-        let file = self.chunks[i].file;
+        let file = self.chunks[i].file();
         let entry = self.queue.by_id_mut(file).expect("a live chunk's file");
         let fd = entry.fd.clone().expect("open while reads are in flight");
         match self.io.clear_direct(&fd) {
@@ -132,12 +131,11 @@ impl<'a> Engine<'a> {
         let chunk = &mut self.chunks[i];
         let entry = self
             .queue
-            .by_id_mut(chunk.file)
+            .by_id_mut(chunk.file())
             .expect("a live chunk's file");
-        chunk.filled = chunk.from;
-        chunk.region = Some(region);
-        let at = chunk.offset + chunk.from as u64;
-        let file = chunk.file;
+        chunk.end_at_from(region);
+        let at = chunk.resume_at();
+        let file = chunk.file();
         entry.in_flight -= 1;
         match error {
             Some(source) => {
@@ -177,7 +175,7 @@ impl<'a> Engine<'a> {
     /// `O_DIRECT`.
     fn retry(&mut self, i: usize, result: i32, region: Region, direct: bool) -> Option<Region> {
         let chunk = &mut self.chunks[i];
-        let file = chunk.file;
+        let file = chunk.file();
         // EFAULT too: the pool is always mapped, so it comes from the kernel finishing a read
         // for a thread that has exited since it submitted it (the reader moved threads);
         // submitted again from this thread, the read goes through.
@@ -185,8 +183,7 @@ impl<'a> Engine<'a> {
             -result,
             libc::EINTR | libc::EAGAIN | libc::ECANCELED | libc::EFAULT
         );
-        if passing && chunk.retries < MAX_RETRIES {
-            chunk.retries += 1;
+        if passing && chunk.retry(MAX_RETRIES) {
             self.stats.retries += 1;
             let fd = self
                 .queue
@@ -219,15 +216,15 @@ impl<'a> Engine<'a> {
     /// Reads the rest of chunk `i` (from its `from`) again.
     fn resubmit(&mut self, i: usize, region: Region, fd: FdRef<'a>) {
         let chunk = &self.chunks[i];
-        let direct = self.queue.by_id_mut(chunk.file).is_some_and(|e| e.direct);
+        let direct = self.queue.by_id_mut(chunk.file()).is_some_and(|e| e.direct);
         let loan = self.pool.lend(region);
         let req = ReadReq::new(
-            chunk.id,
+            chunk.id(),
             (fd, direct),
-            chunk.offset + chunk.from as u64,
+            chunk.resume_at(),
             loan,
-            chunk.from,
-            chunk.want - chunk.from,
+            chunk.from(),
+            chunk.want() - chunk.from(),
         );
         self.io.read(req);
         self.stats.reads += 1;

@@ -88,8 +88,8 @@ impl<'a> Engine<'a> {
         let (Some(front), Some(c)) = (self.queue.front(), self.chunks.front()) else {
             unreachable!("the loop breaks only on a readable chunk")
         };
-        let region = c.region.as_ref().expect("checked readable");
-        let bytes = self.pool.bytes(region, c.pos..c.valid(front.stop()));
+        let region = c.region().expect("checked readable");
+        let bytes = self.pool.bytes(region, c.pos()..c.valid(front.stop()));
         self.exposed = bytes.len();
         Ok(bytes)
     }
@@ -100,14 +100,14 @@ impl<'a> Engine<'a> {
             return Ok(Front::End);
         };
         match self.chunks.front() {
-            Some(c) if c.file == front.id && c.region.is_some() => {
-                if c.pos < c.valid(front.stop()) {
+            Some(c) if c.file() == front.id && !c.in_flight() => {
+                if c.pos() < c.valid(front.stop()) {
                     return Ok(Front::Readable);
                 }
                 self.pop_chunk();
                 self.refill()?;
             }
-            Some(c) if c.file == front.id => self.wait()?,
+            Some(c) if c.file() == front.id => self.wait()?,
             _ => return self.issue_for_front(),
         }
         Ok(Front::Again)
@@ -125,7 +125,7 @@ impl<'a> Engine<'a> {
         }
         let id = front.id;
         self.schedule()?;
-        let issued = self.chunks.front().is_some_and(|c| c.file == id);
+        let issued = self.chunks.front().is_some_and(|c| c.file() == id);
         let failed = self.queue.front().is_some_and(|f| f.error().is_some());
         if !issued && !failed {
             if self.io.in_flight() == 0 {
@@ -178,10 +178,8 @@ impl<'a> Engine<'a> {
         front.consumed += amt as u64;
         let mut left = amt;
         for c in self.chunks.iter_mut() {
-            debug_assert!(c.file == front.id && c.region.is_some());
-            let take = left.min(c.valid(front.stop()).saturating_sub(c.pos));
-            c.pos += take;
-            left -= take;
+            debug_assert!(c.file() == front.id && !c.in_flight());
+            left -= c.advance(left, front.stop());
             if left == 0 {
                 break;
             }
