@@ -97,7 +97,7 @@ impl<'a> Engine<'a> {
                 exact,
             });
         }
-        self.limits.drain_timeout = Duration::ZERO;
+        self.limits.stop_waiting();
         // Its drop drains, leaking what the kernel still has.
         drop(self);
         behind

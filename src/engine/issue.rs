@@ -212,7 +212,7 @@ impl<'a> Engine<'a> {
             return self.issue_read(idx);
         }
         // Reads go in queue order: the next ones wait for this file's open.
-        if entry.status().is_opening() || (idx > 0 && self.descriptors() >= self.limits.max_open) {
+        if entry.status().is_opening() || (idx > 0 && self.descriptors() >= self.max_open()) {
             return Step::Blocked;
         }
         if self.start_open(idx) {

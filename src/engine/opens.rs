@@ -11,16 +11,18 @@ use crate::error::Error;
 use crate::io::{finish_open, OpenResult, Opened};
 use crate::source::Source;
 
-/// Opens under way. (The cap on descriptors is `Limits::max_open`, lowered where the
-/// process runs out of them, and raised back step by step as opens go through again.)
+/// Opens under way, and the cap on descriptors: `Limits::max_open` as configured, lowered
+/// where the process runs out of them, and raised back step by step as opens go through
+/// again.
 #[derive(Debug, Default)]
 pub(super) struct Opens {
     /// Opens the backend has started and not yet returned.
     in_flight: usize,
     /// Opens returned by the backend, being handled (kept to reuse its allocation).
     opened: Vec<(u64, OpenResult)>,
-    /// `max_open_files` as configured, once the cap was lowered.
-    configured: Option<usize>,
+    /// The cap once it was lowered (back at `Limits::max_open` once it recovered); `None`:
+    /// never lowered, the cap is as configured.
+    cap: Option<usize>,
     /// Files opened since the cap last changed: once as many as the cap went through, the
     /// cap goes up by one (descriptors freed up), until it is back as configured.
     opened_since: usize,
@@ -29,9 +31,10 @@ pub(super) struct Opens {
 }
 
 impl Opens {
-    /// The cap as configured, where `current` is the cap now.
-    pub(super) fn configured_cap(&self, current: usize) -> usize {
-        self.configured.unwrap_or(current)
+    /// Whether the cap was ever lowered.
+    #[cfg(test)]
+    pub(super) fn lowered(&self) -> bool {
+        self.cap.is_some()
     }
 
     /// Opens the backend has started and not yet returned.
@@ -47,6 +50,11 @@ impl<'a> Engine<'a> {
     /// bound, and this keeps it one).
     pub(super) fn descriptors(&self) -> usize {
         self.queue.open_here + self.opens.in_flight + self.chunks.orphan_files()
+    }
+
+    /// Descriptors the reader may hold or be opening now.
+    pub(super) fn max_open(&self) -> usize {
+        self.opens.cap.unwrap_or(self.limits.max_open)
     }
 
     /// Takes the opens the backend finished.
@@ -85,7 +93,7 @@ impl<'a> Engine<'a> {
     pub(super) fn open_ahead(&mut self) -> bool {
         let mut i = self.queue.open_cursor.max(self.queue.cursor);
         let mut started = false;
-        while self.descriptors() < self.limits.max_open {
+        while self.descriptors() < self.max_open() {
             let Some(entry) = self.queue.get_mut(i) else {
                 break;
             };
@@ -199,8 +207,7 @@ impl<'a> Engine<'a> {
     /// Keeps at most `held` descriptors (at least 1) from now on: what the process let the
     /// reader hold when it ran out.
     fn lower_cap(&mut self, held: usize) {
-        self.opens.configured.get_or_insert(self.limits.max_open);
-        self.limits.max_open = held.max(1);
+        self.opens.cap = Some(held.max(1));
         self.opens.opened_since = 0;
     }
 
@@ -208,12 +215,12 @@ impl<'a> Engine<'a> {
     /// if lowered, goes up by one, so that it recovers once descriptors free up (a cap
     /// that is still too high costs one open failing with `EMFILE`, which lowers it again).
     fn raise_cap(&mut self) {
-        let Some(configured) = self.opens.configured else {
+        let Some(cap) = self.opens.cap else {
             return;
         };
         self.opens.opened_since += 1;
-        if self.opens.opened_since >= self.limits.max_open {
-            self.limits.max_open = (self.limits.max_open + 1).min(configured);
+        if self.opens.opened_since >= cap {
+            self.opens.cap = Some((cap + 1).min(self.limits.max_open));
             self.opens.opened_since = 0;
         }
     }
