@@ -212,12 +212,14 @@ pub(crate) struct Queue<'a> {
     next_id: u64,
     /// Index of the first file the engine may still have work for; every file before it
     /// has all its reads issued (or has failed).
-    pub(crate) cursor: usize,
+    cursor: usize,
     /// Index of the first file the open-ahead has not looked at; every path before it is
     /// open, being opened, done or failed.
-    pub(crate) open_cursor: usize,
-    /// Files the reader opened itself that are still open (counted against the cap).
-    pub(crate) open_here: usize,
+    open_cursor: usize,
+    /// Files the reader opened itself that are still open (counted against the cap): those
+    /// with `opened_here` and a descriptor, kept so by `set_descriptor`, `release_fd` and
+    /// the pops.
+    open_here: usize,
 }
 
 impl<'a> Queue<'a> {
@@ -345,6 +347,47 @@ impl<'a> Queue<'a> {
         let e = &mut self.files[index];
         if e.opened_here && e.fd.take().is_some() {
             self.open_here -= 1;
+        }
+    }
+
+    /// Files the reader opened itself that are still open.
+    pub(crate) fn open_here(&self) -> usize {
+        self.open_here
+    }
+
+    /// Where the open-ahead looks next: past the files it looked at, and past those with
+    /// all their reads issued.
+    pub(crate) fn open_from(&self) -> usize {
+        self.open_cursor.max(self.cursor)
+    }
+
+    /// The open-ahead looked at every file before `index` (it looks at none of them again
+    /// but after `reopen_from`).
+    pub(crate) fn looked_at_until(&mut self, index: usize) {
+        self.open_cursor = index;
+    }
+
+    /// The open-ahead looks at the file at `index` again (its open is to be done again).
+    pub(crate) fn reopen_from(&mut self, index: usize) {
+        self.open_cursor = self.open_cursor.min(index);
+    }
+
+    /// The file at `index` is open on `fd` (`opened_here`: by the reader, which closes it),
+    /// with `O_DIRECT` where `direct`.
+    pub(crate) fn set_descriptor(
+        &mut self,
+        index: usize,
+        fd: FdRef<'a>,
+        direct: bool,
+        opened_here: bool,
+    ) {
+        let e = &mut self.files[index];
+        debug_assert!(e.fd.is_none(), "opened once");
+        e.fd = Some(fd);
+        e.direct = direct;
+        e.opened_here = opened_here;
+        if opened_here {
+            self.open_here += 1;
         }
     }
 

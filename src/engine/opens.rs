@@ -49,7 +49,7 @@ impl<'a> Engine<'a> {
     /// counts until they come back, even while it is also counted as open (the cap is a
     /// bound, and this keeps it one).
     pub(super) fn descriptors(&self) -> usize {
-        self.queue.open_here + self.opens.in_flight + self.chunks.orphan_files()
+        self.queue.open_here() + self.opens.in_flight + self.chunks.orphan_files()
     }
 
     /// Descriptors the reader may hold or be opening now.
@@ -91,7 +91,7 @@ impl<'a> Engine<'a> {
     /// Starts opening the paths queued after the read-ahead, so that their opening overlaps,
     /// while the cap on descriptors allows; whether it started any.
     pub(super) fn open_ahead(&mut self) -> bool {
-        let mut i = self.queue.open_cursor.max(self.queue.cursor);
+        let mut i = self.queue.open_from();
         let mut started = false;
         while self.descriptors() < self.max_open() {
             let Some(entry) = self.queue.get_mut(i) else {
@@ -105,7 +105,7 @@ impl<'a> Engine<'a> {
             }
             i += 1;
         }
-        self.queue.open_cursor = i;
+        self.queue.looked_at_until(i);
         started
     }
 
@@ -128,7 +128,7 @@ impl<'a> Engine<'a> {
             .set_open_returned();
         if !self.start_open(idx) {
             // The backend cannot open it now: opened when it is needed, on this thread.
-            self.queue.open_cursor = self.queue.open_cursor.min(idx);
+            self.queue.reopen_from(idx);
         }
         true
     }
@@ -164,7 +164,7 @@ impl<'a> Engine<'a> {
     /// at once, after closing files opened ahead that nothing was read from yet; it fails
     /// only if the process has no descriptor left for it.
     fn out_of_descriptors(&mut self, idx: usize) {
-        self.queue.open_cursor = self.queue.open_cursor.min(idx);
+        self.queue.reopen_from(idx);
         if idx > 0 {
             self.lower_cap(self.descriptors());
             return;
@@ -177,7 +177,7 @@ impl<'a> Engine<'a> {
                 self.queue.release_fd(i);
             }
         }
-        self.queue.open_cursor = 1;
+        self.queue.looked_at_until(1);
         self.lower_cap(held);
         let entry = self.queue.get_mut(0).expect("the current file");
         let opened = self.io.open(&entry.source, self.limits.direct);
@@ -227,19 +227,18 @@ impl<'a> Engine<'a> {
 
     /// Records the outcome of opening the file at `idx`.
     fn set_opened(&mut self, idx: usize, opened: Result<Opened<'a>, Error>) {
-        let entry = self.queue.get_mut(idx).expect("index from the queue");
         match opened {
             Ok(opened) => {
-                entry.fd = Some(opened.fd);
-                entry.direct = opened.direct;
-                entry.opened_here = opened.opened_here;
+                let opened_here = opened.opened_here;
+                self.queue
+                    .set_descriptor(idx, opened.fd, opened.direct, opened_here);
+                let entry = self.queue.get_mut(idx).expect("index from the queue");
                 let align = if opened.direct { DIRECT_ALIGN } else { 1 };
                 if entry.set_size(opened.size, align as u64) {
                     self.stats.files_failed += 1;
                 }
                 let finished = entry.reads_finished();
-                if opened.opened_here {
-                    self.queue.open_here += 1;
+                if opened_here {
                     self.stats.files_opened += 1;
                     self.raise_cap();
                 }
@@ -248,6 +247,7 @@ impl<'a> Engine<'a> {
                 }
             }
             Err(e) => {
+                let entry = self.queue.get_mut(idx).expect("index from the queue");
                 let at = entry.consumed;
                 if entry.fail(e, at) {
                     self.stats.files_failed += 1;
