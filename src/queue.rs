@@ -25,20 +25,20 @@ pub(crate) struct FileEntry<'a> {
     /// The range asked for, and where the file stands.
     status: Status,
     /// The descriptor reads go to, once set up.
-    pub(crate) fd: Option<FdRef<'a>>,
+    fd: Option<FdRef<'a>>,
     /// Whether `fd` was opened with `O_DIRECT`.
-    pub(crate) direct: bool,
+    direct: bool,
     /// Whether `fd` is a descriptor the reader opened, or duplicated from a borrowed file
     /// (counts against `max_open_files`).
-    pub(crate) opened_here: bool,
+    opened_here: bool,
     /// The first byte no read has been issued for.
-    pub(crate) next_read: u64,
+    next_read: u64,
     /// The offset of the next byte the consumer gets.
-    pub(crate) consumed: u64,
+    consumed: u64,
     /// Reads of this file in flight.
-    pub(crate) in_flight: usize,
+    in_flight: usize,
     /// The end of the bytes reads brought in so far (not past `stop()` for the consumer).
-    pub(crate) read_end: u64,
+    read_end: u64,
 }
 
 impl<'a> FileEntry<'a> {
@@ -60,6 +60,77 @@ impl<'a> FileEntry<'a> {
     /// The range asked for, and where the file stands: its state, size and end.
     pub(crate) fn status(&self) -> &Status {
         &self.status
+    }
+
+    /// The descriptor reads go to, once set up.
+    pub(crate) fn fd(&self) -> Option<&FdRef<'a>> {
+        self.fd.as_ref()
+    }
+
+    /// Whether the descriptor reads `O_DIRECT`.
+    pub(crate) fn direct(&self) -> bool {
+        self.direct
+    }
+
+    /// Whether the descriptor is one the reader opened (or duplicated), and closes.
+    pub(crate) fn opened_here(&self) -> bool {
+        self.opened_here
+    }
+
+    /// The first byte no read has been issued for.
+    pub(crate) fn next_read(&self) -> u64 {
+        self.next_read
+    }
+
+    /// The offset of the next byte the consumer gets.
+    pub(crate) fn consumed(&self) -> u64 {
+        self.consumed
+    }
+
+    /// Reads of this file in flight.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// The end of the bytes reads brought in so far.
+    pub(crate) fn read_end(&self) -> u64 {
+        self.read_end
+    }
+
+    /// A read of `len` bytes from `next_read` was sent.
+    pub(crate) fn issued(&mut self, len: usize) {
+        self.next_read += len as u64;
+        self.in_flight += 1;
+    }
+
+    /// A read of this file came back, or was dropped in flight: it counts no more.
+    pub(crate) fn read_done(&mut self) {
+        self.in_flight -= 1;
+    }
+
+    /// A read brought the file's bytes up to `end`.
+    pub(crate) fn read_up_to(&mut self, end: u64) {
+        self.read_end = self.read_end.max(end);
+    }
+
+    /// The descriptor no longer reads `O_DIRECT` (the filesystem refused it).
+    pub(crate) fn clear_direct(&mut self) {
+        self.direct = false;
+    }
+
+    /// The consumer took `n` bytes.
+    pub(crate) fn consume(&mut self, n: u64) {
+        self.consumed += n;
+    }
+
+    /// The consumer skipped to `to`: reads not issued yet start there (aligned down to
+    /// `align` for `O_DIRECT`, the consumer starting inside the first), never before what
+    /// was issued already.
+    pub(crate) fn skip_to(&mut self, to: u64, align: u64) {
+        self.consumed = to;
+        if self.next_read < to {
+            self.next_read = aligned_start(to, self.stop(), align);
+        }
     }
 
     /// Where the consumer's bytes stop (see [`Status::stop`]).
@@ -197,7 +268,7 @@ impl<'a> FileEntry<'a> {
 /// Where reads start for a consumer at `at` in a file whose bytes stop at `stop`: `at`,
 /// aligned down to `align` for `O_DIRECT`; but at the end there is nothing to read, and an
 /// aligned read of bytes before it would be asked for nothing (and could fail for nothing).
-pub(crate) fn aligned_start(at: u64, stop: u64, align: u64) -> u64 {
+fn aligned_start(at: u64, stop: u64, align: u64) -> u64 {
     if at >= stop {
         at
     } else {

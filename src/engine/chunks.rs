@@ -271,8 +271,8 @@ impl Engine<'_> {
             None => {
                 let mut holds_fd = false;
                 if let Some(e) = self.queue.by_id_mut(c.file) {
-                    e.in_flight -= 1;
-                    holds_fd = e.opened_here;
+                    e.read_done();
+                    holds_fd = e.opened_here();
                 }
                 self.chunks.orphan(c.id, holds_fd.then_some(c.file));
                 self.io.cancel(c.id);

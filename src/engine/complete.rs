@@ -71,7 +71,7 @@ impl<'a> Engine<'a> {
             .by_id_mut(chunk.file())
             .expect("a live chunk's file is queued");
         let filled = chunk.fill(n);
-        entry.read_end = entry.read_end.max(chunk.offset() + filled as u64);
+        entry.read_up_to(chunk.offset() + filled as u64);
         let to_end = entry.stop().saturating_sub(chunk.offset());
         let short = filled < chunk.want() && (filled as u64) < to_end;
         if short {
@@ -79,18 +79,18 @@ impl<'a> Engine<'a> {
             self.stats.short_reads += 1;
             chunk.continue_from_filled();
             // O_DIRECT refuses a read from an unaligned offset: the rest is read buffered.
-            if entry.direct && !filled.is_multiple_of(DIRECT_ALIGN) {
+            if entry.direct() && !filled.is_multiple_of(DIRECT_ALIGN) {
                 if let Err((region, err)) = self.read_on_buffered(i, region) {
                     self.end_chunk(i, region, Some(err));
                 }
                 return;
             }
-            let fd = entry.fd.clone().expect("open while reads are in flight");
+            let fd = entry.fd().cloned().expect("open while reads are in flight");
             self.resubmit(i, region, fd);
             return;
         }
         chunk.set_region(region);
-        entry.in_flight -= 1;
+        entry.read_done();
     }
 
     /// Turns `O_DIRECT` off on chunk `i`'s descriptor (the same descriptor: its path may
@@ -99,10 +99,10 @@ impl<'a> Engine<'a> {
     fn read_on_buffered(&mut self, i: usize, region: Region) -> Result<(), (Region, io::Error)> {
         let file = self.chunks[i].file();
         let entry = self.queue.by_id_mut(file).expect("a live chunk's file");
-        let fd = entry.fd.clone().expect("open while reads are in flight");
+        let fd = entry.fd().cloned().expect("open while reads are in flight");
         match self.io.clear_direct(&fd) {
             Ok(()) => {
-                entry.direct = false;
+                entry.clear_direct();
                 self.resubmit(i, region, fd);
                 Ok(())
             }
@@ -136,7 +136,7 @@ impl<'a> Engine<'a> {
         chunk.end_at_from(region);
         let at = chunk.resume_at();
         let file = chunk.file();
-        entry.in_flight -= 1;
+        entry.read_done();
         match error {
             Some(source) => {
                 let error = Error::Read {
@@ -159,12 +159,12 @@ impl<'a> Engine<'a> {
     /// when read); a skip that passed that end is then an error (`skipped_past_end`). An
     /// exact range fails there instead.
     fn end_early(&mut self, file: u64, at: u64) {
-        let fd = self.queue.by_id_mut(file).and_then(|e| e.fd.clone());
+        let fd = self.queue.by_id_mut(file).and_then(|e| e.fd().cloned());
         let size = fd.and_then(|fd| self.io.size_now(&fd));
         let entry = self.queue.by_id_mut(file).expect("a live chunk's file");
         let len = size
             .map_or(at, |size| size.min(at))
-            .max(entry.read_end.min(at));
+            .max(entry.read_end().min(at));
         if entry.end_at(len) {
             self.stats.files_failed += 1;
         }
@@ -188,7 +188,7 @@ impl<'a> Engine<'a> {
             let fd = self
                 .queue
                 .by_id_mut(file)
-                .and_then(|e| e.fd.clone())
+                .and_then(|e| e.fd().cloned())
                 .expect("open while reads are in flight");
             self.resubmit(i, region, fd);
             return None;
@@ -197,13 +197,13 @@ impl<'a> Engine<'a> {
             .queue
             .by_id_mut(file)
             .expect("a live chunk's file is queued");
-        if -result == libc::EINVAL && direct && !entry.direct {
+        if -result == libc::EINVAL && direct && !entry.direct() {
             // Issued with O_DIRECT, which the descriptor has dropped since (it was refused).
-            let fd = entry.fd.clone().expect("open while reads are in flight");
+            let fd = entry.fd().cloned().expect("open while reads are in flight");
             self.resubmit(i, region, fd);
             return None;
         }
-        if -result == libc::EINVAL && entry.direct {
+        if -result == libc::EINVAL && entry.direct() {
             // The filesystem refused O_DIRECT for this read: go on buffered.
             return self
                 .read_on_buffered(i, region)
@@ -216,7 +216,10 @@ impl<'a> Engine<'a> {
     /// Reads the rest of chunk `i` (from its `from`) again.
     fn resubmit(&mut self, i: usize, region: Region, fd: FdRef<'a>) {
         let chunk = &self.chunks[i];
-        let direct = self.queue.by_id_mut(chunk.file()).is_some_and(|e| e.direct);
+        let direct = self
+            .queue
+            .by_id_mut(chunk.file())
+            .is_some_and(|e| e.direct());
         let loan = self.pool.lend(region);
         let req = ReadReq::new(
             chunk.id(),

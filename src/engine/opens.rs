@@ -173,7 +173,7 @@ impl<'a> Engine<'a> {
         let held = self.descriptors();
         for i in 1..self.queue.len() {
             let e = self.queue.get_mut(i).expect("in range");
-            if e.opened_here && e.next_read <= e.status().start() && e.in_flight == 0 {
+            if e.opened_here() && e.next_read() <= e.status().start() && e.in_flight() == 0 {
                 self.queue.release_fd(i);
             }
         }
@@ -248,7 +248,7 @@ impl<'a> Engine<'a> {
             }
             Err(e) => {
                 let entry = self.queue.get_mut(idx).expect("index from the queue");
-                let at = entry.consumed;
+                let at = entry.consumed();
                 if entry.fail(e, at) {
                     self.stats.files_failed += 1;
                 }
@@ -264,7 +264,7 @@ impl<'a> Engine<'a> {
         if self
             .queue
             .get_mut(idx)
-            .is_some_and(|e| e.opened_here && e.reads_finished())
+            .is_some_and(|e| e.opened_here() && e.reads_finished())
         {
             self.queue.release_fd(idx);
         }

@@ -6,7 +6,7 @@ use std::mem;
 
 use super::Engine;
 use crate::consts::DIRECT_ALIGN;
-use crate::queue::{aligned_start, State};
+use crate::queue::State;
 
 /// Bytes of the current file copied out of the pool because they straddle the pool's end or
 /// regions that are not adjacent. While any wait, the consumer reads them first.
@@ -116,7 +116,7 @@ impl Engine<'_> {
             if run >= n {
                 return Ok(Gather::InPlace(run));
             }
-            if run as u64 >= front.stop().saturating_sub(front.consumed) {
+            if run as u64 >= front.stop().saturating_sub(front.consumed()) {
                 // Every byte up to where the file's bytes stop is here: fewer than `n` say
                 // that the file ends there, so they are returned only if it does.
                 return match front.error_out() {
@@ -232,7 +232,7 @@ impl Engine<'_> {
     fn check_passable(&self, n: u64) -> io::Result<()> {
         let front = self.queue.front().expect("sized, so current");
         match front.status().state() {
-            State::Failed { at, .. } if front.consumed.saturating_add(n) > *at => {
+            State::Failed { at, .. } if front.consumed().saturating_add(n) > *at => {
                 Err(front.error_out().expect("failed"))
             }
             _ => Ok(()),
@@ -243,10 +243,16 @@ impl Engine<'_> {
     /// passed over are freed unread (or their reads dropped), reads not issued yet never are.
     fn skip_in_file(&mut self, n: u64) -> u64 {
         let front = self.queue.front_mut().expect("sized, so current");
-        let (id, from) = (front.id, front.consumed);
+        let (id, from) = (front.id, front.consumed());
         let stop = front.stop();
         let to = from.saturating_add(n).min(stop.max(from));
-        front.consumed = to;
+        // O_DIRECT reads start aligned; the consumer starts inside the first one.
+        let align = if front.direct() {
+            DIRECT_ALIGN as u64
+        } else {
+            1
+        };
+        front.skip_to(to, align);
         while let Some(c) = self.chunks.front_mut() {
             if c.file() != id {
                 break;
@@ -260,12 +266,6 @@ impl Engine<'_> {
             }
             let c = self.chunks.pop_front().expect("checked");
             self.drop_chunk(c);
-        }
-        let front = self.queue.front_mut().expect("still current");
-        if front.next_read < to {
-            // O_DIRECT reads start aligned; the consumer starts inside the first one.
-            let align = if front.direct { DIRECT_ALIGN as u64 } else { 1 };
-            front.next_read = aligned_start(to, front.stop(), align);
         }
         to - from
     }
