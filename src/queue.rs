@@ -2,11 +2,11 @@
 //! how far it has been asked for and consumed. No syscalls here.
 //!
 //! Each file is in one [`State`] at a time, kept with its range in a [`Status`] (see
-//! `status.rs` for their invariants). Invariants of a [`FileEntry`]:
-//! - `consumed <= next_read` once reads are issued, but where an `O_DIRECT` read starts
-//!   aligned below the consumer; both stay `<= stop()` once set up.
-//! - `fd` is the descriptor reads go to; an entry with reads in flight keeps it (`in_flight`).
+//! `status.rs` for their invariants), and how far it was read and consumed in a
+//! [`Progress`] (`progress.rs`). Invariant of a [`FileEntry`]: `fd` is the descriptor reads
+//! go to; an entry with reads in flight keeps it.
 
+mod progress;
 mod status;
 
 use std::collections::VecDeque;
@@ -15,6 +15,7 @@ use std::io;
 use crate::error::{Error, FileName};
 use crate::source::{FdRef, RawFd, Source};
 
+pub(crate) use progress::Progress;
 pub(crate) use status::{State, Status};
 
 /// One queued file.
@@ -31,14 +32,8 @@ pub(crate) struct FileEntry<'a> {
     /// Whether `fd` is a descriptor the reader opened, or duplicated from a borrowed file
     /// (counts against `max_open_files`).
     opened_here: bool,
-    /// The first byte no read has been issued for.
-    next_read: u64,
-    /// The offset of the next byte the consumer gets.
-    consumed: u64,
-    /// Reads of this file in flight.
-    in_flight: usize,
-    /// The end of the bytes reads brought in so far (not past `stop()` for the consumer).
-    read_end: u64,
+    /// How far it was asked for, brought in and consumed.
+    progress: Progress,
 }
 
 impl<'a> FileEntry<'a> {
@@ -50,10 +45,7 @@ impl<'a> FileEntry<'a> {
             fd: None,
             direct: false,
             opened_here: false,
-            next_read: start,
-            consumed: start,
-            in_flight: 0,
-            read_end: 0,
+            progress: Progress::new(start),
         }
     }
 
@@ -77,60 +69,19 @@ impl<'a> FileEntry<'a> {
         self.opened_here
     }
 
-    /// The first byte no read has been issued for.
-    pub(crate) fn next_read(&self) -> u64 {
-        self.next_read
+    /// How far the file was asked for, brought in and consumed.
+    pub(crate) fn progress(&self) -> &Progress {
+        &self.progress
     }
 
-    /// The offset of the next byte the consumer gets.
-    pub(crate) fn consumed(&self) -> u64 {
-        self.consumed
-    }
-
-    /// Reads of this file in flight.
-    pub(crate) fn in_flight(&self) -> usize {
-        self.in_flight
-    }
-
-    /// The end of the bytes reads brought in so far.
-    pub(crate) fn read_end(&self) -> u64 {
-        self.read_end
-    }
-
-    /// A read of `len` bytes from `next_read` was sent.
-    pub(crate) fn issued(&mut self, len: usize) {
-        self.next_read += len as u64;
-        self.in_flight += 1;
-    }
-
-    /// A read of this file came back, or was dropped in flight: it counts no more.
-    pub(crate) fn read_done(&mut self) {
-        self.in_flight -= 1;
-    }
-
-    /// A read brought the file's bytes up to `end`.
-    pub(crate) fn read_up_to(&mut self, end: u64) {
-        self.read_end = self.read_end.max(end);
+    /// The same, to move on.
+    pub(crate) fn progress_mut(&mut self) -> &mut Progress {
+        &mut self.progress
     }
 
     /// The descriptor no longer reads `O_DIRECT` (the filesystem refused it).
     pub(crate) fn clear_direct(&mut self) {
         self.direct = false;
-    }
-
-    /// The consumer took `n` bytes.
-    pub(crate) fn consume(&mut self, n: u64) {
-        self.consumed += n;
-    }
-
-    /// The consumer skipped to `to`: reads not issued yet start there (aligned down to
-    /// `align` for `O_DIRECT`, the consumer starting inside the first), never before what
-    /// was issued already.
-    pub(crate) fn skip_to(&mut self, to: u64, align: u64) {
-        self.consumed = to;
-        if self.next_read < to {
-            self.next_read = aligned_start(to, self.stop(), align);
-        }
     }
 
     /// Where the consumer's bytes stop (see [`Status::stop`]).
@@ -155,12 +106,13 @@ impl<'a> FileEntry<'a> {
         let State::Ended { len } = *self.status.state() else {
             return None;
         };
-        (self.consumed > len).then(|| {
+        let consumed = self.progress.consumed();
+        (consumed > len).then(|| {
             let msg = format!(
                 "{} ended at offset {len}, before offset {} that a skip passed to: it was cut \
                  after it was opened",
                 self.name(),
-                self.consumed
+                consumed
             );
             io::Error::new(io::ErrorKind::UnexpectedEof, msg)
         })
@@ -191,9 +143,7 @@ impl<'a> FileEntry<'a> {
     /// Whether the file failed just now (an exact range it holds only part of).
     pub(crate) fn set_size(&mut self, size: u64, align: u64) -> bool {
         let (end, failed) = self.status.set_size(size, || self.source.name());
-        if self.next_read == self.consumed {
-            self.next_read = aligned_start(self.consumed, end, align);
-        }
+        self.progress.sized(end, align);
         failed
     }
 
@@ -215,7 +165,7 @@ impl<'a> FileEntry<'a> {
     pub(crate) fn wants_reads(&self) -> bool {
         match self.status.state() {
             State::Queued | State::Opening => true,
-            State::Reading | State::Ended { .. } => self.next_read < self.stop(),
+            State::Reading | State::Ended { .. } => self.progress.next_read() < self.stop(),
             State::Failed { .. } => false,
         }
     }
@@ -231,14 +181,14 @@ impl<'a> FileEntry<'a> {
     /// Whether every byte of the file has been asked for (it was sized, and did not fail).
     pub(crate) fn all_issued(&self) -> bool {
         matches!(self.status.state(), State::Reading | State::Ended { .. })
-            && self.next_read >= self.stop()
+            && self.progress.next_read() >= self.stop()
     }
 
     /// Whether nothing of the file is in flight and nothing more will be asked for: every
     /// byte was asked for, or it failed. Its descriptor may be closed then, not before (a
     /// read in flight may still need it to be continued).
     pub(crate) fn reads_finished(&self) -> bool {
-        self.in_flight == 0
+        self.progress.in_flight() == 0
             && !matches!(self.status.state(), State::Queued | State::Opening)
             && !self.wants_reads()
     }
@@ -256,23 +206,8 @@ impl<'a> FileEntry<'a> {
 
     /// Forgets every read, its end and its error, to read the file again from its start.
     pub(crate) fn rewind(&mut self) {
-        debug_assert_eq!(self.in_flight, 0, "rewind with reads in flight");
-        let start = self.status.start();
-        self.consumed = start;
-        self.next_read = start;
-        self.read_end = 0;
+        self.progress.rewind(self.status.start());
         self.status.rewind(|| self.source.name());
-    }
-}
-
-/// Where reads start for a consumer at `at` in a file whose bytes stop at `stop`: `at`,
-/// aligned down to `align` for `O_DIRECT`; but at the end there is nothing to read, and an
-/// aligned read of bytes before it would be asked for nothing (and could fail for nothing).
-fn aligned_start(at: u64, stop: u64, align: u64) -> u64 {
-    if at >= stop {
-        at
-    } else {
-        at / align * align
     }
 }
 
@@ -356,7 +291,7 @@ impl<'a> Queue<'a> {
             .iter()
             .map(|f| {
                 if f.status.is_sized() {
-                    f.stop().saturating_sub(f.consumed)
+                    f.stop().saturating_sub(f.progress.consumed())
                 } else {
                     not_sized
                 }

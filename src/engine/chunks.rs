@@ -271,7 +271,7 @@ impl Engine<'_> {
             None => {
                 let mut holds_fd = false;
                 if let Some(e) = self.queue.by_id_mut(c.file) {
-                    e.read_done();
+                    e.progress_mut().read_done();
                     holds_fd = e.opened_here();
                 }
                 self.chunks.orphan(c.id, holds_fd.then_some(c.file));

@@ -71,7 +71,9 @@ impl<'a> Engine<'a> {
             .by_id_mut(chunk.file())
             .expect("a live chunk's file is queued");
         let filled = chunk.fill(n);
-        entry.read_up_to(chunk.offset() + filled as u64);
+        entry
+            .progress_mut()
+            .read_up_to(chunk.offset() + filled as u64);
         let to_end = entry.stop().saturating_sub(chunk.offset());
         let short = filled < chunk.want() && (filled as u64) < to_end;
         if short {
@@ -90,7 +92,7 @@ impl<'a> Engine<'a> {
             return;
         }
         chunk.set_region(region);
-        entry.read_done();
+        entry.progress_mut().read_done();
     }
 
     /// Turns `O_DIRECT` off on chunk `i`'s descriptor (the same descriptor: its path may
@@ -136,7 +138,7 @@ impl<'a> Engine<'a> {
         chunk.end_at_from(region);
         let at = chunk.resume_at();
         let file = chunk.file();
-        entry.read_done();
+        entry.progress_mut().read_done();
         match error {
             Some(source) => {
                 let error = Error::Read {
@@ -164,7 +166,7 @@ impl<'a> Engine<'a> {
         let entry = self.queue.by_id_mut(file).expect("a live chunk's file");
         let len = size
             .map_or(at, |size| size.min(at))
-            .max(entry.read_end().min(at));
+            .max(entry.progress().read_end().min(at));
         if entry.end_at(len) {
             self.stats.files_failed += 1;
         }

@@ -52,7 +52,7 @@ impl<'a> Engine<'a> {
             .chunks
             .iter()
             .position(|c| c.file() == id && c.in_flight());
-        let at = hung.map_or(front.consumed(), |i| self.chunks[i].resume_at());
+        let at = hung.map_or(front.progress().consumed(), |i| self.chunks[i].resume_at());
         let error = Error::Read {
             path: front.name(),
             offset: at,

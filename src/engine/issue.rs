@@ -229,14 +229,14 @@ impl<'a> Engine<'a> {
     /// offload depth allow.
     fn issue_read(&mut self, idx: usize) -> Step {
         let entry = self.queue.get_mut(idx).expect("index from the queue");
-        let left = entry.stop() - entry.next_read();
+        let left = entry.stop() - entry.progress().next_read();
         let len = left.min(self.limits.read_size as u64) as usize;
         let read_len = if entry.direct() {
             len.next_multiple_of(DIRECT_ALIGN)
         } else {
             len
         };
-        let (file, offset, direct) = (entry.id, entry.next_read(), entry.direct());
+        let (file, offset, direct) = (entry.id, entry.progress().next_read(), entry.direct());
         let fd = entry.fd().cloned().expect("checked open");
         let small = read_len < OFFLOAD_MIN;
         let cached = !direct && self.cached(file, &fd, offset, len);
@@ -310,10 +310,10 @@ impl<'a> Engine<'a> {
             self.pool.bytes_mut(&mut region).fill(byte);
         }
         let entry = self.queue.get_mut(idx).expect("index from the queue");
-        let (file, offset) = (entry.id, entry.next_read());
+        let (file, offset) = (entry.id, entry.progress().next_read());
         // Past the start of the region only where `skip` jumped into an aligned O_DIRECT read.
-        let pos = entry.consumed().saturating_sub(offset) as usize;
-        entry.issued(len);
+        let pos = entry.progress().consumed().saturating_sub(offset) as usize;
+        entry.progress_mut().issued(len);
         let id = self.chunks.push(file, offset, read_len, pos);
         let loan = self.pool.lend(region);
         let req = ReadReq::new(id, (fd, direct), offset, loan, 0, read_len);

@@ -173,7 +173,10 @@ impl<'a> Engine<'a> {
         let held = self.descriptors();
         for i in 1..self.queue.len() {
             let e = self.queue.get_mut(i).expect("in range");
-            if e.opened_here() && e.next_read() <= e.status().start() && e.in_flight() == 0 {
+            if e.opened_here()
+                && e.progress().next_read() <= e.status().start()
+                && e.progress().in_flight() == 0
+            {
                 self.queue.release_fd(i);
             }
         }
@@ -248,7 +251,7 @@ impl<'a> Engine<'a> {
             }
             Err(e) => {
                 let entry = self.queue.get_mut(idx).expect("index from the queue");
-                let at = entry.consumed();
+                let at = entry.progress().consumed();
                 if entry.fail(e, at) {
                     self.stats.files_failed += 1;
                 }

@@ -116,7 +116,7 @@ impl Engine<'_> {
             if run >= n {
                 return Ok(Gather::InPlace(run));
             }
-            if run as u64 >= front.stop().saturating_sub(front.consumed()) {
+            if run as u64 >= front.stop().saturating_sub(front.progress().consumed()) {
                 // Every byte up to where the file's bytes stop is here: fewer than `n` say
                 // that the file ends there, so they are returned only if it does.
                 return match front.error_out() {
@@ -232,7 +232,7 @@ impl Engine<'_> {
     fn check_passable(&self, n: u64) -> io::Result<()> {
         let front = self.queue.front().expect("sized, so current");
         match front.status().state() {
-            State::Failed { at, .. } if front.consumed().saturating_add(n) > *at => {
+            State::Failed { at, .. } if front.progress().consumed().saturating_add(n) > *at => {
                 Err(front.error_out().expect("failed"))
             }
             _ => Ok(()),
@@ -243,7 +243,7 @@ impl Engine<'_> {
     /// passed over are freed unread (or their reads dropped), reads not issued yet never are.
     fn skip_in_file(&mut self, n: u64) -> u64 {
         let front = self.queue.front_mut().expect("sized, so current");
-        let (id, from) = (front.id, front.consumed());
+        let (id, from) = (front.id, front.progress().consumed());
         let stop = front.stop();
         let to = from.saturating_add(n).min(stop.max(from));
         // O_DIRECT reads start aligned; the consumer starts inside the first one.
@@ -252,7 +252,7 @@ impl Engine<'_> {
         } else {
             1
         };
-        front.skip_to(to, align);
+        front.progress_mut().skip_to(to, stop, align);
         while let Some(c) = self.chunks.front_mut() {
             if c.file() != id {
                 break;

@@ -24,7 +24,7 @@ impl<'a> Engine<'a> {
     pub(crate) fn file_offset(&self) -> u64 {
         self.queue
             .front()
-            .map_or(0, |f| f.consumed() - self.spill.pending() as u64)
+            .map_or(0, |f| f.progress().consumed() - self.spill.pending() as u64)
     }
 
     /// The current file's path, when it was queued by path.
@@ -175,7 +175,7 @@ impl<'a> Engine<'a> {
     /// as they hold, from the front: the bytes just exposed).
     pub(super) fn advance(&mut self, amt: usize) {
         let front = self.queue.front_mut().expect("bytes were exposed");
-        front.consume(amt as u64);
+        front.progress_mut().consume(amt as u64);
         let mut left = amt;
         for c in self.chunks.iter_mut() {
             debug_assert!(c.file() == front.id && !c.in_flight());
@@ -209,7 +209,7 @@ impl<'a> Engine<'a> {
                     self.drop_front_file();
                 }
                 let front = self.queue.front().expect("found at i");
-                if front.consumed() > front.status().start() || front.error().is_some() {
+                if front.progress().consumed() > front.status().start() || front.error().is_some() {
                     self.restart_front();
                 }
             }

@@ -1079,7 +1079,7 @@ fn paths_opened_by_the_source_read_exactly_within_the_cap() {
                 let Source::Path(path) = &front.source else {
                     unreachable!()
                 };
-                if front.all_issued() && front.in_flight() == 0 {
+                if front.all_issued() && front.progress().in_flight() == 0 {
                     let path = f.dir().join(path.file_name().unwrap());
                     assert_eq!(fds_under(&path), 0, "{what}: {path:?} still open");
                 }
