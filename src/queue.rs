@@ -2,11 +2,11 @@
 //! how far it has been asked for and consumed. No syscalls here.
 //!
 //! Each file is in one [`State`] at a time, kept with its range in a [`Status`] (see
-//! `status.rs` for their invariants). Invariants of a [`FileEntry`]:
-//! - `consumed <= next_read` once reads are issued, but where an `O_DIRECT` read starts
-//!   aligned below the consumer; both stay `<= stop()` once set up.
-//! - `fd` is the descriptor reads go to; an entry with reads in flight keeps it (`in_flight`).
+//! `status.rs` for their invariants), and how far it was read and consumed in a
+//! [`Progress`] (`progress.rs`). Invariant of a [`FileEntry`]: `fd` is the descriptor reads
+//! go to; an entry with reads in flight keeps it.
 
+mod progress;
 mod status;
 
 use std::collections::VecDeque;
@@ -15,6 +15,7 @@ use std::io;
 use crate::error::{Error, FileName};
 use crate::source::{FdRef, RawFd, Source};
 
+pub(crate) use progress::Progress;
 pub(crate) use status::{State, Status};
 
 /// One queued file.
@@ -25,20 +26,14 @@ pub(crate) struct FileEntry<'a> {
     /// The range asked for, and where the file stands.
     status: Status,
     /// The descriptor reads go to, once set up.
-    pub(crate) fd: Option<FdRef<'a>>,
+    fd: Option<FdRef<'a>>,
     /// Whether `fd` was opened with `O_DIRECT`.
-    pub(crate) direct: bool,
+    direct: bool,
     /// Whether `fd` is a descriptor the reader opened, or duplicated from a borrowed file
     /// (counts against `max_open_files`).
-    pub(crate) opened_here: bool,
-    /// The first byte no read has been issued for.
-    pub(crate) next_read: u64,
-    /// The offset of the next byte the consumer gets.
-    pub(crate) consumed: u64,
-    /// Reads of this file in flight.
-    pub(crate) in_flight: usize,
-    /// The end of the bytes reads brought in so far (not past `stop()` for the consumer).
-    pub(crate) read_end: u64,
+    opened_here: bool,
+    /// How far it was asked for, brought in and consumed.
+    progress: Progress,
 }
 
 impl<'a> FileEntry<'a> {
@@ -50,16 +45,43 @@ impl<'a> FileEntry<'a> {
             fd: None,
             direct: false,
             opened_here: false,
-            next_read: start,
-            consumed: start,
-            in_flight: 0,
-            read_end: 0,
+            progress: Progress::new(start),
         }
     }
 
     /// The range asked for, and where the file stands: its state, size and end.
     pub(crate) fn status(&self) -> &Status {
         &self.status
+    }
+
+    /// The descriptor reads go to, once set up.
+    pub(crate) fn fd(&self) -> Option<&FdRef<'a>> {
+        self.fd.as_ref()
+    }
+
+    /// Whether the descriptor reads `O_DIRECT`.
+    pub(crate) fn direct(&self) -> bool {
+        self.direct
+    }
+
+    /// Whether the descriptor is one the reader opened (or duplicated), and closes.
+    pub(crate) fn opened_here(&self) -> bool {
+        self.opened_here
+    }
+
+    /// How far the file was asked for, brought in and consumed.
+    pub(crate) fn progress(&self) -> &Progress {
+        &self.progress
+    }
+
+    /// The same, to move on.
+    pub(crate) fn progress_mut(&mut self) -> &mut Progress {
+        &mut self.progress
+    }
+
+    /// The descriptor no longer reads `O_DIRECT` (the filesystem refused it).
+    pub(crate) fn clear_direct(&mut self) {
+        self.direct = false;
     }
 
     /// Where the consumer's bytes stop (see [`Status::stop`]).
@@ -84,12 +106,13 @@ impl<'a> FileEntry<'a> {
         let State::Ended { len } = *self.status.state() else {
             return None;
         };
-        (self.consumed > len).then(|| {
+        let consumed = self.progress.consumed();
+        (consumed > len).then(|| {
             let msg = format!(
                 "{} ended at offset {len}, before offset {} that a skip passed to: it was cut \
                  after it was opened",
                 self.name(),
-                self.consumed
+                consumed
             );
             io::Error::new(io::ErrorKind::UnexpectedEof, msg)
         })
@@ -120,9 +143,7 @@ impl<'a> FileEntry<'a> {
     /// Whether the file failed just now (an exact range it holds only part of).
     pub(crate) fn set_size(&mut self, size: u64, align: u64) -> bool {
         let (end, failed) = self.status.set_size(size, || self.source.name());
-        if self.next_read == self.consumed {
-            self.next_read = aligned_start(self.consumed, end, align);
-        }
+        self.progress.sized(end, align);
         failed
     }
 
@@ -144,7 +165,7 @@ impl<'a> FileEntry<'a> {
     pub(crate) fn wants_reads(&self) -> bool {
         match self.status.state() {
             State::Queued | State::Opening => true,
-            State::Reading | State::Ended { .. } => self.next_read < self.stop(),
+            State::Reading | State::Ended { .. } => self.progress.next_read() < self.stop(),
             State::Failed { .. } => false,
         }
     }
@@ -160,14 +181,14 @@ impl<'a> FileEntry<'a> {
     /// Whether every byte of the file has been asked for (it was sized, and did not fail).
     pub(crate) fn all_issued(&self) -> bool {
         matches!(self.status.state(), State::Reading | State::Ended { .. })
-            && self.next_read >= self.stop()
+            && self.progress.next_read() >= self.stop()
     }
 
     /// Whether nothing of the file is in flight and nothing more will be asked for: every
     /// byte was asked for, or it failed. Its descriptor may be closed then, not before (a
     /// read in flight may still need it to be continued).
     pub(crate) fn reads_finished(&self) -> bool {
-        self.in_flight == 0
+        self.progress.in_flight() == 0
             && !matches!(self.status.state(), State::Queued | State::Opening)
             && !self.wants_reads()
     }
@@ -185,23 +206,8 @@ impl<'a> FileEntry<'a> {
 
     /// Forgets every read, its end and its error, to read the file again from its start.
     pub(crate) fn rewind(&mut self) {
-        debug_assert_eq!(self.in_flight, 0, "rewind with reads in flight");
-        let start = self.status.start();
-        self.consumed = start;
-        self.next_read = start;
-        self.read_end = 0;
+        self.progress.rewind(self.status.start());
         self.status.rewind(|| self.source.name());
-    }
-}
-
-/// Where reads start for a consumer at `at` in a file whose bytes stop at `stop`: `at`,
-/// aligned down to `align` for `O_DIRECT`; but at the end there is nothing to read, and an
-/// aligned read of bytes before it would be asked for nothing (and could fail for nothing).
-pub(crate) fn aligned_start(at: u64, stop: u64, align: u64) -> u64 {
-    if at >= stop {
-        at
-    } else {
-        at / align * align
     }
 }
 
@@ -212,12 +218,14 @@ pub(crate) struct Queue<'a> {
     next_id: u64,
     /// Index of the first file the engine may still have work for; every file before it
     /// has all its reads issued (or has failed).
-    pub(crate) cursor: usize,
+    cursor: usize,
     /// Index of the first file the open-ahead has not looked at; every path before it is
     /// open, being opened, done or failed.
-    pub(crate) open_cursor: usize,
-    /// Files the reader opened itself that are still open (counted against the cap).
-    pub(crate) open_here: usize,
+    open_cursor: usize,
+    /// Files the reader opened itself that are still open (counted against the cap): those
+    /// with `opened_here` and a descriptor, kept so by `set_descriptor`, `release_fd` and
+    /// the pops.
+    open_here: usize,
 }
 
 impl<'a> Queue<'a> {
@@ -283,7 +291,7 @@ impl<'a> Queue<'a> {
             .iter()
             .map(|f| {
                 if f.status.is_sized() {
-                    f.stop().saturating_sub(f.consumed)
+                    f.stop().saturating_sub(f.progress.consumed())
                 } else {
                     not_sized
                 }
@@ -345,6 +353,47 @@ impl<'a> Queue<'a> {
         let e = &mut self.files[index];
         if e.opened_here && e.fd.take().is_some() {
             self.open_here -= 1;
+        }
+    }
+
+    /// Files the reader opened itself that are still open.
+    pub(crate) fn open_here(&self) -> usize {
+        self.open_here
+    }
+
+    /// Where the open-ahead looks next: past the files it looked at, and past those with
+    /// all their reads issued.
+    pub(crate) fn open_from(&self) -> usize {
+        self.open_cursor.max(self.cursor)
+    }
+
+    /// The open-ahead looked at every file before `index` (it looks at none of them again
+    /// but after `reopen_from`).
+    pub(crate) fn looked_at_until(&mut self, index: usize) {
+        self.open_cursor = index;
+    }
+
+    /// The open-ahead looks at the file at `index` again (its open is to be done again).
+    pub(crate) fn reopen_from(&mut self, index: usize) {
+        self.open_cursor = self.open_cursor.min(index);
+    }
+
+    /// The file at `index` is open on `fd` (`opened_here`: by the reader, which closes it),
+    /// with `O_DIRECT` where `direct`.
+    pub(crate) fn set_descriptor(
+        &mut self,
+        index: usize,
+        fd: FdRef<'a>,
+        direct: bool,
+        opened_here: bool,
+    ) {
+        let e = &mut self.files[index];
+        debug_assert!(e.fd.is_none(), "opened once");
+        e.fd = Some(fd);
+        e.direct = direct;
+        e.opened_here = opened_here;
+        if opened_here {
+            self.open_here += 1;
         }
     }
 

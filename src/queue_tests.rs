@@ -41,7 +41,7 @@ fn cursor_skips_finished_files() {
     e.fd = Some(FdRef::new(std::sync::Arc::new(f)));
     e.set_size(100, 1);
     assert_eq!(e.stop(), 10, "the limit caps the end");
-    e.next_read = 10;
+    e.progress.set(10, 0);
     assert_eq!(q.next_with_work(), Some(1));
     q.pop_front();
     assert_eq!(q.cursor, 0);
@@ -73,10 +73,10 @@ fn rewind_restores_the_sized_end_and_forgets_the_failure() {
     let e = q.front_mut().unwrap();
     e.set_size(1000, 1);
     e.end_at(300); // a read found the end early
-    e.next_read = 300;
-    e.consumed = 200;
+    e.progress.set(300, 200);
     e.rewind();
-    assert_eq!((e.next_read, e.consumed, e.stop()), (0, 0, 1000));
+    let p = e.progress();
+    assert_eq!((p.next_read(), p.consumed(), e.stop()), (0, 0, 1000));
     assert!(matches!(e.status().state(), State::Reading));
     e.fail(eio(500), 500);
     e.rewind();
@@ -90,7 +90,7 @@ fn a_failure_is_never_an_end() {
     q.push(path("p"), 0, u64::MAX);
     let e = q.front_mut().unwrap();
     e.set_size(1000, 1);
-    e.next_read = 1000;
+    e.progress.set(1000, 0);
     assert!(e.all_issued());
     assert!(e.fail(eio(600), 600), "the first failure counts");
     assert_eq!(e.stop(), 600, "bytes stop at the failure");
@@ -124,11 +124,12 @@ fn a_range_starts_at_its_offset_and_ends_at_its_length() {
     let mut q = Queue::default();
     q.push(path("p"), 5000, 3000);
     let e = q.front_mut().unwrap();
-    assert_eq!((e.consumed, e.next_read), (5000, 5000));
+    let p = e.progress();
+    assert_eq!((p.consumed(), p.next_read()), (5000, 5000));
     e.set_size(1 << 20, 4096);
     assert_eq!(e.stop(), 8000);
     assert_eq!(
-        (e.consumed, e.next_read),
+        (e.progress().consumed(), e.progress().next_read()),
         (5000, 4096),
         "direct reads start aligned"
     );
@@ -138,7 +139,8 @@ fn a_range_starts_at_its_offset_and_ends_at_its_length() {
     let e = q.get_mut(1).unwrap();
     e.set_size(8000, 4096);
     assert_eq!(
-        e.next_read, 8000,
+        e.progress().next_read(),
+        8000,
         "at the end, no aligned read of bytes before it"
     );
     assert!(e.all_issued());

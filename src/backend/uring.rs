@@ -2,13 +2,16 @@
 //! cancel and drain on drop.
 //!
 //! Invariants:
-//! - Every read handed to the kernel stays in `ops` as a [`KernelRead`] (its region: the
-//!   bytes the kernel writes; its `FdRef`: the descriptor it names) until its completion is
-//!   reaped. Nothing can reach those bytes meanwhile: a `KernelRead` gives no access to them,
+//! - Every read handed to the kernel stays in `reads` as a
+//!   [`KernelRead`](crate::io::KernelRead) (its region: the bytes the kernel writes; its
+//!   `FdRef`: the descriptor it names) until its completion is reaped. Nothing can reach those bytes meanwhile: a `KernelRead` gives no access to them,
 //!   and only `drain` turns one back into a completion, for the completion it reaped. A
 //!   read's id is below the tags of opens and cancels and unique among reads in flight,
 //!   checked in every build before its entry is queued.
 //! - Every open handed to the kernel keeps its path in `opens` until its completion is reaped.
+//!
+//! `in_flight.rs` keeps the reads (`Reads`) and opens (`Opens`) the ring has; this file alone
+//! hands them to the kernel and turns their completions back into loans and descriptors.
 //! - At most `depth` reads, `depth` opens and `depth` cancels are in flight (plus one cancel
 //!   each on shutdown), and the completion queue holds `8 * depth`, so it cannot overflow
 //!   (and the kernel keeps overflow anyway: `FEAT_NODROP`).
@@ -18,13 +21,12 @@
 //!   The engine leaks the whole ring in that case anyway (`Engine::drain`).
 #![allow(unsafe_code)]
 
-use std::collections::HashMap;
-use std::ffi::CString;
+mod in_flight;
+
 use std::fs::File;
 use std::io;
 use std::mem::{self, ManuallyDrop};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
@@ -33,13 +35,14 @@ use io_uring::{opcode, squeue, types, IoUring};
 
 use crate::consts::Backend;
 use crate::error::Error;
-use crate::io::{open_source, Io, KernelRead, OpenResult, Opened, ReadDone, ReadReq};
+use crate::io::{Io, OpenResult, Opened, ReadDone, ReadReq};
 use crate::pool::Pool;
 use crate::source::Source;
-use crate::sys::{other_cpus, Opener};
+use crate::sys::other_cpus;
 
 use super::setup::{check_features, set_up};
 use super::RingConfig;
+use in_flight::{Opens, Reads};
 
 /// The `user_data` of cancel requests; read ids never reach it.
 const CANCEL: u64 = u64::MAX;
@@ -76,39 +79,55 @@ fn round_trip(ring: &mut IoUring) -> io::Result<()> {
 
 /// The ring and the reads it has in flight.
 pub(crate) struct Ring<'a> {
-    // Drop order: `Drop for Ring` forgets `ops` if anything is still in flight, then `ring`
-    // closes. `ManuallyDrop` keeps the ring's own drop explicit there.
+    // Drop order: `Drop for Ring` leaks `reads` and `opens` if anything is still in flight,
+    // then `ring` closes. `ManuallyDrop` keeps the ring's own drop explicit there.
     ring: ManuallyDrop<IoUring>,
-    /// Reads the kernel has, by id.
-    ops: HashMap<u64, KernelRead<'a>>,
-    /// Reads handed over but not given to the kernel because the ring failed.
-    unsent: Vec<KernelRead<'a>>,
-    /// Completions reaped while submitting, not yet collected.
-    ready: Vec<ReadDone<'a>>,
-    /// Opens the kernel has, by `user_data`: the path it reads, and the flags.
-    opens: HashMap<u64, (CString, i32)>,
-    /// Opens completed and not yet collected: (file id, what came of it).
-    opened: Vec<(u64, OpenResult)>,
-    /// Whether the kernel opens files for us (`IORING_OP_OPENAT`).
-    can_open: bool,
-    /// The flags paths are opened with, and what the kernel refused of them (so that, once
-    /// `O_NOATIME` is refused, later opens go without it).
-    opener: Opener,
+    reads: Reads<'a>,
+    opens: Opens,
     cancels: usize,
     depth: usize,
     /// Whether the pool is registered (reads are `READ_FIXED` with buffer index 0).
     fixed: bool,
     /// The first error the ring returned; it is broken after that.
     broken: Option<io::Error>,
-    /// The thread whose kernel workers this ring asked to keep off its CPU (see
-    /// `keep_workers_apart`), to be undone when the ring goes.
-    workers_apart: Option<ThreadId>,
+    workers_apart: WorkersApart,
+}
+
+/// The thread whose kernel workers a ring asked to keep off its CPU, to be undone when the
+/// ring goes.
+#[derive(Debug, Default)]
+struct WorkersApart(Option<ThreadId>);
+
+impl WorkersApart {
+    /// Before the first read handed to kernel workers from this thread, asks for the thread's
+    /// workers to keep off the CPU it runs on now: the kernel starts them beside the thread
+    /// whose copies they take over, where they only take turns with it. The setting is the
+    /// thread's (Linux 5.14; the kernel has no such setting for one ring), so it is undone
+    /// when the ring goes, where that happens on the same thread.
+    fn ask(&mut self, ring: &IoUring) {
+        let here = std::thread::current().id();
+        if self.0 == Some(here) {
+            return;
+        }
+        if let Some(cpus) = other_cpus() {
+            if ring.submitter().register_iowq_aff(&cpus).is_ok() {
+                self.0 = Some(here);
+            }
+        }
+    }
+
+    /// Undoes `ask`, where it was asked on this thread.
+    fn undo(&self, ring: &IoUring) {
+        if self.0 == Some(std::thread::current().id()) {
+            let _ = ring.submitter().unregister_iowq_aff();
+        }
+    }
 }
 
 impl std::fmt::Debug for Ring<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Ring")
-            .field("in_flight", &self.ops.len())
+            .field("in_flight", &self.reads.len())
             .field("fixed", &self.fixed)
             .finish_non_exhaustive()
     }
@@ -141,36 +160,14 @@ impl<'a> Ring<'a> {
         }
         Ok(Ring {
             ring: ManuallyDrop::new(ring),
-            ops: HashMap::with_capacity(depth as usize),
-            unsent: Vec::new(),
-            ready: Vec::new(),
-            opens: HashMap::new(),
-            opened: Vec::new(),
-            can_open,
-            opener: Opener::default(),
+            reads: Reads::with_capacity(depth as usize),
+            opens: Opens::new(can_open),
             cancels: 0,
             depth: depth as usize,
             fixed,
             broken: None,
-            workers_apart: None,
+            workers_apart: WorkersApart::default(),
         })
-    }
-
-    /// Before the first read handed to kernel workers from this thread, asks for the thread's
-    /// workers to keep off the CPU it runs on now: the kernel starts them beside the thread
-    /// whose copies they take over, where they only take turns with it. The setting is the
-    /// thread's (Linux 5.14; the kernel has no such setting for one ring), so it is undone
-    /// when the ring goes, where that happens on the same thread.
-    fn keep_workers_apart(&mut self) {
-        let here = std::thread::current().id();
-        if self.workers_apart == Some(here) {
-            return;
-        }
-        if let Some(cpus) = other_cpus() {
-            if self.ring.submitter().register_iowq_aff(&cpus).is_ok() {
-                self.workers_apart = Some(here);
-            }
-        }
     }
 
     /// Puts an entry in the submission queue, submitting to make room if it is full.
@@ -189,21 +186,6 @@ impl<'a> Ring<'a> {
         }
     }
 
-    /// Panics unless `id` can name a read handed to the kernel: below the tags of opens and
-    /// cancels, so `drain` takes its completion for a read's, and not the id of a read in
-    /// flight, whose region `drain` would otherwise hand back on the first completion while
-    /// the kernel still writes it for the second. Checked in every build, before the push.
-    fn check_read_id(&self, id: u64) {
-        assert!(
-            id < OPEN,
-            "read id {id} lies among the tags of opens and cancels"
-        );
-        assert!(
-            !self.ops.contains_key(&id),
-            "read id {id} is already in flight"
-        );
-    }
-
     /// `io_uring_enter` for what is queued, reaping into `ready` when the kernel is busy.
     fn submit_queued(&mut self) -> io::Result<()> {
         if let Some(e) = &self.broken {
@@ -216,9 +198,9 @@ impl<'a> Ring<'a> {
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
                 Err(e) if is_busy(&e) && tries < BUSY_TRIES => {
                     tries += 1;
-                    let mut ready = mem::take(&mut self.ready);
+                    let mut ready = self.reads.lend_ready();
                     self.drain(&mut ready);
-                    self.ready = ready;
+                    self.reads.put_ready(ready);
                 }
                 Err(e) => {
                     self.broken = Some(io::Error::new(e.kind(), e.to_string()));
@@ -236,28 +218,13 @@ impl<'a> Ring<'a> {
                 continue;
             }
             if cqe.user_data() & OPEN != 0 {
-                let (_path, flags) = self
-                    .opens
-                    .remove(&cqe.user_data())
-                    .expect("a completion for an open in flight");
-                let fd = cqe.result();
-                let result = if fd >= 0 {
-                    // SAFETY: a successful open's result is a new descriptor, owned by nobody
-                    // else; the `File` takes it over and closes it.
-                    Ok((unsafe { File::from_raw_fd(fd) }, flags))
-                } else {
-                    // Remembered, if it is a refusal of a flag: the open itself is done again
-                    // on the engine's thread (`Io::open`).
-                    let _ = self.opener.refused(flags, -fd);
-                    Err(-fd)
-                };
-                self.opened.push((cqe.user_data() & !OPEN, result));
+                // SAFETY: a successful open's result is a new descriptor, owned by nobody
+                // else; the `File` takes it over and closes it.
+                let own = |fd| unsafe { File::from_raw_fd(fd) };
+                self.opens.completed(cqe.user_data(), cqe.result(), own);
                 continue;
             }
-            let read = self
-                .ops
-                .remove(&cqe.user_data())
-                .expect("a completion for a read in flight");
+            let read = self.reads.completed(cqe.user_data());
             // SAFETY: this is the completion of the read `read` stands for (its id is the
             // entry's `user_data`, unique among reads in flight): the kernel is done with it.
             out.push(read.done(cqe.result(), |loan| unsafe { loan.reaped() }));
@@ -272,65 +239,65 @@ impl<'a> Ring<'a> {
         out: &mut Vec<ReadDone<'a>>,
     ) -> io::Result<bool> {
         let before = out.len();
-        out.append(&mut self.ready);
+        self.reads.take_ready(out);
         self.drain(out);
         match wait {
-            Some(deadline) if out.len() == before && self.opened.is_empty() => {
+            Some(deadline) if out.len() == before && !self.opens.any_opened() => {
                 if let Some(e) = &self.broken {
                     return Err(io::Error::new(e.kind(), e.to_string()));
                 }
-                match self.wait_one_until(deadline) {
+                match wait_one_until(&mut self.ring, deadline) {
                     Err(e) if e.kind() == io::ErrorKind::TimedOut => return Ok(false),
                     waited => waited?,
                 }
                 self.drain(out);
                 // A wait that timed out returns as one that was woken: only the clock tells.
                 let late = deadline.is_some_and(|d| Instant::now() >= d);
-                return Ok(!(late && out.len() == before && self.opened.is_empty()));
+                return Ok(!(late && out.len() == before && !self.opens.any_opened()));
             }
             _ if !self.ring.submission().is_empty() => self.submit_queued()?,
             _ => {}
         }
         Ok(true)
     }
+}
 
-    /// Blocks in the kernel until at least one completion is there, or returns an error of
-    /// kind `TimedOut` once `deadline` has passed (`None`: never). The bound needs
-    /// `IORING_FEAT_EXT_ARG` (Linux 5.11), a wait with a timeout; without it the wait is not
-    /// bounded.
-    fn wait_one_until(&mut self, deadline: Option<Instant>) -> io::Result<()> {
-        let deadline = deadline.filter(|_| self.ring.params().is_feature_ext_arg());
-        let mut tries = 0;
-        loop {
-            let waited = match deadline {
-                None => self.ring.submit_and_wait(1),
-                Some(deadline) => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return Err(io::Error::new(
-                            io::ErrorKind::TimedOut,
-                            "no completion before the deadline",
-                        ));
-                    }
-                    let timeout = types::Timespec::from(left);
-                    let args = types::SubmitArgs::new().timespec(&timeout);
-                    self.ring.submitter().submit_with_args(1, &args)
+/// Blocks in the kernel until at least one completion is there, or returns an error of
+/// kind `TimedOut` once `deadline` has passed (`None`: never). The bound needs
+/// `IORING_FEAT_EXT_ARG` (Linux 5.11), a wait with a timeout; without it the wait is not
+/// bounded. Needs nothing of the `Ring` but its `IoUring`.
+fn wait_one_until(ring: &mut IoUring, deadline: Option<Instant>) -> io::Result<()> {
+    let deadline = deadline.filter(|_| ring.params().is_feature_ext_arg());
+    let mut tries = 0;
+    loop {
+        let waited = match deadline {
+            None => ring.submit_and_wait(1),
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "no completion before the deadline",
+                    ));
                 }
-            };
-            match waited {
-                Ok(_) => return Ok(()),
-                // Timed out: the caller reaps what came meanwhile, then finds no time left.
-                Err(e) if e.raw_os_error() == Some(libc::ETIME) => return Ok(()),
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
-                // Completions are waiting to be reaped: reap them.
-                Err(e) if is_busy(&e) && tries < BUSY_TRIES => {
-                    tries += 1;
-                    if !self.ring.completion().is_empty() {
-                        return Ok(());
-                    }
-                }
-                Err(e) => return Err(e),
+                let timeout = types::Timespec::from(left);
+                let args = types::SubmitArgs::new().timespec(&timeout);
+                ring.submitter().submit_with_args(1, &args)
             }
+        };
+        match waited {
+            Ok(_) => return Ok(()),
+            // Timed out: the caller reaps what came meanwhile, then finds no time left.
+            Err(e) if e.raw_os_error() == Some(libc::ETIME) => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+            // Completions are waiting to be reaped: reap them.
+            Err(e) if is_busy(&e) && tries < BUSY_TRIES => {
+                tries += 1;
+                if !ring.completion().is_empty() {
+                    return Ok(());
+                }
+            }
+            Err(e) => return Err(e),
         }
     }
 }
@@ -353,7 +320,7 @@ impl<'a> Io<'a> for Ring<'a> {
         );
         let offload = req.offload();
         if offload {
-            self.keep_workers_apart();
+            self.workers_apart.ask(&self.ring);
         }
         let (read, ptr) = req.into_kernel();
         let entry = if self.fixed {
@@ -369,19 +336,16 @@ impl<'a> Io<'a> for Ring<'a> {
         } else {
             entry
         };
-        self.check_read_id(id);
+        self.reads.check_id(id);
         // SAFETY: `ptr..ptr+len` lies in the request's region (`ReadReq::new` checks it), and
-        // the read, region and `FdRef` with it, goes into `ops` right below (its id free there
+        // the read, region and `FdRef` with it, goes into `reads` right below (its id free there
         // and below the tags: checked above), where it stays until `drain` reaps this id's
         // completion. With `fixed`, the address lies in the registered pool (every loan is a
         // region of it).
         match unsafe { self.push(&entry) } {
-            Ok(()) => {
-                let replaced = self.ops.insert(id, read);
-                debug_assert!(replaced.is_none(), "checked before the push");
-            }
+            Ok(()) => self.reads.sent(id, read),
             // Not queued (the ring is broken): keep it to hand back on shutdown.
-            Err(_) => self.unsent.push(read),
+            Err(_) => self.reads.not_sent(read),
         }
     }
 
@@ -403,50 +367,37 @@ impl<'a> Io<'a> for Ring<'a> {
         // Copied while this thread waits in the call, as the ring's inline completion would
         // be, without a submission and a completion to go through.
         let (done, all) = req.read_cached()?;
-        self.ready.push(done);
+        self.reads.push_ready(done);
         Ok(all)
     }
 
     fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> bool {
-        if !self.can_open || self.broken.is_some() || file >= OPEN || self.opens.len() >= self.depth
-        {
+        if self.broken.is_some() {
             return false;
         }
-        let Ok(path) = CString::new(path.as_os_str().as_bytes()) else {
-            return false; // Opened here instead, which reports the NUL byte.
+        let Some((entry, open)) = self.opens.prepare(file, path, direct, self.depth) else {
+            return false; // Opened here instead.
         };
-        let flags = self.opener.flags(direct);
-        let user_data = OPEN | file;
-        // A second open of the same file in flight would drop the first one's path (below)
-        // while the kernel may still read it.
-        assert!(
-            !self.opens.contains_key(&user_data),
-            "file {file} is already being opened"
-        );
-        let entry = opcode::OpenAt::new(types::Fd(libc::AT_FDCWD), path.as_ptr())
-            .flags(flags)
-            .build()
-            .user_data(user_data);
-        // SAFETY: the path's bytes live on the heap, owned by the `CString` that goes into
-        // `opens` right below and stays there until `drain` reaps this open's completion.
+        // SAFETY: the path the entry names lives on the heap, owned by the `CString` in `open`
+        // (moving it does not move the bytes), which goes into `opens` right below and stays
+        // there until `drain` reaps this open's completion.
         if unsafe { self.push(&entry) }.is_err() {
             return false;
         }
-        let replaced = self.opens.insert(user_data, (path, flags));
-        debug_assert!(replaced.is_none(), "checked before the push");
+        self.opens.sent(open);
         true
     }
 
     fn take_opened(&mut self, out: &mut Vec<(u64, OpenResult)>) {
-        out.append(&mut self.opened);
+        self.opens.take_opened(out);
     }
 
     fn open(&mut self, source: &Source<'a>, direct: bool) -> Result<Opened<'a>, Error> {
-        open_source(source, direct, &mut self.opener)
+        self.opens.open_here(source, direct)
     }
 
     fn cancel(&mut self, id: u64) {
-        if self.cancels >= self.depth || !self.ops.contains_key(&id) {
+        if self.cancels >= self.depth || !self.reads.has(id) {
             return; // Best effort: the read completes on its own.
         }
         let entry = opcode::AsyncCancel::new(id).build().user_data(CANCEL);
@@ -476,16 +427,16 @@ impl<'a> Io<'a> for Ring<'a> {
     }
 
     fn in_flight(&self) -> usize {
-        self.ops.len() + self.ready.len() + self.unsent.len() + self.opens.len() + self.opened.len()
+        self.reads.len() + self.opens.len()
     }
 
     fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>, timeout: Duration) -> io::Result<()> {
         let deadline = Instant::now().checked_add(timeout);
         // SAFETY: these reads never reached the kernel (`push` failed for each).
-        let unsent = self.unsent.drain(..);
+        let unsent = self.reads.take_unsent().into_iter();
         out.extend(unsent.map(|r| r.done(-libc::ECANCELED, |loan| unsafe { loan.reaped() })));
-        out.append(&mut self.ready);
-        let ids: Vec<u64> = self.ops.keys().chain(self.opens.keys()).copied().collect();
+        self.reads.take_ready(out);
+        let ids: Vec<u64> = self.reads.ids().chain(self.opens.tags()).collect();
         for id in ids {
             let entry = opcode::AsyncCancel::new(id).build().user_data(CANCEL);
             // SAFETY: a cancel names no buffer or descriptor.
@@ -493,16 +444,16 @@ impl<'a> Io<'a> for Ring<'a> {
             self.cancels += 1;
         }
         // Pushing may have submitted, and a busy kernel reaped into `ready` meanwhile.
-        out.append(&mut self.ready);
-        while !self.ops.is_empty() || !self.opens.is_empty() {
+        self.reads.take_ready(out);
+        while self.reads.any_in_kernel() || self.opens.any_in_kernel() {
             self.drain(out);
-            if !self.ops.is_empty() || !self.opens.is_empty() {
+            if self.reads.any_in_kernel() || self.opens.any_in_kernel() {
                 // A read of a hung device or mount may never complete, cancelled or not.
-                self.wait_one_until(deadline)?;
+                wait_one_until(&mut self.ring, deadline)?;
             }
         }
         // Files opened for nothing: closed here.
-        self.opened.clear();
+        self.opens.close_opened();
         Ok(())
     }
 
@@ -511,29 +462,20 @@ impl<'a> Io<'a> for Ring<'a> {
         // Never dropped: its `Drop` would close the ring, which moves on below.
         let mut old = ManuallyDrop::new(*self);
         // Empty (nothing in flight); dropped for their allocations, as they name `'a`.
-        drop((
-            mem::take(&mut old.ops),
-            mem::take(&mut old.unsent),
-            mem::take(&mut old.ready),
-        ));
+        drop(mem::take(&mut old.reads));
         // SAFETY: the ring is taken out of `old` once, here, and `old` is never dropped (it is
         // `ManuallyDrop`), so the ring is closed only by the rebound `Ring`; nothing is in
         // flight on it (asserted above).
         let ring = unsafe { ManuallyDrop::take(&mut old.ring) };
         let rebound: Ring<'b> = Ring {
             ring: ManuallyDrop::new(ring),
-            ops: HashMap::with_capacity(old.depth),
-            unsent: Vec::new(),
-            ready: Vec::new(),
-            opens: mem::take(&mut old.opens),
-            opened: mem::take(&mut old.opened),
-            can_open: old.can_open,
-            opener: old.opener,
+            reads: Reads::with_capacity(old.depth),
+            opens: mem::replace(&mut old.opens, Opens::new(false)),
             cancels: old.cancels,
             depth: old.depth,
             fixed: old.fixed,
             broken: old.broken.take(),
-            workers_apart: old.workers_apart.take(),
+            workers_apart: mem::take(&mut old.workers_apart),
         };
         Box::new(rebound)
     }
@@ -541,15 +483,13 @@ impl<'a> Io<'a> for Ring<'a> {
 
 impl Drop for Ring<'_> {
     fn drop(&mut self) {
-        if self.workers_apart == Some(std::thread::current().id()) {
-            let _ = self.ring.submitter().unregister_iowq_aff();
-        }
-        if !self.ops.is_empty() || !self.opens.is_empty() {
+        self.workers_apart.undo(&self.ring);
+        if self.reads.any_in_kernel() || self.opens.any_in_kernel() {
             // Reads and opens the kernel may still be doing: never free their loans or paths,
             // nor close their descriptors (leaking the loans makes the pool leak its memory
             // too), nor the ring they complete into, whose memory the kernel writes.
-            mem::forget(mem::take(&mut self.ops));
-            mem::forget(mem::take(&mut self.opens));
+            self.reads.leak();
+            self.opens.leak();
             return;
         }
         // SAFETY: dropped exactly once, here, and nothing in flight names our memory any more.

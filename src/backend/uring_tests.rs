@@ -125,7 +125,7 @@ fn more_reads_than_the_completion_queue_holds_all_complete_once() {
             ring.submit().unwrap();
             assert_eq!(ring.in_flight(), READS);
             let overflowed = ring.ring.submission().cq_overflow();
-            let reaped_early = ring.ready.len();
+            let reaped_early = ring.reads.ready_len();
             let mut done = Vec::new();
             while ring.in_flight() > 0 {
                 ring.reap(true, &mut done).unwrap();
@@ -263,7 +263,7 @@ fn small_files(n: usize) -> (tempfile::TempDir, Vec<PathBuf>) {
 /// kernel cannot.
 fn opening_ring<'a>(pool: &Pool) -> Option<Ring<'a>> {
     let ring = small_ring(pool, false);
-    if !ring.can_open {
+    if !ring.opens.can_open() {
         skip_refused("io_uring opens", "this kernel has no IORING_OP_OPENAT");
         return None;
     }
@@ -334,7 +334,7 @@ fn shutdown_with_opens_in_flight_leaves_no_descriptor_open() {
             }
             ring.submit().unwrap();
             if case == 1 {
-                while !ring.opens.is_empty() {
+                while ring.opens.any_in_kernel() {
                     ring.reap(true, &mut Vec::new()).unwrap();
                 }
                 assert_eq!(fds_under(&root), paths.len(), "opened, not collected");

@@ -7,29 +7,125 @@ use super::Engine;
 use crate::pool::Region;
 
 /// One read's region and what came back into it.
+///
+/// Invariants, kept by its methods: `from <= filled <= want` once a read has come back
+/// (`filled` only grows past `from` by what a read brought); `region` is `None` exactly
+/// while a read is in flight; `pos` only grows.
 #[derive(Debug)]
 pub(super) struct Chunk {
-    pub(super) id: u64,
-    pub(super) file: u64,
+    id: u64,
+    file: u64,
     /// File offset of the region's first byte.
-    pub(super) offset: u64,
+    offset: u64,
     /// Bytes asked for.
-    pub(super) want: usize,
+    want: usize,
     /// Bytes the completed reads wrote, from the region's start.
-    pub(super) filled: usize,
+    filled: usize,
     /// Where in the region the read in flight starts (after a short read).
-    pub(super) from: usize,
+    from: usize,
     /// Bytes the consumer has taken.
-    pub(super) pos: usize,
+    pos: usize,
     /// `None` while lent to the backend.
-    pub(super) region: Option<Region>,
-    pub(super) retries: u32,
+    region: Option<Region>,
+    retries: u32,
 }
 
 impl Chunk {
+    pub(super) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The id of the file read.
+    pub(super) fn file(&self) -> u64 {
+        self.file
+    }
+
+    /// File offset of the region's first byte.
+    pub(super) fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Bytes asked for.
+    pub(super) fn want(&self) -> usize {
+        self.want
+    }
+
+    /// Where in the region the read in flight starts (0 but after a short read).
+    pub(super) fn from(&self) -> usize {
+        self.from
+    }
+
+    /// File offset where the read in flight (or the next one) starts.
+    pub(super) fn resume_at(&self) -> u64 {
+        self.offset + self.from as u64
+    }
+
+    /// Bytes the consumer has taken.
+    pub(super) fn pos(&self) -> usize {
+        self.pos
+    }
+
+    /// The region, once its read has come back; `None` while lent to the backend.
+    pub(super) fn region(&self) -> Option<&Region> {
+        self.region.as_ref()
+    }
+
+    /// Whether the region is lent to the backend for a read.
+    pub(super) fn in_flight(&self) -> bool {
+        self.region.is_none()
+    }
+
     /// Bytes of this chunk the consumer may see: what was read, up to the file's end.
     pub(super) fn valid(&self, file_end: u64) -> usize {
         (self.filled as u64).min(file_end.saturating_sub(self.offset)) as usize
+    }
+
+    /// The read in flight brought `n` bytes (after those before `from`); the bytes read so
+    /// far.
+    pub(super) fn fill(&mut self, n: usize) -> usize {
+        self.filled = self.from + n;
+        debug_assert!(self.filled <= self.want);
+        self.filled
+    }
+
+    /// A short read: the next read of this chunk starts where the bytes read end.
+    pub(super) fn continue_from_filled(&mut self) {
+        self.from = self.filled;
+    }
+
+    /// The read came back for good: the region is the consumer's.
+    pub(super) fn set_region(&mut self, region: Region) {
+        debug_assert!(self.region.is_none(), "a chunk's region comes back once");
+        self.region = Some(region);
+    }
+
+    /// The read in flight brought nothing (the file ends or fails where it began): the
+    /// region is the consumer's with the bytes before it.
+    pub(super) fn end_at_from(&mut self, region: Region) {
+        self.filled = self.from;
+        self.set_region(region);
+    }
+
+    /// Counts one more try of the read; false once `max` tries were made.
+    pub(super) fn retry(&mut self, max: u32) -> bool {
+        if self.retries >= max {
+            return false;
+        }
+        self.retries += 1;
+        true
+    }
+
+    /// The consumer takes up to `amt` bytes of what it may see (up to `file_end`): how many.
+    pub(super) fn advance(&mut self, amt: usize, file_end: u64) -> usize {
+        let take = amt.min(self.valid(file_end).saturating_sub(self.pos));
+        self.pos += take;
+        take
+    }
+
+    /// The consumer skips to file offset `to` (within the chunk; never back).
+    pub(super) fn skip_to(&mut self, to: u64) {
+        debug_assert!(to >= self.offset);
+        self.pos = self.pos.max((to - self.offset) as usize);
     }
 }
 
@@ -175,8 +271,8 @@ impl Engine<'_> {
             None => {
                 let mut holds_fd = false;
                 if let Some(e) = self.queue.by_id_mut(c.file) {
-                    e.in_flight -= 1;
-                    holds_fd = e.opened_here;
+                    e.progress_mut().read_done();
+                    holds_fd = e.opened_here();
                 }
                 self.chunks.orphan(c.id, holds_fd.then_some(c.file));
                 self.io.cancel(c.id);

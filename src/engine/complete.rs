@@ -49,10 +49,10 @@ impl<'a> Engine<'a> {
             .index_of(id)
             .expect("a completion is either an orphan's or a live chunk's");
         debug_assert!(
-            self.chunks[i].region.is_none(),
+            self.chunks[i].in_flight(),
             "completion for a chunk not in flight"
         );
-        let file = self.chunks[i].file;
+        let file = self.chunks[i].file();
         if result > 0 {
             self.complete_bytes(i, result as usize, region);
         } else {
@@ -68,42 +68,43 @@ impl<'a> Engine<'a> {
         let chunk = &mut self.chunks[i];
         let entry = self
             .queue
-            .by_id_mut(chunk.file)
+            .by_id_mut(chunk.file())
             .expect("a live chunk's file is queued");
-        chunk.filled = chunk.from + n;
-        debug_assert!(chunk.filled <= chunk.want);
-        entry.read_end = entry.read_end.max(chunk.offset + chunk.filled as u64);
-        let to_end = entry.stop().saturating_sub(chunk.offset);
-        let short = chunk.filled < chunk.want && (chunk.filled as u64) < to_end;
+        let filled = chunk.fill(n);
+        entry
+            .progress_mut()
+            .read_up_to(chunk.offset() + filled as u64);
+        let to_end = entry.stop().saturating_sub(chunk.offset());
+        let short = filled < chunk.want() && (filled as u64) < to_end;
         if short {
             // A short read before the end as sized: read the rest into the same region.
             self.stats.short_reads += 1;
-            chunk.from = chunk.filled;
+            chunk.continue_from_filled();
             // O_DIRECT refuses a read from an unaligned offset: the rest is read buffered.
-            if entry.direct && !chunk.filled.is_multiple_of(DIRECT_ALIGN) {
+            if entry.direct() && !filled.is_multiple_of(DIRECT_ALIGN) {
                 if let Err((region, err)) = self.read_on_buffered(i, region) {
                     self.end_chunk(i, region, Some(err));
                 }
                 return;
             }
-            let fd = entry.fd.clone().expect("open while reads are in flight");
+            let fd = entry.fd().cloned().expect("open while reads are in flight");
             self.resubmit(i, region, fd);
             return;
         }
-        chunk.region = Some(region);
-        entry.in_flight -= 1;
+        chunk.set_region(region);
+        entry.progress_mut().read_done();
     }
 
     /// Turns `O_DIRECT` off on chunk `i`'s descriptor (the same descriptor: its path may
     /// name another file by now) and reads the rest of the chunk buffered; gives the region
     /// back, with why, where it cannot be turned off.
     fn read_on_buffered(&mut self, i: usize, region: Region) -> Result<(), (Region, io::Error)> {
-        let file = self.chunks[i].file;
+        let file = self.chunks[i].file();
         let entry = self.queue.by_id_mut(file).expect("a live chunk's file");
-        let fd = entry.fd.clone().expect("open while reads are in flight");
+        let fd = entry.fd().cloned().expect("open while reads are in flight");
         match self.io.clear_direct(&fd) {
             Ok(()) => {
-                entry.direct = false;
+                entry.clear_direct();
                 self.resubmit(i, region, fd);
                 Ok(())
             }
@@ -132,13 +133,12 @@ impl<'a> Engine<'a> {
         let chunk = &mut self.chunks[i];
         let entry = self
             .queue
-            .by_id_mut(chunk.file)
+            .by_id_mut(chunk.file())
             .expect("a live chunk's file");
-        chunk.filled = chunk.from;
-        chunk.region = Some(region);
-        let at = chunk.offset + chunk.from as u64;
-        let file = chunk.file;
-        entry.in_flight -= 1;
+        chunk.end_at_from(region);
+        let at = chunk.resume_at();
+        let file = chunk.file();
+        entry.progress_mut().read_done();
         match error {
             Some(source) => {
                 let error = Error::Read {
@@ -161,12 +161,12 @@ impl<'a> Engine<'a> {
     /// when read); a skip that passed that end is then an error (`skipped_past_end`). An
     /// exact range fails there instead.
     fn end_early(&mut self, file: u64, at: u64) {
-        let fd = self.queue.by_id_mut(file).and_then(|e| e.fd.clone());
+        let fd = self.queue.by_id_mut(file).and_then(|e| e.fd().cloned());
         let size = fd.and_then(|fd| self.io.size_now(&fd));
         let entry = self.queue.by_id_mut(file).expect("a live chunk's file");
         let len = size
             .map_or(at, |size| size.min(at))
-            .max(entry.read_end.min(at));
+            .max(entry.progress().read_end().min(at));
         if entry.end_at(len) {
             self.stats.files_failed += 1;
         }
@@ -177,7 +177,7 @@ impl<'a> Engine<'a> {
     /// `O_DIRECT`.
     fn retry(&mut self, i: usize, result: i32, region: Region, direct: bool) -> Option<Region> {
         let chunk = &mut self.chunks[i];
-        let file = chunk.file;
+        let file = chunk.file();
         // EFAULT too: the pool is always mapped, so it comes from the kernel finishing a read
         // for a thread that has exited since it submitted it (the reader moved threads);
         // submitted again from this thread, the read goes through.
@@ -185,13 +185,12 @@ impl<'a> Engine<'a> {
             -result,
             libc::EINTR | libc::EAGAIN | libc::ECANCELED | libc::EFAULT
         );
-        if passing && chunk.retries < MAX_RETRIES {
-            chunk.retries += 1;
+        if passing && chunk.retry(MAX_RETRIES) {
             self.stats.retries += 1;
             let fd = self
                 .queue
                 .by_id_mut(file)
-                .and_then(|e| e.fd.clone())
+                .and_then(|e| e.fd().cloned())
                 .expect("open while reads are in flight");
             self.resubmit(i, region, fd);
             return None;
@@ -200,13 +199,13 @@ impl<'a> Engine<'a> {
             .queue
             .by_id_mut(file)
             .expect("a live chunk's file is queued");
-        if -result == libc::EINVAL && direct && !entry.direct {
+        if -result == libc::EINVAL && direct && !entry.direct() {
             // Issued with O_DIRECT, which the descriptor has dropped since (it was refused).
-            let fd = entry.fd.clone().expect("open while reads are in flight");
+            let fd = entry.fd().cloned().expect("open while reads are in flight");
             self.resubmit(i, region, fd);
             return None;
         }
-        if -result == libc::EINVAL && entry.direct {
+        if -result == libc::EINVAL && entry.direct() {
             // The filesystem refused O_DIRECT for this read: go on buffered.
             return self
                 .read_on_buffered(i, region)
@@ -219,15 +218,18 @@ impl<'a> Engine<'a> {
     /// Reads the rest of chunk `i` (from its `from`) again.
     fn resubmit(&mut self, i: usize, region: Region, fd: FdRef<'a>) {
         let chunk = &self.chunks[i];
-        let direct = self.queue.by_id_mut(chunk.file).is_some_and(|e| e.direct);
+        let direct = self
+            .queue
+            .by_id_mut(chunk.file())
+            .is_some_and(|e| e.direct());
         let loan = self.pool.lend(region);
         let req = ReadReq::new(
-            chunk.id,
+            chunk.id(),
             (fd, direct),
-            chunk.offset + chunk.from as u64,
+            chunk.resume_at(),
             loan,
-            chunk.from,
-            chunk.want - chunk.from,
+            chunk.from(),
+            chunk.want() - chunk.from(),
         );
         self.io.read(req);
         self.stats.reads += 1;

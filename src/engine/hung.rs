@@ -51,11 +51,8 @@ impl<'a> Engine<'a> {
         let hung = self
             .chunks
             .iter()
-            .position(|c| c.file == id && c.region.is_none());
-        let at = hung.map_or(front.consumed, |i| {
-            let c = &self.chunks[i];
-            c.offset + c.from as u64
-        });
+            .position(|c| c.file() == id && c.in_flight());
+        let at = hung.map_or(front.progress().consumed(), |i| self.chunks[i].resume_at());
         let error = Error::Read {
             path: front.name(),
             offset: at,
@@ -100,7 +97,7 @@ impl<'a> Engine<'a> {
                 exact,
             });
         }
-        self.limits.drain_timeout = Duration::ZERO;
+        self.limits.stop_waiting();
         // Its drop drains, leaking what the kernel still has.
         drop(self);
         behind

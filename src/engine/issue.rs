@@ -208,11 +208,11 @@ impl<'a> Engine<'a> {
     /// Opens the file at `idx` (the earliest with work) or issues its next read.
     fn step(&mut self, idx: usize) -> Step {
         let entry = self.queue.get_mut(idx).expect("index from the queue");
-        if entry.fd.is_some() {
+        if entry.fd().is_some() {
             return self.issue_read(idx);
         }
         // Reads go in queue order: the next ones wait for this file's open.
-        if entry.status().is_opening() || (idx > 0 && self.descriptors() >= self.limits.max_open) {
+        if entry.status().is_opening() || (idx > 0 && self.descriptors() >= self.max_open()) {
             return Step::Blocked;
         }
         if self.start_open(idx) {
@@ -229,15 +229,15 @@ impl<'a> Engine<'a> {
     /// offload depth allow.
     fn issue_read(&mut self, idx: usize) -> Step {
         let entry = self.queue.get_mut(idx).expect("index from the queue");
-        let left = entry.stop() - entry.next_read;
+        let left = entry.stop() - entry.progress().next_read();
         let len = left.min(self.limits.read_size as u64) as usize;
-        let read_len = if entry.direct {
+        let read_len = if entry.direct() {
             len.next_multiple_of(DIRECT_ALIGN)
         } else {
             len
         };
-        let (file, offset, direct) = (entry.id, entry.next_read, entry.direct);
-        let fd = entry.fd.clone().expect("checked open");
+        let (file, offset, direct) = (entry.id, entry.progress().next_read(), entry.direct());
+        let fd = entry.fd().cloned().expect("checked open");
         let small = read_len < OFFLOAD_MIN;
         let cached = !direct && self.cached(file, &fd, offset, len);
         let offload = self.limits.offload && cached && !small;
@@ -310,11 +310,10 @@ impl<'a> Engine<'a> {
             self.pool.bytes_mut(&mut region).fill(byte);
         }
         let entry = self.queue.get_mut(idx).expect("index from the queue");
-        let (file, offset) = (entry.id, entry.next_read);
+        let (file, offset) = (entry.id, entry.progress().next_read());
         // Past the start of the region only where `skip` jumped into an aligned O_DIRECT read.
-        let pos = entry.consumed.saturating_sub(offset) as usize;
-        entry.next_read += len as u64;
-        entry.in_flight += 1;
+        let pos = entry.progress().consumed().saturating_sub(offset) as usize;
+        entry.progress_mut().issued(len);
         let id = self.chunks.push(file, offset, read_len, pos);
         let loan = self.pool.lend(region);
         let req = ReadReq::new(id, (fd, direct), offset, loan, 0, read_len);

@@ -83,6 +83,13 @@ pub(crate) struct Limits {
     pub(crate) drain_timeout: Duration,
 }
 
+impl Limits {
+    /// From now on, nothing in flight is waited for (a hung read was given up on).
+    pub(super) fn stop_waiting(&mut self) {
+        self.drain_timeout = Duration::ZERO;
+    }
+}
+
 /// The queue, the pool and a backend, worked together.
 pub(crate) struct Engine<'a> {
     // Drop order: `Drop for Engine` first takes every loan back from `io` (cancelling and
@@ -146,12 +153,9 @@ impl<'a> Engine<'a> {
         self.drain()?;
         let io = mem::replace(&mut self.io, Box::new(Detached)).rebind();
         let pool = mem::replace(&mut self.pool, Pool::empty());
-        let limits = Limits {
-            max_open: self.opens.configured_cap(self.limits.max_open),
-            ..self.limits
-        };
-        // A fresh engine, then what carries on: the counters and the spill's allocation.
-        let mut engine = Engine::new(io, pool, limits);
+        // A fresh engine, then what carries on: the counters and the spill's allocation (a
+        // cap on descriptors lowered here is not: the new engine starts as configured).
+        let mut engine = Engine::new(io, pool, self.limits);
         engine.stats = self.stats;
         engine.spill = mem::take(&mut self.spill);
         #[cfg(test)]

@@ -11,16 +11,18 @@ use crate::error::Error;
 use crate::io::{finish_open, OpenResult, Opened};
 use crate::source::Source;
 
-/// Opens under way. (The cap on descriptors is `Limits::max_open`, lowered where the
-/// process runs out of them, and raised back step by step as opens go through again.)
+/// Opens under way, and the cap on descriptors: `Limits::max_open` as configured, lowered
+/// where the process runs out of them, and raised back step by step as opens go through
+/// again.
 #[derive(Debug, Default)]
 pub(super) struct Opens {
     /// Opens the backend has started and not yet returned.
     in_flight: usize,
     /// Opens returned by the backend, being handled (kept to reuse its allocation).
     opened: Vec<(u64, OpenResult)>,
-    /// `max_open_files` as configured, once the cap was lowered.
-    configured: Option<usize>,
+    /// The cap once it was lowered (back at `Limits::max_open` once it recovered); `None`:
+    /// never lowered, the cap is as configured.
+    cap: Option<usize>,
     /// Files opened since the cap last changed: once as many as the cap went through, the
     /// cap goes up by one (descriptors freed up), until it is back as configured.
     opened_since: usize,
@@ -29,9 +31,10 @@ pub(super) struct Opens {
 }
 
 impl Opens {
-    /// The cap as configured, where `current` is the cap now.
-    pub(super) fn configured_cap(&self, current: usize) -> usize {
-        self.configured.unwrap_or(current)
+    /// Whether the cap was ever lowered.
+    #[cfg(test)]
+    pub(super) fn lowered(&self) -> bool {
+        self.cap.is_some()
     }
 
     /// Opens the backend has started and not yet returned.
@@ -46,7 +49,12 @@ impl<'a> Engine<'a> {
     /// counts until they come back, even while it is also counted as open (the cap is a
     /// bound, and this keeps it one).
     pub(super) fn descriptors(&self) -> usize {
-        self.queue.open_here + self.opens.in_flight + self.chunks.orphan_files()
+        self.queue.open_here() + self.opens.in_flight + self.chunks.orphan_files()
+    }
+
+    /// Descriptors the reader may hold or be opening now.
+    pub(super) fn max_open(&self) -> usize {
+        self.opens.cap.unwrap_or(self.limits.max_open)
     }
 
     /// Takes the opens the backend finished.
@@ -83,9 +91,9 @@ impl<'a> Engine<'a> {
     /// Starts opening the paths queued after the read-ahead, so that their opening overlaps,
     /// while the cap on descriptors allows; whether it started any.
     pub(super) fn open_ahead(&mut self) -> bool {
-        let mut i = self.queue.open_cursor.max(self.queue.cursor);
+        let mut i = self.queue.open_from();
         let mut started = false;
-        while self.descriptors() < self.limits.max_open {
+        while self.descriptors() < self.max_open() {
             let Some(entry) = self.queue.get_mut(i) else {
                 break;
             };
@@ -97,7 +105,7 @@ impl<'a> Engine<'a> {
             }
             i += 1;
         }
-        self.queue.open_cursor = i;
+        self.queue.looked_at_until(i);
         started
     }
 
@@ -120,7 +128,7 @@ impl<'a> Engine<'a> {
             .set_open_returned();
         if !self.start_open(idx) {
             // The backend cannot open it now: opened when it is needed, on this thread.
-            self.queue.open_cursor = self.queue.open_cursor.min(idx);
+            self.queue.reopen_from(idx);
         }
         true
     }
@@ -156,7 +164,7 @@ impl<'a> Engine<'a> {
     /// at once, after closing files opened ahead that nothing was read from yet; it fails
     /// only if the process has no descriptor left for it.
     fn out_of_descriptors(&mut self, idx: usize) {
-        self.queue.open_cursor = self.queue.open_cursor.min(idx);
+        self.queue.reopen_from(idx);
         if idx > 0 {
             self.lower_cap(self.descriptors());
             return;
@@ -165,11 +173,14 @@ impl<'a> Engine<'a> {
         let held = self.descriptors();
         for i in 1..self.queue.len() {
             let e = self.queue.get_mut(i).expect("in range");
-            if e.opened_here && e.next_read <= e.status().start() && e.in_flight == 0 {
+            if e.opened_here()
+                && e.progress().next_read() <= e.status().start()
+                && e.progress().in_flight() == 0
+            {
                 self.queue.release_fd(i);
             }
         }
-        self.queue.open_cursor = 1;
+        self.queue.looked_at_until(1);
         self.lower_cap(held);
         let entry = self.queue.get_mut(0).expect("the current file");
         let opened = self.io.open(&entry.source, self.limits.direct);
@@ -199,8 +210,7 @@ impl<'a> Engine<'a> {
     /// Keeps at most `held` descriptors (at least 1) from now on: what the process let the
     /// reader hold when it ran out.
     fn lower_cap(&mut self, held: usize) {
-        self.opens.configured.get_or_insert(self.limits.max_open);
-        self.limits.max_open = held.max(1);
+        self.opens.cap = Some(held.max(1));
         self.opens.opened_since = 0;
     }
 
@@ -208,31 +218,30 @@ impl<'a> Engine<'a> {
     /// if lowered, goes up by one, so that it recovers once descriptors free up (a cap
     /// that is still too high costs one open failing with `EMFILE`, which lowers it again).
     fn raise_cap(&mut self) {
-        let Some(configured) = self.opens.configured else {
+        let Some(cap) = self.opens.cap else {
             return;
         };
         self.opens.opened_since += 1;
-        if self.opens.opened_since >= self.limits.max_open {
-            self.limits.max_open = (self.limits.max_open + 1).min(configured);
+        if self.opens.opened_since >= cap {
+            self.opens.cap = Some((cap + 1).min(self.limits.max_open));
             self.opens.opened_since = 0;
         }
     }
 
     /// Records the outcome of opening the file at `idx`.
     fn set_opened(&mut self, idx: usize, opened: Result<Opened<'a>, Error>) {
-        let entry = self.queue.get_mut(idx).expect("index from the queue");
         match opened {
             Ok(opened) => {
-                entry.fd = Some(opened.fd);
-                entry.direct = opened.direct;
-                entry.opened_here = opened.opened_here;
+                let opened_here = opened.opened_here;
+                self.queue
+                    .set_descriptor(idx, opened.fd, opened.direct, opened_here);
+                let entry = self.queue.get_mut(idx).expect("index from the queue");
                 let align = if opened.direct { DIRECT_ALIGN } else { 1 };
                 if entry.set_size(opened.size, align as u64) {
                     self.stats.files_failed += 1;
                 }
                 let finished = entry.reads_finished();
-                if opened.opened_here {
-                    self.queue.open_here += 1;
+                if opened_here {
                     self.stats.files_opened += 1;
                     self.raise_cap();
                 }
@@ -241,7 +250,8 @@ impl<'a> Engine<'a> {
                 }
             }
             Err(e) => {
-                let at = entry.consumed;
+                let entry = self.queue.get_mut(idx).expect("index from the queue");
+                let at = entry.progress().consumed();
                 if entry.fail(e, at) {
                     self.stats.files_failed += 1;
                 }
@@ -257,7 +267,7 @@ impl<'a> Engine<'a> {
         if self
             .queue
             .get_mut(idx)
-            .is_some_and(|e| e.opened_here && e.reads_finished())
+            .is_some_and(|e| e.opened_here() && e.reads_finished())
         {
             self.queue.release_fd(idx);
         }

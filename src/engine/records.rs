@@ -6,7 +6,7 @@ use std::mem;
 
 use super::Engine;
 use crate::consts::DIRECT_ALIGN;
-use crate::queue::{aligned_start, State};
+use crate::queue::State;
 
 /// Bytes of the current file copied out of the pool because they straddle the pool's end or
 /// regions that are not adjacent. While any wait, the consumer reads them first.
@@ -100,8 +100,8 @@ impl Engine<'_> {
     /// least `n` of them (and at least one).
     fn front_unread(&self, n: usize) -> Option<usize> {
         let (front, c) = (self.queue.front()?, self.chunks.front()?);
-        let unread = c.valid(front.stop()).saturating_sub(c.pos);
-        (c.file == front.id && c.region.is_some() && unread >= n.max(1)).then_some(unread)
+        let unread = c.valid(front.stop()).saturating_sub(c.pos());
+        (c.file() == front.id && !c.in_flight() && unread >= n.max(1)).then_some(unread)
     }
 
     /// Waits and issues reads until `n` bytes (or the file's rest) lie contiguous in the pool
@@ -116,7 +116,7 @@ impl Engine<'_> {
             if run >= n {
                 return Ok(Gather::InPlace(run));
             }
-            if run as u64 >= front.stop().saturating_sub(front.consumed) {
+            if run as u64 >= front.stop().saturating_sub(front.progress().consumed()) {
                 // Every byte up to where the file's bytes stop is here: fewer than `n` say
                 // that the file ends there, so they are returned only if it does.
                 return match front.error_out() {
@@ -126,8 +126,8 @@ impl Engine<'_> {
             }
             let (id, next) = (front.id, self.chunks.get(chunks));
             match next {
-                Some(c) if c.file == id && c.region.is_none() => self.wait()?,
-                Some(c) if c.file == id => return Ok(Gather::Spill),
+                Some(c) if c.file() == id && c.in_flight() => self.wait()?,
+                Some(c) if c.file() == id => return Ok(Gather::Spill),
                 _ => {
                     if !self.issue_for_run(id, chunks)? {
                         return Ok(Gather::Spill);
@@ -144,7 +144,7 @@ impl Engine<'_> {
         let scheduled = self.schedule();
         self.policy.set_stretch(false);
         scheduled?;
-        Ok(self.chunks.get(chunks).is_some_and(|c| c.file == id))
+        Ok(self.chunks.get(chunks).is_some_and(|c| c.file() == id))
     }
 
     /// How many bytes lie contiguous in the pool from the consumer's position, counting no
@@ -153,15 +153,15 @@ impl Engine<'_> {
         let end = self.queue.front().expect("a current file").stop();
         let mut chunks = self.chunks.iter();
         let first = chunks.next().expect("a readable front chunk");
-        let (mut run, mut count, mut prev) = (first.valid(end) - first.pos, 1, first);
+        let (mut run, mut count, mut prev) = (first.valid(end) - first.pos(), 1, first);
         for c in chunks {
-            let (Some(a), Some(b)) = (&prev.region, &c.region) else {
+            let (Some(a), Some(b)) = (prev.region(), c.region()) else {
                 break;
             };
             let full = prev.valid(end);
-            let joins = c.file == prev.file
+            let joins = c.file() == prev.file()
                 && full == a.len()
-                && c.offset == prev.offset + full as u64
+                && c.offset() == prev.offset() + full as u64
                 && self.pool.adjacent(a, b);
             if run >= n || !joins {
                 break;
@@ -178,8 +178,8 @@ impl Engine<'_> {
         self.exposed = len;
         match self.chunks.front() {
             Some(c) if len > 0 => {
-                let region = c.region.as_ref().expect("a readable front chunk");
-                self.pool.span(region, c.pos, len)
+                let region = c.region().expect("a readable front chunk");
+                self.pool.span(region, c.pos(), len)
             }
             _ => &[],
         }
@@ -232,7 +232,7 @@ impl Engine<'_> {
     fn check_passable(&self, n: u64) -> io::Result<()> {
         let front = self.queue.front().expect("sized, so current");
         match front.status().state() {
-            State::Failed { at, .. } if front.consumed.saturating_add(n) > *at => {
+            State::Failed { at, .. } if front.progress().consumed().saturating_add(n) > *at => {
                 Err(front.error_out().expect("failed"))
             }
             _ => Ok(()),
@@ -243,29 +243,29 @@ impl Engine<'_> {
     /// passed over are freed unread (or their reads dropped), reads not issued yet never are.
     fn skip_in_file(&mut self, n: u64) -> u64 {
         let front = self.queue.front_mut().expect("sized, so current");
-        let (id, from) = (front.id, front.consumed);
+        let (id, from) = (front.id, front.progress().consumed());
         let stop = front.stop();
         let to = from.saturating_add(n).min(stop.max(from));
-        front.consumed = to;
+        // O_DIRECT reads start aligned; the consumer starts inside the first one.
+        let align = if front.direct() {
+            DIRECT_ALIGN as u64
+        } else {
+            1
+        };
+        front.progress_mut().skip_to(to, stop, align);
         while let Some(c) = self.chunks.front_mut() {
-            if c.file != id {
+            if c.file() != id {
                 break;
             }
             // A chunk with a byte of the file past `to` is kept; one whose bytes past `to`
             // lie past the file's end has nothing left to give (and its read, if it fails,
             // fails for nothing).
-            if (c.offset + c.want as u64).min(stop) > to {
-                c.pos = c.pos.max((to - c.offset) as usize);
+            if (c.offset() + c.want() as u64).min(stop) > to {
+                c.skip_to(to);
                 break;
             }
             let c = self.chunks.pop_front().expect("checked");
             self.drop_chunk(c);
-        }
-        let front = self.queue.front_mut().expect("still current");
-        if front.next_read < to {
-            // O_DIRECT reads start aligned; the consumer starts inside the first one.
-            let align = if front.direct { DIRECT_ALIGN as u64 } else { 1 };
-            front.next_read = aligned_start(to, front.stop(), align);
         }
         to - from
     }

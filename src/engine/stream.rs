@@ -24,7 +24,7 @@ impl<'a> Engine<'a> {
     pub(crate) fn file_offset(&self) -> u64 {
         self.queue
             .front()
-            .map_or(0, |f| f.consumed - self.spill.pending() as u64)
+            .map_or(0, |f| f.progress().consumed() - self.spill.pending() as u64)
     }
 
     /// The current file's path, when it was queued by path.
@@ -88,8 +88,8 @@ impl<'a> Engine<'a> {
         let (Some(front), Some(c)) = (self.queue.front(), self.chunks.front()) else {
             unreachable!("the loop breaks only on a readable chunk")
         };
-        let region = c.region.as_ref().expect("checked readable");
-        let bytes = self.pool.bytes(region, c.pos..c.valid(front.stop()));
+        let region = c.region().expect("checked readable");
+        let bytes = self.pool.bytes(region, c.pos()..c.valid(front.stop()));
         self.exposed = bytes.len();
         Ok(bytes)
     }
@@ -100,14 +100,14 @@ impl<'a> Engine<'a> {
             return Ok(Front::End);
         };
         match self.chunks.front() {
-            Some(c) if c.file == front.id && c.region.is_some() => {
-                if c.pos < c.valid(front.stop()) {
+            Some(c) if c.file() == front.id && !c.in_flight() => {
+                if c.pos() < c.valid(front.stop()) {
                     return Ok(Front::Readable);
                 }
                 self.pop_chunk();
                 self.refill()?;
             }
-            Some(c) if c.file == front.id => self.wait()?,
+            Some(c) if c.file() == front.id => self.wait()?,
             _ => return self.issue_for_front(),
         }
         Ok(Front::Again)
@@ -125,7 +125,7 @@ impl<'a> Engine<'a> {
         }
         let id = front.id;
         self.schedule()?;
-        let issued = self.chunks.front().is_some_and(|c| c.file == id);
+        let issued = self.chunks.front().is_some_and(|c| c.file() == id);
         let failed = self.queue.front().is_some_and(|f| f.error().is_some());
         if !issued && !failed {
             if self.io.in_flight() == 0 {
@@ -175,13 +175,11 @@ impl<'a> Engine<'a> {
     /// as they hold, from the front: the bytes just exposed).
     pub(super) fn advance(&mut self, amt: usize) {
         let front = self.queue.front_mut().expect("bytes were exposed");
-        front.consumed += amt as u64;
+        front.progress_mut().consume(amt as u64);
         let mut left = amt;
         for c in self.chunks.iter_mut() {
-            debug_assert!(c.file == front.id && c.region.is_some());
-            let take = left.min(c.valid(front.stop()).saturating_sub(c.pos));
-            c.pos += take;
-            left -= take;
+            debug_assert!(c.file() == front.id && !c.in_flight());
+            left -= c.advance(left, front.stop());
             if left == 0 {
                 break;
             }
@@ -211,7 +209,7 @@ impl<'a> Engine<'a> {
                     self.drop_front_file();
                 }
                 let front = self.queue.front().expect("found at i");
-                if front.consumed > front.status().start() || front.error().is_some() {
+                if front.progress().consumed() > front.status().start() || front.error().is_some() {
                     self.restart_front();
                 }
             }

@@ -28,9 +28,31 @@ pub struct ScanFile<'r, 'a> {
     index: usize,
     start: u64,
     len: Option<u64>,
+    progress: Progress<'r>,
+}
+
+/// The bytes of one file added to the scan's count, a MiB at a time, so that a long file
+/// shows in the progress as it is read.
+struct Progress<'r> {
     state: &'r State,
     /// The file offset up to which bytes were added to the scan's count.
     counted: u64,
+}
+
+impl Progress<'_> {
+    /// The consumer is at `offset`: counts the bytes since the last count once they make a
+    /// MiB.
+    fn at(&mut self, offset: u64) {
+        if offset.saturating_sub(self.counted) >= PUBLISH_EVERY {
+            self.count(offset);
+        }
+    }
+
+    /// Counts the bytes up to `offset`.
+    fn count(&mut self, offset: u64) {
+        self.state.count_bytes(offset.saturating_sub(self.counted));
+        self.counted = self.counted.max(offset);
+    }
 }
 
 impl<'r, 'a> ScanFile<'r, 'a> {
@@ -46,8 +68,10 @@ impl<'r, 'a> ScanFile<'r, 'a> {
             index,
             start,
             len,
-            state,
-            counted: start,
+            progress: Progress {
+                state,
+                counted: start,
+            },
         }
     }
 
@@ -116,23 +140,14 @@ impl<'r, 'a> ScanFile<'r, 'a> {
         Ok(skipped)
     }
 
-    /// Adds the bytes consumed since the last count to the scan's, once they make a MiB, so
-    /// that a long file shows in the progress as it is read.
+    /// Adds the bytes consumed since the last count to the scan's, once they make a MiB.
     fn count_if_due(&mut self) {
-        if self.reader.file_offset().saturating_sub(self.counted) >= PUBLISH_EVERY {
-            self.count();
-        }
-    }
-
-    fn count(&mut self) {
-        let offset = self.reader.file_offset();
-        self.state.count_bytes(offset.saturating_sub(self.counted));
-        self.counted = self.counted.max(offset);
+        self.progress.at(self.reader.file_offset());
     }
 
     /// Counts the rest of what the closure consumed.
     pub(super) fn finish(mut self) {
-        self.count();
+        self.progress.count(self.reader.file_offset());
     }
 }
 

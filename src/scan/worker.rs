@@ -182,7 +182,7 @@ where
         shared.state.stop();
     }
     lane.report_not_run(shared.state, &mut out);
-    result.map(|()| lane.end())
+    result.map(|()| lane.readers.end())
 }
 
 /// An entry of the window, queued into the reader.
@@ -194,9 +194,74 @@ struct Queued {
     id: usize,
 }
 
-/// A thread's reader and its window of entries, in input order.
+/// A thread's readers: the one it reads with, built on its first entry, and what those it
+/// gave up on a hung read did.
+struct Readers<'a> {
+    current: Option<SequentialFileReader<'a>>,
+    /// The counters and backend of the readers given up on a hung read.
+    retired: Option<(Stats, Backend)>,
+    /// How many readers were given up on a hung read.
+    given_up: u32,
+}
+
+impl<'a> Readers<'a> {
+    /// The bytes queued into the current reader, by the sizes it found when it opened its
+    /// paths ahead, one page a path until then.
+    fn queued_bytes(&self) -> u64 {
+        self.current.as_ref().map_or(0, |r| r.queued_bytes())
+    }
+
+    /// The current reader, built the first time an entry is queued (a thread with nothing
+    /// to read builds none).
+    fn get(&mut self, builders: &Builders) -> io::Result<&mut SequentialFileReader<'a>> {
+        if self.current.is_none() {
+            self.current = Some(builders.build(self.given_up)?);
+        }
+        Ok(self.current.as_mut().expect("built above"))
+    }
+
+    /// The current reader, once an entry was queued into it.
+    fn built(&mut self) -> &mut SequentialFileReader<'a> {
+        self.current.as_mut().expect("an entry was queued into it")
+    }
+
+    /// Gives up the current reader, which gave up on a hung read (the kernel may keep its
+    /// region of the pool for good, so that it would soon wait again), and queues the `left`
+    /// files behind its current one into a new one. An error is the new reader's.
+    fn replace(&mut self, builders: &Builders, left: usize) -> io::Result<()> {
+        let old = self.current.take().expect("the reader that hung");
+        let (stats, backend) = (old.stats(), old.backend());
+        let behind = old.abandon();
+        let retired = self.retired.get_or_insert((Stats::default(), backend));
+        retired.0.add(&stats);
+        self.given_up += 1;
+        debug_assert_eq!(behind.len(), left, "the reader is in step");
+        if behind.is_empty() {
+            return Ok(()); // The next entry taken builds one.
+        }
+        let reader = self.get(builders)?;
+        for file in behind {
+            reader.requeue(file)?;
+        }
+        Ok(())
+    }
+
+    /// The counters and backend of its readers (those given up included), dropping them.
+    fn end(self) -> ThreadEnd {
+        let now = self.current.map(|r| (r.stats(), r.backend()));
+        match (self.retired, now) {
+            (Some((mut stats, _)), Some((last, backend))) => {
+                stats.add(&last);
+                Some((stats, backend))
+            }
+            (retired, now) => now.or(retired),
+        }
+    }
+}
+
+/// A thread's readers and its window of entries, in input order.
 struct Lane<'a> {
-    reader: Option<SequentialFileReader<'a>>,
+    readers: Readers<'a>,
     queued: VecDeque<Queued>,
     /// The most entries the next top-up takes: 1 at first, twice as many each time after,
     /// so that no thread takes a long run of entries before the others have started, nor
@@ -204,31 +269,23 @@ struct Lane<'a> {
     batch: usize,
     /// Entries just taken from the input (kept to reuse its allocation).
     taken: Vec<Taken<'a>>,
-    /// The entries queued into the reader so far.
+    /// The entries queued into the current reader so far.
     ids: usize,
-    /// The counters and backend of the readers given up on a hung read.
-    retired: Option<(Stats, Backend)>,
-    /// How many readers were given up on a hung read.
-    given_up: u32,
 }
 
 impl<'a> Lane<'a> {
     fn new() -> Self {
         Lane {
-            reader: None,
+            readers: Readers {
+                current: None,
+                retired: None,
+                given_up: 0,
+            },
             queued: VecDeque::new(),
             batch: 1,
             taken: Vec::new(),
             ids: 0,
-            retired: None,
-            given_up: 0,
         }
-    }
-
-    /// The bytes the window holds for its reader to read: paths count by the sizes their
-    /// reader found when it opened them ahead, one page until then.
-    fn ahead_bytes(&self) -> u64 {
-        self.reader.as_ref().map_or(0, |r| r.queued_bytes())
     }
 
     /// Takes more entries and queues them once the window is down to half (of its files or
@@ -239,7 +296,8 @@ impl<'a> Lane<'a> {
         I::Item: Into<Entry<'a>>,
     {
         let (ahead, bytes) = (shared.queue_ahead, shared.queue_bytes);
-        let held = self.ahead_bytes();
+        // The bytes the window holds for its reader to read.
+        let held = self.readers.queued_bytes();
         if self.queued.len() > ahead / 2 || held > bytes / 2 {
             return Ok(());
         }
@@ -273,19 +331,9 @@ impl<'a> Lane<'a> {
 
     /// Queues one entry. An error is the reader's (its ring failed), not the entry's.
     fn queue_one(&mut self, entry: Entry<'a>, builders: &Builders) -> io::Result<()> {
-        let reader = self.reader(builders)?;
-        reader.push(entry)?;
+        self.readers.get(builders)?.push(entry)?;
         self.ids += 1;
         Ok(())
-    }
-
-    /// The thread's reader, built the first time an entry is queued (a thread with nothing
-    /// to read builds none).
-    fn reader(&mut self, builders: &Builders) -> io::Result<&mut SequentialFileReader<'a>> {
-        if self.reader.is_none() {
-            self.reader = Some(builders.build(self.given_up)?);
-        }
-        Ok(self.reader.as_mut().expect("built above"))
     }
 
     /// Runs the closure on the window's first entry (the reader's current file), then moves
@@ -302,7 +350,7 @@ impl<'a> Lane<'a> {
     {
         let state = shared.state;
         let q = self.queued.pop_front().expect("the caller saw an entry");
-        let reader = self.reader.as_mut().expect("an entry was queued into it");
+        let reader = self.readers.built();
         debug_assert_eq!(reader.current_index(), Some(q.id), "the reader is in step");
         // Opened first, so that the closure's handle knows the file's length. A file that
         // cannot be opened keeps its error for its reads; an error here is the ring's.
@@ -325,26 +373,11 @@ impl<'a> Lane<'a> {
         (q.index, Outcome::from(result), moved)
     }
 
-    /// Gives up a reader that gave up on a hung read (whose region of the pool the kernel
-    /// may keep for good, so that it would soon wait again), and queues the entries behind
-    /// into a new one: each keeps the outcome it would have had. An error is the new
-    /// reader's.
+    /// Gives up a reader that gave up on a hung read, and queues the entries behind into a
+    /// new one: each keeps the outcome it would have had. An error is the new reader's.
     fn replace_reader(&mut self, builders: &Builders) -> io::Result<()> {
-        let old = self.reader.take().expect("the reader that hung");
-        let (stats, backend) = (old.stats(), old.backend());
-        let behind = old.abandon();
-        let retired = self.retired.get_or_insert((Stats::default(), backend));
-        retired.0.add(&stats);
-        self.given_up += 1;
-        debug_assert_eq!(behind.len(), self.queued.len(), "the reader is in step");
         self.ids = 0;
-        if behind.is_empty() {
-            return Ok(()); // The next entry taken builds one.
-        }
-        let reader = self.reader(builders)?;
-        for file in behind {
-            reader.requeue(file)?;
-        }
+        self.readers.replace(builders, self.queued.len())?;
         for q in &mut self.queued {
             q.id = self.ids;
             self.ids += 1;
@@ -357,18 +390,6 @@ impl<'a> Lane<'a> {
         for q in self.queued.drain(..) {
             state.count_not_run();
             out.push(q.index, Outcome::NotRun);
-        }
-    }
-
-    /// The counters and backend of its readers (those given up included), dropping them.
-    fn end(self) -> ThreadEnd {
-        let now = self.reader.map(|r| (r.stats(), r.backend()));
-        match (self.retired, now) {
-            (Some((mut stats, _)), Some((last, backend))) => {
-                stats.add(&last);
-                Some((stats, backend))
-            }
-            (retired, now) => now.or(retired),
         }
     }
 }
