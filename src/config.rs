@@ -209,7 +209,7 @@ impl ReaderBuilder {
     ///
     /// Each such thread takes a CPU while it polls: for several readers, share one
     /// ([`sq_poll_shared_with`](Self::sq_poll_shared_with), or the scan's
-    /// [`sq_poll`](crate::Scan::sq_poll)). The README's "Performance" has what it measured.
+    /// [`sq_poll`](crate::Scan::sq_poll)). The crate's BENCHMARKS.md has what it measured.
     pub fn sq_poll(mut self, idle: Duration) -> Self {
         self.sq_poll = Some(idle);
         self

@@ -267,7 +267,8 @@ impl<'a> Entry<'a> {
 
 /// The bytes of `file` from `start` to its end, where its size can be had.
 fn size_from(file: &File, start: u64) -> Option<u64> {
-    Some(file.metadata().ok()?.len().saturating_sub(start))
+    // A block device's metadata says 0 bytes; the reader sizes it as `sys` does.
+    Some(crate::sys::file_size(file).ok()?.saturating_sub(start))
 }
 
 impl From<PathBuf> for Entry<'_> {

@@ -122,17 +122,35 @@ impl<'a> ReadReq<'a> {
     }
 }
 
+/// What came of offering a read to the page cache ([`Io::read_if_cached`]).
+#[derive(Debug)]
+pub(crate) enum FromCache<'a> {
+    /// Copied at once, as far as the cache held it (`all`: the whole read); its completion
+    /// comes back with the next `reap`.
+    Taken { all: bool },
+    /// Nothing of it was cached: issue it with `read`.
+    Missed(ReadReq<'a>),
+    /// The backend, kernel or filesystem cannot read only what is cached: issue it with
+    /// `read`, and offer no more.
+    Refused(ReadReq<'a>),
+}
+
 impl<'a> ReadReq<'a> {
     /// Copies the read at once on this thread, as far as the page cache holds it, without
-    /// waiting for the device (`preadv2` with `RWF_NOWAIT`): its completion (a short one where
-    /// only the front was cached) and whether all of it was; the request back where nothing
-    /// was cached, or the kernel cannot tell. Linux only.
+    /// waiting for the device (`preadv2` with `RWF_NOWAIT`), handing its completion (a short
+    /// one where only the front was cached) to `ready`. Linux only.
     #[cfg(target_os = "linux")]
-    pub(crate) fn read_cached(mut self) -> Result<(ReadDone<'a>, bool), Self> {
+    pub(crate) fn read_cached(mut self, ready: impl FnOnce(ReadDone<'a>)) -> FromCache<'a> {
         let (fd, offset, len) = (self.fd.clone(), self.offset, self.len);
         match sys::read_cached_at(fd.file(), self.buf_mut(), offset) {
-            Ok(n) => Ok((self.done(n as i32), n == len)),
-            Err(_) => Err(self),
+            Ok(n) => {
+                ready(self.done(n as i32));
+                FromCache::Taken { all: n == len }
+            }
+            Err(e) => match e.raw_os_error() {
+                Some(libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS) => FromCache::Refused(self),
+                _ => FromCache::Missed(self),
+            },
         }
     }
 }
@@ -256,11 +274,10 @@ pub(crate) trait Io<'a>: Send {
     }
     /// Takes `req` and copies it at once, on this thread, as far as the page cache holds it,
     /// without waiting for the device; its completion comes back with the next
-    /// [`reap`](Self::reap) (a short one where only the front was cached). `Ok(true)` where
-    /// all of it was cached. `Err(req)` where nothing was, or the backend cannot tell: then
-    /// issue it with [`read`](Self::read).
-    fn read_if_cached(&mut self, req: ReadReq<'a>) -> Result<bool, ReadReq<'a>> {
-        Err(req)
+    /// [`reap`](Self::reap) (a short one where only the front was cached). See
+    /// [`FromCache`] for what to do with a read it did not take.
+    fn read_if_cached(&mut self, req: ReadReq<'a>) -> FromCache<'a> {
+        FromCache::Refused(req)
     }
     /// The file's size now (a read found its end before the size it had when opened);
     /// `None` where it cannot be told.

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use crate::consts::Backend;
 use crate::error::Error;
+#[cfg(target_os = "linux")]
+use crate::io::FromCache;
 use crate::io::{open_source, Io, Opened, ReadDone, ReadReq};
 use crate::source::Source;
 use crate::sys::{fadvise_willneed, read_at, Opener};
@@ -40,10 +42,8 @@ impl<'a> Io<'a> for SyncIo<'a> {
     /// A cached read is done at once, as std's `read` would do it, into the region just
     /// consumed; one that must wait for the device is left to `reap`, after its hint.
     #[cfg(target_os = "linux")]
-    fn read_if_cached(&mut self, req: ReadReq<'a>) -> Result<bool, ReadReq<'a>> {
-        let (done, all) = req.read_cached()?;
-        self.finished.push(done);
-        Ok(all)
+    fn read_if_cached(&mut self, req: ReadReq<'a>) -> FromCache<'a> {
+        req.read_cached(|done| self.finished.push(done))
     }
 
     fn cancel(&mut self, id: u64) {

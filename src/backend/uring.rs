@@ -35,7 +35,7 @@ use io_uring::{opcode, squeue, types, IoUring};
 
 use crate::consts::Backend;
 use crate::error::Error;
-use crate::io::{Io, OpenResult, Opened, ReadDone, ReadReq};
+use crate::io::{FromCache, Io, OpenResult, Opened, ReadDone, ReadReq};
 use crate::pool::Pool;
 use crate::source::Source;
 use crate::sys::other_cpus;
@@ -93,32 +93,50 @@ pub(crate) struct Ring<'a> {
     workers_apart: WorkersApart,
 }
 
-/// The thread whose kernel workers a ring asked to keep off its CPU, to be undone when the
-/// ring goes.
+/// Whether a ring asked its thread's kernel workers to keep off that thread's CPU, and on
+/// which thread, to be undone when the ring goes.
 #[derive(Debug, Default)]
-struct WorkersApart(Option<ThreadId>);
+struct WorkersApart {
+    /// Asked already (once a ring, whatever came of it: a refusal is not asked again).
+    asked: bool,
+    /// The thread the setting was made for, where the kernel took it.
+    set_on: Option<ThreadId>,
+}
+
+thread_local! {
+    /// Rings of this thread whose setting stands: the last to go undoes it.
+    static APART_RINGS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
 
 impl WorkersApart {
-    /// Before the first read handed to kernel workers from this thread, asks for the thread's
-    /// workers to keep off the CPU it runs on now: the kernel starts them beside the thread
-    /// whose copies they take over, where they only take turns with it. The setting is the
-    /// thread's (Linux 5.14; the kernel has no such setting for one ring), so it is undone
-    /// when the ring goes, where that happens on the same thread.
+    /// Before the ring's first read handed to kernel workers, asks for the thread's workers
+    /// to keep off the CPU it runs on now: the kernel starts them beside the thread whose
+    /// copies they take over, where they only take turns with it. The setting is the
+    /// thread's (Linux 5.14; the kernel has none for one ring), so it is undone when the
+    /// last ring of the thread that asked goes, on that thread; a ring that moved to another
+    /// thread, or that was leaked, leaves it. Not for a ring with a submission thread, whose
+    /// workers are that thread's, shared with other rings.
     fn ask(&mut self, ring: &IoUring) {
-        let here = std::thread::current().id();
-        if self.0 == Some(here) {
+        if std::mem::replace(&mut self.asked, true) || ring.params().is_setup_sqpoll() {
             return;
         }
-        if let Some(cpus) = other_cpus() {
-            if ring.submitter().register_iowq_aff(&cpus).is_ok() {
-                self.0 = Some(here);
-            }
+        let Some(cpus) = other_cpus() else { return };
+        if ring.submitter().register_iowq_aff(&cpus).is_ok() {
+            self.set_on = Some(std::thread::current().id());
+            APART_RINGS.with(|n| n.set(n.get() + 1));
         }
     }
 
-    /// Undoes `ask`, where it was asked on this thread.
+    /// Undoes `ask`, on the thread it was made for, once no other ring there relies on it.
     fn undo(&self, ring: &IoUring) {
-        if self.0 == Some(std::thread::current().id()) {
+        if self.set_on != Some(std::thread::current().id()) {
+            return;
+        }
+        let left = APART_RINGS.with(|n| {
+            n.set(n.get().saturating_sub(1));
+            n.get()
+        });
+        if left == 0 {
             let _ = ring.submitter().unregister_iowq_aff();
         }
     }
@@ -363,12 +381,10 @@ impl<'a> Io<'a> for Ring<'a> {
         fd.try_clone_to_owned().ok().map(File::from)
     }
 
-    fn read_if_cached(&mut self, req: ReadReq<'a>) -> Result<bool, ReadReq<'a>> {
+    fn read_if_cached(&mut self, req: ReadReq<'a>) -> FromCache<'a> {
         // Copied while this thread waits in the call, as the ring's inline completion would
         // be, without a submission and a completion to go through.
-        let (done, all) = req.read_cached()?;
-        self.reads.push_ready(done);
-        Ok(all)
+        req.read_cached(|done| self.reads.push_ready(done))
     }
 
     fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> bool {

@@ -564,7 +564,10 @@ fn a_read_copied_at_once_comes_back_only_from_the_page_cache() {
     let mut ring = small_ring(&pool, false);
     // Just written, so cached: taken, and its completion comes with the next reap, whole.
     let req = read_block(&mut pool, 1, &file, 3);
-    assert_eq!(ring.read_if_cached(req).ok(), Some(true));
+    assert!(matches!(
+        ring.read_if_cached(req),
+        FromCache::Taken { all: true }
+    ));
     assert_eq!(ring.in_flight(), 1);
     let mut done = Vec::new();
     ring.reap(false, &mut done).unwrap();
@@ -584,9 +587,9 @@ fn a_read_copied_at_once_comes_back_only_from_the_page_cache() {
         return;
     }
     let req = read_block(&mut pool, 2, &file, 5);
-    let req = ring
-        .read_if_cached(req)
-        .expect_err("nothing of it is cached");
+    let FromCache::Missed(req) = ring.read_if_cached(req) else {
+        panic!("nothing of it is cached");
+    };
     assert_eq!(ring.in_flight(), 0);
     ring.read(req);
     ring.submit().unwrap();

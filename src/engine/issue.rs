@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use super::{ring_error, Engine};
 use crate::consts::{DIRECT_ALIGN, OFFLOAD_MIN, SMALL_READS_PER_HINT};
-use crate::io::ReadReq;
+use crate::io::{FromCache, ReadReq};
 use crate::pool::Region;
 use crate::source::FdRef;
 
@@ -46,8 +46,10 @@ pub(super) struct Policy {
     /// Whether the last read that found out was served by the page cache; `None` before
     /// any did. Reads go by it until they find out themselves.
     cached: Option<bool>,
-    /// The last read that asked the backend whether it is cached: (file id, offset, answer).
-    asked: Option<(u64, u64, bool)>,
+    /// The last read that asked the backend whether it is cached: (file id, offset).
+    asked: Option<(u64, u64)>,
+    /// Whether the backend refused to read only what is cached (`FromCache::Refused`).
+    nowait_refused: bool,
 }
 
 impl Policy {
@@ -264,7 +266,10 @@ impl<'a> Engine<'a> {
         let Some(region) = self.pool.alloc_below(read_len, limit) else {
             return Step::Blocked;
         };
-        let how = match (offload && !helping, direct || small) {
+        let how = match (
+            offload && !helping,
+            direct || small || self.policy.nowait_refused,
+        ) {
             (true, _) => How::Offload,
             (false, false) => How::CachedFirst,
             (false, true) => How::Ring,
@@ -327,12 +332,17 @@ impl<'a> Engine<'a> {
                 self.stats.reads_offloaded += 1;
             }
             How::CachedFirst => match self.io.read_if_cached(req) {
-                Ok(all) => {
+                FromCache::Taken { all } => {
                     self.stats.reads_cached += 1;
                     self.found_cached(all);
                 }
-                Err(req) => {
+                FromCache::Missed(req) => {
                     self.found_cached(false);
+                    self.io.read(req);
+                }
+                // Says nothing of the cache: later reads ask it (`cached`).
+                FromCache::Refused(req) => {
+                    self.policy.nowait_refused = true;
                     self.io.read(req);
                 }
             },
@@ -350,11 +360,11 @@ impl<'a> Engine<'a> {
     }
 
     /// Whether a read of `len` bytes of `fd` at `offset` is expected to find them in the
-    /// page cache. A large read finds out itself as it is sent (`How::CachedFirst`), so it
-    /// goes by the last read that did, guessing cached before any did. Small reads go to the
-    /// backend in batches: every `SMALL_READS_PER_HINT`-th asks the backend (one system
-    /// call). Where kernel workers copy, each large read asks: only a cached read is
-    /// offloaded.
+    /// page cache: as the last read that found out said, and not before any did. A large read
+    /// finds out itself as it is sent (`How::CachedFirst`). Small reads go to the backend in
+    /// batches: every `SMALL_READS_PER_HINT`-th asks it (one system call). Each large read
+    /// asks where kernel workers copy (only a cached read is offloaded) or where reads of
+    /// only what is cached are refused. A backend that cannot tell changes nothing.
     fn cached(&mut self, file: u64, fd: &FdRef<'a>, offset: u64, len: usize) -> bool {
         let policy = &mut self.policy;
         if len < OFFLOAD_MIN {
@@ -362,19 +372,17 @@ impl<'a> Engine<'a> {
             if policy.small_reads % SMALL_READS_PER_HINT != 1 {
                 return policy.warm();
             }
-        } else if !self.limits.offload {
-            return policy.cached != Some(false);
+        } else if !self.limits.offload && !policy.nowait_refused {
+            return policy.warm();
         }
-        // A read held back by the window is asked about again: the answer is kept for it.
-        if let Some((f, o, cached)) = policy.asked {
-            if (f, o) == (file, offset) {
-                return cached;
-            }
+        // A read held back by the window is asked about once.
+        if policy.asked.replace((file, offset)) == Some((file, offset)) {
+            return policy.warm();
         }
-        let cached = self.io.cached(fd, offset, len as u64).unwrap_or(false);
-        self.policy.asked = Some((file, offset, cached));
-        self.found_cached(cached);
-        cached
+        if let Some(cached) = self.io.cached(fd, offset, len as u64) {
+            self.found_cached(cached);
+        }
+        self.policy.warm()
     }
 }
 

@@ -13,7 +13,7 @@ use std::mem;
 
 use super::*;
 use crate::consts::{MAX_RETRIES, OFFLOAD_MIN};
-use crate::io::{open_source, OpenResult};
+use crate::io::{open_source, FromCache, OpenResult};
 use crate::source::{raw_fd, RawFd};
 use crate::sys::Opener;
 use crate::tests::{direct_io_on, disk_tempdir};
@@ -122,6 +122,8 @@ struct Scripted<'a> {
     lazy: bool,
     /// What `cached` answers.
     cached: Option<bool>,
+    /// Whether `read_if_cached` refuses every read, as a filesystem without `RWF_NOWAIT`.
+    refuse_nowait: bool,
     /// Whether `start_open` takes opens (completed like reads); else paths are opened with
     /// `Io::open`.
     async_open: bool,
@@ -151,6 +153,7 @@ impl<'a> Scripted<'a> {
             reverse: false,
             lazy: false,
             cached: None,
+            refuse_nowait: false,
             async_open: false,
             open_errors: HashMap::new(),
             opened: Vec::new(),
@@ -376,16 +379,19 @@ impl<'a> Io<'a> for Scripted<'a> {
     }
     /// Where the script says the files are cached, takes the read as `read` does: it
     /// completes as the script says, in the source's order.
-    fn read_if_cached(&mut self, req: ReadReq<'a>) -> Result<bool, ReadReq<'a>> {
+    fn read_if_cached(&mut self, req: ReadReq<'a>) -> FromCache<'a> {
         let mut log = self.log.lock().unwrap();
         log.cached_tried += 1;
+        if self.refuse_nowait {
+            return FromCache::Refused(req);
+        }
         if self.cached != Some(true) {
-            return Err(req);
+            return FromCache::Missed(req);
         }
         log.cached_now += 1;
         drop(log);
         self.read(req);
-        Ok(true)
+        FromCache::Taken { all: true }
     }
     fn rebind<'b>(self: Box<Self>) -> Box<dyn Io<'b> + 'b> {
         assert!(self.pending.is_empty(), "rebinding with reads in flight");
@@ -398,6 +404,7 @@ impl<'a> Io<'a> for Scripted<'a> {
             reverse: s.reverse,
             lazy: s.lazy,
             cached: s.cached,
+            refuse_nowait: s.refuse_nowait,
             async_open: s.async_open,
             open_errors: s.open_errors,
             opened: s.opened,
@@ -1923,6 +1930,30 @@ fn a_skip_past_the_end_of_a_file_cut_after_it_was_opened_is_an_error() {
     assert!(e.fill_buf_at_least(1).is_err(), "it sticks");
     assert!(e.move_to_next_file().unwrap());
     assert_exact(&read_all(&mut e), &f.data[1..]);
+}
+
+#[test]
+fn where_reads_of_only_the_cache_are_refused_large_reads_ask_the_cache_instead() {
+    for order in ORDERS {
+        let f = files(&WARM_SIZES);
+        let mut io = Scripted::new(|_| Act::Full).ordered(order);
+        io.cached = Some(true);
+        io.refuse_nowait = true;
+        let log = io.log.clone();
+        let mut e = poisoned(io, 1 << 20, not_offloading((32 << 10, 64 << 10)));
+        queue_paths(&mut e, &f);
+        assert_exact(&read_all(&mut e), &f.data);
+        let stats = e.stats();
+        drop(e);
+        let log = log.lock().unwrap();
+        // Offered once, then never again; the large reads asked the cache, which said
+        // cached, so they kept to one read at a time.
+        assert_eq!(log.cached_tried, 1, "{order:?}");
+        assert_eq!(stats.reads_cached, 0, "{order:?}");
+        let large = log.reads.iter().filter(|c| c.len >= OFFLOAD_MIN).count();
+        assert!(log.asked >= large - 1, "{order:?}: {log:?}");
+        assert!(stats.peak_pool_bytes <= 64 << 10, "{order:?}: {stats:?}");
+    }
 }
 
 #[test]

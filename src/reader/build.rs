@@ -91,7 +91,8 @@ impl<'a> SequentialFileReader<'a> {
             inline_window: window(INLINE_WINDOW),
             small_window: SMALL_WINDOW.min(config.buffer_size),
             offload_depth: OFFLOAD_DEPTH,
-            offload: config.offload,
+            // Kernel workers are the ring's: `pread` copies every read on the caller's thread.
+            offload: config.offload && io.backend() == Backend::IoUring,
             drain_timeout: config.drain_timeout,
         };
         Ok(SequentialFileReader {

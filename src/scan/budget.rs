@@ -111,7 +111,8 @@ fn share_memory(builder: ReaderBuilder, memory: usize, threads: usize) -> Reader
         return builder;
     }
     let share = share / PAGE * PAGE;
-    let read_size = builder.read_size.min(share / 2).max(PAGE);
+    // Whole pages, so that two reads still fit once each is rounded up to one.
+    let read_size = builder.read_size.min(share / 2 / PAGE * PAGE).max(PAGE);
     builder.buffer_size(share).read_size(read_size)
 }
 

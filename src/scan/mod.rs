@@ -266,7 +266,7 @@ where
     /// last read before it sleeps ([`ReaderBuilder::sq_poll`], the others attached with
     /// [`ReaderBuilder::sq_poll_shared_with`]): submitting then costs no system call, and the
     /// threads share one poller rather than each having its own. Default: none; the
-    /// README's "Performance" has what it measured against a ring each.
+    /// crate's BENCHMARKS.md has what it measured against a ring each.
     pub fn sq_poll(mut self, idle: Duration) -> Self {
         self.builder = self.builder.sq_poll(idle);
         self

@@ -34,7 +34,11 @@ impl Builders {
 
     /// The pool size of every reader.
     pub(super) fn buffer_size(&self) -> usize {
-        self.base.buffer_size
+        // As `build()` will size it: whole pages, and room for one read.
+        self.base
+            .buffer_size
+            .max(self.base.read_size)
+            .next_multiple_of(crate::consts::PAGE)
     }
 
     /// A thread's reader, once `given_up` readers of the thread were given up on a hung read.

@@ -528,7 +528,6 @@ impl Drop for Mapping {
     }
 }
 
-/// System calls made on this thread, counted for tests that check what a file costs.
 /// Makes this process `uid` and `gid` (from root), for tests of what a user who owns no
 /// file gets. Every thread of the process changes with it.
 #[cfg(test)]
