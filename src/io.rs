@@ -124,6 +124,7 @@ impl<'a> ReadReq<'a> {
 
 /// What came of offering a read to the page cache ([`Io::read_if_cached`]).
 #[derive(Debug)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // read only what is cached: Linux
 pub(crate) enum FromCache<'a> {
     /// Copied at once, as far as the cache held it (`all`: the whole read); its completion
     /// comes back with the next `reap`.
