@@ -1933,6 +1933,27 @@ fn a_skip_past_the_end_of_a_file_cut_after_it_was_opened_is_an_error() {
 }
 
 #[test]
+fn a_read_the_cache_held_only_the_front_of_goes_on_from_there() {
+    for order in ORDERS {
+        let f = files(&WARM_SIZES);
+        // Every first attempt comes back with its first 5000 bytes alone, as a read of only
+        // what is cached does where the rest is not: the rest is read as a continuation.
+        let mut io = first_attempts(1, Act::Short(5000)).ordered(order);
+        io.cached = Some(true);
+        let log = io.log.clone();
+        let mut e = poisoned(io, 1 << 20, not_offloading((32 << 10, 64 << 10)));
+        queue_paths(&mut e, &f);
+        assert_exact(&read_all(&mut e), &f.data);
+        let stats = e.stats();
+        drop(e);
+        let log = log.lock().unwrap();
+        assert!(stats.reads_cached > 0, "{order:?}: {stats:?}");
+        assert!(stats.short_reads > 0, "{order:?}: {stats:?}");
+        assert!(log.reads.iter().any(|c| c.attempt > 0), "{order:?}");
+    }
+}
+
+#[test]
 fn where_reads_of_only_the_cache_are_refused_large_reads_ask_the_cache_instead() {
     for order in ORDERS {
         let f = files(&WARM_SIZES);
