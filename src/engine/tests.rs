@@ -980,8 +980,13 @@ fn cached_files_read_in_small_reads_stay_within_the_window() {
 /// Reads `sizes` as cached files through an engine with `limits`; checks the bytes and
 /// returns the stats and the log.
 fn read_cached(sizes: &[usize], order: (bool, bool), limits: Limits) -> (Stats, Log) {
+    read_through(Scripted::new(|_| Act::Full).ordered(order), sizes, limits)
+}
+
+/// Reads `sizes` as cached files through `io` and an engine with `limits`; checks the bytes
+/// and returns the stats and the log.
+fn read_through(mut io: Scripted<'static>, sizes: &[usize], limits: Limits) -> (Stats, Log) {
     let f = files(sizes);
-    let mut io = Scripted::new(|_| Act::Full).ordered(order);
     io.cached = Some(true);
     let log = io.log.clone();
     let mut e = poisoned(io, 1 << 20, limits);
@@ -1935,18 +1940,11 @@ fn a_skip_past_the_end_of_a_file_cut_after_it_was_opened_is_an_error() {
 #[test]
 fn a_read_the_cache_held_only_the_front_of_goes_on_from_there() {
     for order in ORDERS {
-        let f = files(&WARM_SIZES);
         // Every first attempt comes back with its first 5000 bytes alone, as a read of only
         // what is cached does where the rest is not: the rest is read as a continuation.
-        let mut io = first_attempts(1, Act::Short(5000)).ordered(order);
-        io.cached = Some(true);
-        let log = io.log.clone();
-        let mut e = poisoned(io, 1 << 20, not_offloading((32 << 10, 64 << 10)));
-        queue_paths(&mut e, &f);
-        assert_exact(&read_all(&mut e), &f.data);
-        let stats = e.stats();
-        drop(e);
-        let log = log.lock().unwrap();
+        let io = first_attempts(1, Act::Short(5000)).ordered(order);
+        let limits = not_offloading((32 << 10, 64 << 10));
+        let (stats, log) = read_through(io, &WARM_SIZES, limits);
         assert!(stats.reads_cached > 0, "{order:?}: {stats:?}");
         assert!(stats.short_reads > 0, "{order:?}: {stats:?}");
         assert!(log.reads.iter().any(|c| c.attempt > 0), "{order:?}");
@@ -1956,17 +1954,10 @@ fn a_read_the_cache_held_only_the_front_of_goes_on_from_there() {
 #[test]
 fn where_reads_of_only_the_cache_are_refused_large_reads_ask_the_cache_instead() {
     for order in ORDERS {
-        let f = files(&WARM_SIZES);
         let mut io = Scripted::new(|_| Act::Full).ordered(order);
-        io.cached = Some(true);
         io.refuse_nowait = true;
-        let log = io.log.clone();
-        let mut e = poisoned(io, 1 << 20, not_offloading((32 << 10, 64 << 10)));
-        queue_paths(&mut e, &f);
-        assert_exact(&read_all(&mut e), &f.data);
-        let stats = e.stats();
-        drop(e);
-        let log = log.lock().unwrap();
+        let limits = not_offloading((32 << 10, 64 << 10));
+        let (stats, log) = read_through(io, &WARM_SIZES, limits);
         // Offered once, then never again; the large reads asked the cache, which said
         // cached, so they kept to one read at a time.
         assert_eq!(log.cached_tried, 1, "{order:?}");
