@@ -142,8 +142,9 @@ impl<'a> ReadReq<'a> {
     /// one where only the front was cached) to `ready`. Linux only.
     #[cfg(target_os = "linux")]
     pub(crate) fn read_cached(mut self, ready: impl FnOnce(ReadDone<'a>)) -> FromCache<'a> {
-        let (fd, offset, len) = (self.fd.clone(), self.offset, self.len);
-        match sys::read_cached_at(fd.file(), self.buf_mut(), offset) {
+        let (off, len) = (self.buf_off, self.len);
+        let buf = &mut self.loan.as_mut_slice()[off..off + len];
+        match sys::read_cached_at(self.fd.file(), buf, self.offset) {
             Ok(n) => {
                 ready(self.done(n as i32));
                 FromCache::Taken { all: n == len }

@@ -47,6 +47,18 @@ fn hung_mount() -> Option<FaultMount> {
         .ok()
 }
 
+/// An io_uring reader of reads small enough that those before a file's hung read come
+/// back, which gives up on a read after [`TIMEOUT`].
+fn hung_mount_reader() -> SequentialFileReader<'static> {
+    SequentialFileReader::builder()
+        .backend(Backend::IoUring)
+        .buffer_size(SIZE as usize)
+        .read_size(64 << 10)
+        .drain_timeout(TIMEOUT)
+        .build()
+        .unwrap()
+}
+
 /// An io_uring reader of file `i` of `m` that has read its first bytes and has the hung
 /// read in flight (the mount's `hung` reads held so far come to `hung`), and the thread that
 /// submitted its reads.
@@ -62,13 +74,7 @@ fn reader_with_a_hung_read(
     let (path, head) = (m.path(i), m.bytes(i, 0, 4096));
     let (tx, rx) = mpsc::channel();
     let submitter = std::thread::spawn(move || {
-        let mut r = SequentialFileReader::builder()
-            .backend(Backend::IoUring)
-            .buffer_size(SIZE as usize)
-            .read_size(64 << 10)
-            .drain_timeout(TIMEOUT)
-            .build()
-            .unwrap();
+        let mut r = hung_mount_reader();
         r.push(path).unwrap();
         let mut got = vec![0; head.len()];
         r.read_exact(&mut got).unwrap();
@@ -153,13 +159,7 @@ fn a_wait_for_a_read_that_never_completes_gives_up_after_the_drain_timeout() {
     let (path, head) = (m.path(0), m.bytes(0, 0, HANG_AT as usize));
     let (tx, rx) = mpsc::channel();
     let reader = std::thread::spawn(move || {
-        let mut r = SequentialFileReader::builder()
-            .backend(Backend::IoUring)
-            .buffer_size(SIZE as usize)
-            .read_size(64 << 10)
-            .drain_timeout(TIMEOUT)
-            .build()
-            .unwrap();
+        let mut r = hung_mount_reader();
         r.push(path).unwrap();
         let mut got = Vec::new();
         let read = r.read_to_end(&mut got);

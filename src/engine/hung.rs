@@ -24,11 +24,11 @@ pub(crate) struct Unread<'a> {
 }
 
 impl<'a> Engine<'a> {
-    /// Blocks until a read or open completes, for at most `drain_timeout`: where nothing
-    /// does, the current file fails with `TimedOut` (the read it waited for is left in
-    /// flight) and the engine counts as hung.
-    pub(super) fn reap_waiting(&mut self) -> io::Result<()> {
-        let deadline = Instant::now().checked_add(self.limits.drain_timeout);
+    /// Blocks until a read or open completes, for at most `drain_timeout` from `start`:
+    /// where nothing does, the current file fails with `TimedOut` (the read it waited for is
+    /// left in flight) and the engine counts as hung.
+    pub(super) fn reap_waiting(&mut self, start: Instant) -> io::Result<()> {
+        let deadline = start.checked_add(self.limits.drain_timeout);
         let came = self
             .io
             .reap_until(deadline, &mut self.done)

@@ -146,7 +146,7 @@ impl<'a> Engine<'a> {
             return self.refill();
         }
         let start = Instant::now();
-        self.reap_waiting()?;
+        self.reap_waiting(start)?;
         self.stats.waits += 1;
         self.stats.wait_time += start.elapsed();
         self.handle_done();
@@ -244,10 +244,9 @@ impl<'a> Engine<'a> {
         let cached = !direct && self.cached(file, &fd, offset, len);
         let offload = self.limits.offload && cached && !small;
         let limit = self.window(idx, (cached, small, offload, direct));
-        let (len, read_len) = if limit == Window::OneRead && self.policy.warm() {
-            // One copy of a whole window costs less per byte than several of `read_size`;
-            // only once a read was found cached, as a guess that is wrong sends it all to
-            // the device at once.
+        let (len, read_len) = if limit == Window::OneRead {
+            // One copy of a whole window costs less per byte than several of `read_size`
+            // (`cached` is true only once a read was found cached).
             let len = left.min(self.limits.inline_window as u64) as usize;
             (len, len)
         } else {

@@ -72,22 +72,20 @@ impl<'a> SequentialFileReader<'a> {
             },
         };
         let window = |size: usize| size.max(config.read_size).min(config.buffer_size);
+        // `pread` reads a range only when the consumer waits for it, right before it
+        // consumes it: its windows while files come from the device bound only how far its
+        // read-ahead hints go.
+        let device_window = |size: usize| match io.backend() {
+            Backend::Pread => config.buffer_size,
+            _ => window(size),
+        };
         let limits = Limits {
             read_size: config.read_size,
             direct: config.direct_io,
             depth: config.queue_depth as usize,
             max_open: config.max_open_files,
-            // `pread` reads a range only when the consumer waits for it, right before it
-            // consumes it: its windows while files come from the device bound only how far
-            // its read-ahead hints go.
-            cold_window: match io.backend() {
-                Backend::Pread => config.buffer_size,
-                _ => window(COLD_WINDOW),
-            },
-            warm_window: match io.backend() {
-                Backend::Pread => config.buffer_size,
-                _ => window(WARM_WINDOW),
-            },
+            cold_window: device_window(COLD_WINDOW),
+            warm_window: device_window(WARM_WINDOW),
             inline_window: window(INLINE_WINDOW),
             small_window: SMALL_WINDOW.min(config.buffer_size),
             offload_depth: OFFLOAD_DEPTH,
