@@ -516,7 +516,7 @@ fn the_real_ring_never_exposes_a_byte_no_read_wrote() {
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
         };
         let mut e = crate::engine::Engine::new(Box::new(ring), pool, limits);
-        e.poison = Some(SENTINEL);
+        e.set_poison(SENTINEL);
         for (p, _) in &files {
             e.push(crate::source::Source::Path(p.as_path().into()), 0, u64::MAX)
                 .unwrap();

@@ -1,9 +1,8 @@
 //! Reads in flight or waiting for the consumer (chunks), and reads no longer wanted that are
-//! still in flight (orphans): their bookkeeping, and dropping them.
+//! still in flight (orphans): their bookkeeping.
 
 use std::collections::{HashMap, VecDeque};
 
-use super::Engine;
 use crate::pool::Region;
 
 /// One read's region and what came back into it.
@@ -68,6 +67,11 @@ impl Chunk {
     /// The region, once its read has come back; `None` while lent to the backend.
     pub(super) fn region(&self) -> Option<&Region> {
         self.region.as_ref()
+    }
+
+    /// The region, once its read has come back; `None` while lent to the backend.
+    pub(super) fn into_region(self) -> Option<Region> {
+        self.region
     }
 
     /// Whether the region is lent to the backend for a read.
@@ -226,7 +230,7 @@ impl Chunks {
     }
 
     /// Records a chunk dropped in flight; `file` where its descriptor is the reader's.
-    fn orphan(&mut self, id: u64, file: Option<u64>) {
+    pub(super) fn orphan(&mut self, id: u64, file: Option<u64>) {
         if let Some(file) = file {
             *self.orphan_fds.entry(file).or_default() += 1;
         }
@@ -260,90 +264,6 @@ impl Chunks {
     /// Files whose descriptors only orphans hold (or also hold).
     pub(super) fn orphan_files(&self) -> usize {
         self.orphan_fds.len()
-    }
-}
-
-impl Engine<'_> {
-    /// Frees a chunk's region, or orphans it if its read is in flight.
-    pub(super) fn drop_chunk(&mut self, c: Chunk) {
-        match c.region {
-            Some(region) => self.pool.free(region),
-            None => {
-                let mut holds_fd = false;
-                if let Some(e) = self.queue.by_id_mut(c.file) {
-                    e.progress_mut().read_done();
-                    holds_fd = e.opened_here();
-                }
-                self.chunks.orphan(c.id, holds_fd.then_some(c.file));
-                self.io.cancel(c.id);
-            }
-        }
-    }
-
-    /// Pops the consumed front chunk.
-    pub(super) fn pop_chunk(&mut self) {
-        let c = self.chunks.pop_front().expect("a front chunk");
-        self.pool
-            .free(c.region.expect("a consumed chunk is not in flight"));
-    }
-
-    /// Drops the chunks of chunk `i`'s file that come after it (past the file's new end).
-    pub(super) fn drop_chunks_after(&mut self, i: usize) {
-        let file = self.chunks[i].file;
-        while let Some(c) = self.chunks.remove_of(i + 1, file) {
-            self.drop_chunk(c);
-        }
-    }
-
-    /// Drops the current file and whatever was read or is in flight for it.
-    pub(super) fn drop_front_file(&mut self) {
-        let id = self.queue.front().map_or(u64::MAX, |f| f.id);
-        while let Some(c) = self.chunks.pop_front_of(id) {
-            self.drop_chunk(c);
-        }
-        let unreported = self.queue.pop_front().and_then(|f| f.into_unreported());
-        if self.unread.is_none() {
-            self.unread = unreported;
-        }
-    }
-
-    /// Drops the file queued last, `id`, and whatever was issued for it (its chunks are the
-    /// last ones: chunks are in queue order).
-    pub(super) fn drop_back_file(&mut self, id: u64) {
-        while let Some(c) = self.chunks.pop_back_of(id) {
-            self.drop_chunk(c);
-        }
-        self.queue.pop_back(id);
-    }
-
-    /// Forgets what was read of the current file, to read it again from its start. Files
-    /// behind it keep their read-ahead.
-    pub(super) fn restart_front(&mut self) {
-        let id = self.queue.front().map_or(u64::MAX, |f| f.id);
-        while let Some(c) = self.chunks.pop_front_of(id) {
-            self.drop_chunk(c);
-        }
-        self.queue.rewind(0);
-    }
-
-    /// Drops what was read ahead for the files behind the current one, which are read
-    /// again later: the current file, restarted, needs the room. Whether there was any.
-    pub(super) fn drop_read_ahead(&mut self) -> bool {
-        let front = self.queue.front().map_or(u64::MAX, |f| f.id);
-        let Some(first) = self.chunks.iter().position(|c| c.file != front) else {
-            return false;
-        };
-        let behind: Vec<Chunk> = self.chunks.split_off(first);
-        let files: std::collections::BTreeSet<u64> = behind.iter().map(|c| c.file).collect();
-        for c in behind {
-            self.drop_chunk(c);
-        }
-        for file in files {
-            if let Some(idx) = self.queue.index_of(file) {
-                self.queue.rewind(idx);
-            }
-        }
-        true
     }
 }
 

@@ -2,236 +2,250 @@
 //! errors, the end of a file found early, and a file's error.
 
 use std::io;
-use std::mem;
 
-use super::Engine;
+use std::time::{Duration, Instant};
+
+use super::policy::Policy;
+use super::{ring_error, Core};
 use crate::consts::{DIRECT_ALIGN, MAX_RETRIES};
 use crate::error::Error;
-use crate::io::{ReadDone, ReadReq};
+use crate::io::ReadDone;
 use crate::pool::Region;
-use crate::source::FdRef;
 
-impl<'a> Engine<'a> {
-    /// Handles every completion reaped, and every open the backend finished.
-    pub(super) fn handle_done(&mut self) {
-        let mut done = mem::take(&mut self.done);
-        for d in done.drain(..) {
-            self.complete(d);
-        }
-        self.done = done;
-        self.handle_opened();
+/// Completions reaped and not yet handled (kept to reuse the allocation).
+#[derive(Default)]
+pub(super) struct Completions<'a> {
+    done: Vec<ReadDone<'a>>,
+}
+
+impl<'a> Completions<'a> {
+    /// Reaps what has completed, without waiting.
+    pub(super) fn reap(&mut self, core: &mut Core<'a>) -> io::Result<()> {
+        core.io
+            .reap(false, &mut self.done)
+            .map_err(ring_error("reap"))
     }
 
-    /// Takes one completion: bytes for the consumer, a continuation, a retry or an error.
-    fn complete(&mut self, done: ReadDone<'a>) {
-        let ReadDone {
-            id,
-            result,
-            direct,
-            offload,
-            loan,
-            _fd,
-        } = done;
-        if offload {
-            self.policy.offload_done();
+    /// Blocks until a read or open completes, for at most `timeout` from `start`; whether
+    /// one did.
+    pub(super) fn reap_until(
+        &mut self,
+        core: &mut Core<'a>,
+        start: Instant,
+        timeout: Duration,
+    ) -> io::Result<bool> {
+        let deadline = start.checked_add(timeout);
+        core.io
+            .reap_until(deadline, &mut self.done)
+            .map_err(ring_error("wait"))
+    }
+
+    /// Handles every completion reaped.
+    pub(super) fn handle(&mut self, core: &mut Core<'a>, policy: &mut Policy) {
+        for d in self.done.drain(..) {
+            complete(core, policy, d);
         }
-        let region = self.pool.reclaim(loan);
-        if self.chunks.take_orphan(id) {
-            self.pool.free(region);
-            self.stats.reads_discarded += 1;
-            if result > 0 {
-                self.stats.bytes_read += result as u64;
-            }
-            return;
-        }
-        let i = self
-            .chunks
-            .index_of(id)
-            .expect("a completion is either an orphan's or a live chunk's");
-        debug_assert!(
-            self.chunks[i].in_flight(),
-            "completion for a chunk not in flight"
-        );
-        let file = self.chunks[i].file();
+    }
+}
+
+/// Takes one completion: bytes for the consumer, a continuation, a retry or an error.
+fn complete<'a>(core: &mut Core<'a>, policy: &mut Policy, done: ReadDone<'a>) {
+    let ReadDone {
+        id,
+        result,
+        direct,
+        offload,
+        loan,
+        _fd,
+    } = done;
+    if offload {
+        policy.offload_done();
+    }
+    let region = core.pool.reclaim(loan);
+    if core.chunks.take_orphan(id) {
+        core.pool.free(region);
+        core.stats.reads_discarded += 1;
         if result > 0 {
-            self.complete_bytes(i, result as usize, region);
-        } else {
-            self.complete_end(i, result, region, direct);
+            core.stats.bytes_read += result as u64;
         }
-        self.release_if_finished(file);
+        return;
     }
+    let i = core
+        .chunks
+        .index_of(id)
+        .expect("a completion is either an orphan's or a live chunk's");
+    debug_assert!(
+        core.chunks[i].in_flight(),
+        "completion for a chunk not in flight"
+    );
+    let file = core.chunks[i].file();
+    if result > 0 {
+        complete_bytes(core, i, result as usize, region);
+    } else {
+        complete_end(core, i, result, region, direct);
+    }
+    core.release_if_finished(file);
+}
 
-    /// `n` bytes came back for chunk `i`: continue a short read, or hand the bytes over (and
-    /// end the file there if it came back short at its end).
-    fn complete_bytes(&mut self, i: usize, n: usize, region: Region) {
-        self.stats.bytes_read += n as u64;
-        let chunk = &mut self.chunks[i];
-        let entry = self
-            .queue
-            .by_id_mut(chunk.file())
-            .expect("a live chunk's file is queued");
-        let filled = chunk.fill(n);
-        entry
-            .progress_mut()
-            .read_up_to(chunk.offset() + filled as u64);
-        let to_end = entry.stop().saturating_sub(chunk.offset());
-        let short = filled < chunk.want() && (filled as u64) < to_end;
-        if short {
-            // A short read before the end as sized: read the rest into the same region.
-            self.stats.short_reads += 1;
-            chunk.continue_from_filled();
-            // O_DIRECT refuses a read from an unaligned offset: the rest is read buffered.
-            if entry.direct() && !filled.is_multiple_of(DIRECT_ALIGN) {
-                if let Err((region, err)) = self.read_on_buffered(i, region) {
-                    self.end_chunk(i, region, Some(err));
-                }
-                return;
+/// `n` bytes came back for chunk `i`: continue a short read, or hand the bytes over (and
+/// end the file there if it came back short at its end).
+fn complete_bytes(core: &mut Core<'_>, i: usize, n: usize, region: Region) {
+    core.stats.bytes_read += n as u64;
+    let chunk = &mut core.chunks[i];
+    let entry = core
+        .queue
+        .by_id_mut(chunk.file())
+        .expect("a live chunk's file is queued");
+    let filled = chunk.fill(n);
+    entry
+        .progress_mut()
+        .read_up_to(chunk.offset() + filled as u64);
+    let to_end = entry.stop().saturating_sub(chunk.offset());
+    let short = filled < chunk.want() && (filled as u64) < to_end;
+    if short {
+        // A short read before the end as sized: read the rest into the same region.
+        core.stats.short_reads += 1;
+        chunk.continue_from_filled();
+        // O_DIRECT refuses a read from an unaligned offset: the rest is read buffered.
+        if entry.direct() && !filled.is_multiple_of(DIRECT_ALIGN) {
+            if let Err((region, err)) = read_on_buffered(core, i, region) {
+                end_chunk(core, i, region, Some(err));
             }
-            let fd = entry.fd().cloned().expect("open while reads are in flight");
-            self.resubmit(i, region, fd);
             return;
         }
-        chunk.set_region(region);
-        entry.progress_mut().read_done();
-    }
-
-    /// Turns `O_DIRECT` off on chunk `i`'s descriptor (the same descriptor: its path may
-    /// name another file by now) and reads the rest of the chunk buffered; gives the region
-    /// back, with why, where it cannot be turned off.
-    fn read_on_buffered(&mut self, i: usize, region: Region) -> Result<(), (Region, io::Error)> {
-        let file = self.chunks[i].file();
-        let entry = self.queue.by_id_mut(file).expect("a live chunk's file");
         let fd = entry.fd().cloned().expect("open while reads are in flight");
-        match self.io.clear_direct(&fd) {
-            Ok(()) => {
-                entry.clear_direct();
-                self.resubmit(i, region, fd);
-                Ok(())
+        core.resubmit(i, region, fd);
+        return;
+    }
+    chunk.set_region(region);
+    entry.progress_mut().read_done();
+}
+
+/// Turns `O_DIRECT` off on chunk `i`'s descriptor (the same descriptor: its path may
+/// name another file by now) and reads the rest of the chunk buffered; gives the region
+/// back, with why, where it cannot be turned off.
+fn read_on_buffered(
+    core: &mut Core<'_>,
+    i: usize,
+    region: Region,
+) -> Result<(), (Region, io::Error)> {
+    let file = core.chunks[i].file();
+    let entry = core.queue.by_id_mut(file).expect("a live chunk's file");
+    let fd = entry.fd().cloned().expect("open while reads are in flight");
+    match core.io.clear_direct(&fd) {
+        Ok(()) => {
+            entry.clear_direct();
+            core.resubmit(i, region, fd);
+            Ok(())
+        }
+        Err(e) => Err((region, e)),
+    }
+}
+
+/// End of file (`result == 0`) or an error for chunk `i`: retried where the error is
+/// passing; else the file ends where the read began, failing if it was an error.
+fn complete_end(core: &mut Core<'_>, i: usize, result: i32, region: Region, direct: bool) {
+    let region = if result < 0 {
+        match retry(core, i, result, region, direct) {
+            Some(region) => region,
+            None => return,
+        }
+    } else {
+        region
+    };
+    let error = (result < 0).then(|| io::Error::from_raw_os_error(-result));
+    end_chunk(core, i, region, error);
+}
+
+/// Ends chunk `i`'s file where the chunk's read began (`from`), failing it with `error`
+/// there if there is one.
+fn end_chunk(core: &mut Core<'_>, i: usize, region: Region, error: Option<io::Error>) {
+    let chunk = &mut core.chunks[i];
+    let entry = core
+        .queue
+        .by_id_mut(chunk.file())
+        .expect("a live chunk's file");
+    chunk.end_at_from(region);
+    let at = chunk.resume_at();
+    let file = chunk.file();
+    entry.progress_mut().read_done();
+    match error {
+        Some(source) => {
+            let error = Error::Read {
+                path: entry.name(),
+                offset: at,
+                source,
+            };
+            if entry.fail(error, at) {
+                core.stats.files_failed += 1;
             }
-            Err(e) => Err((region, e)),
         }
+        None => end_early(core, file, at),
     }
+    core.drop_chunks_after(i);
+}
 
-    /// End of file (`result == 0`) or an error for chunk `i`: retried where the error is
-    /// passing; else the file ends where the read began, failing if it was an error.
-    fn complete_end(&mut self, i: usize, result: i32, region: Region, direct: bool) {
-        let region = if result < 0 {
-            match self.retry(i, result, region, direct) {
-                Some(region) => region,
-                None => return,
-            }
-        } else {
-            region
-        };
-        let error = (result < 0).then(|| io::Error::from_raw_os_error(-result));
-        self.end_chunk(i, region, error);
+/// A read of `file` found its end at `at`, before the size it had when opened: it was
+/// cut, maybe further than `at` (a read there finds the end wherever it now is). It ends
+/// at its size now, but never before the bytes reads brought in (they were the file's
+/// when read); a skip that passed that end is then an error (`skipped_past_end`). An
+/// exact range fails there instead.
+fn end_early(core: &mut Core<'_>, file: u64, at: u64) {
+    let fd = core.queue.by_id_mut(file).and_then(|e| e.fd().cloned());
+    let size = fd.and_then(|fd| core.io.size_now(&fd));
+    let entry = core.queue.by_id_mut(file).expect("a live chunk's file");
+    let len = size
+        .map_or(at, |size| size.min(at))
+        .max(entry.progress().read_end().min(at));
+    if entry.end_at(len) {
+        core.stats.files_failed += 1;
     }
+}
 
-    /// Ends chunk `i`'s file where the chunk's read began (`from`), failing it with `error`
-    /// there if there is one.
-    fn end_chunk(&mut self, i: usize, region: Region, error: Option<io::Error>) {
-        let chunk = &mut self.chunks[i];
-        let entry = self
-            .queue
-            .by_id_mut(chunk.file())
-            .expect("a live chunk's file");
-        chunk.end_at_from(region);
-        let at = chunk.resume_at();
-        let file = chunk.file();
-        entry.progress_mut().read_done();
-        match error {
-            Some(source) => {
-                let error = Error::Read {
-                    path: entry.name(),
-                    offset: at,
-                    source,
-                };
-                if entry.fail(error, at) {
-                    self.stats.files_failed += 1;
-                }
-            }
-            None => self.end_early(file, at),
-        }
-        self.drop_chunks_after(i);
-    }
-
-    /// A read of `file` found its end at `at`, before the size it had when opened: it was
-    /// cut, maybe further than `at` (a read there finds the end wherever it now is). It ends
-    /// at its size now, but never before the bytes reads brought in (they were the file's
-    /// when read); a skip that passed that end is then an error (`skipped_past_end`). An
-    /// exact range fails there instead.
-    fn end_early(&mut self, file: u64, at: u64) {
-        let fd = self.queue.by_id_mut(file).and_then(|e| e.fd().cloned());
-        let size = fd.and_then(|fd| self.io.size_now(&fd));
-        let entry = self.queue.by_id_mut(file).expect("a live chunk's file");
-        let len = size
-            .map_or(at, |size| size.min(at))
-            .max(entry.progress().read_end().min(at));
-        if entry.end_at(len) {
-            self.stats.files_failed += 1;
-        }
-    }
-
-    /// Retries a failed read where the error is passing (`None`: resubmitted); gives the
-    /// region back where the file must fail. `direct`: whether the read was issued with
-    /// `O_DIRECT`.
-    fn retry(&mut self, i: usize, result: i32, region: Region, direct: bool) -> Option<Region> {
-        let chunk = &mut self.chunks[i];
-        let file = chunk.file();
-        // EFAULT too: the pool is always mapped, so it comes from the kernel finishing a read
-        // for a thread that has exited since it submitted it (the reader moved threads);
-        // submitted again from this thread, the read goes through.
-        let passing = matches!(
-            -result,
-            libc::EINTR | libc::EAGAIN | libc::ECANCELED | libc::EFAULT
-        );
-        if passing && chunk.retry(MAX_RETRIES) {
-            self.stats.retries += 1;
-            let fd = self
-                .queue
-                .by_id_mut(file)
-                .and_then(|e| e.fd().cloned())
-                .expect("open while reads are in flight");
-            self.resubmit(i, region, fd);
-            return None;
-        }
-        let entry = self
+/// Retries a failed read where the error is passing (`None`: resubmitted); gives the
+/// region back where the file must fail. `direct`: whether the read was issued with
+/// `O_DIRECT`.
+fn retry(
+    core: &mut Core<'_>,
+    i: usize,
+    result: i32,
+    region: Region,
+    direct: bool,
+) -> Option<Region> {
+    let chunk = &mut core.chunks[i];
+    let file = chunk.file();
+    // EFAULT too: the pool is always mapped, so it comes from the kernel finishing a read
+    // for a thread that has exited since it submitted it (the reader moved threads);
+    // submitted again from this thread, the read goes through.
+    let passing = matches!(
+        -result,
+        libc::EINTR | libc::EAGAIN | libc::ECANCELED | libc::EFAULT
+    );
+    if passing && chunk.retry(MAX_RETRIES) {
+        core.stats.retries += 1;
+        let fd = core
             .queue
             .by_id_mut(file)
-            .expect("a live chunk's file is queued");
-        if -result == libc::EINVAL && direct && !entry.direct() {
-            // Issued with O_DIRECT, which the descriptor has dropped since (it was refused).
-            let fd = entry.fd().cloned().expect("open while reads are in flight");
-            self.resubmit(i, region, fd);
-            return None;
-        }
-        if -result == libc::EINVAL && entry.direct() {
-            // The filesystem refused O_DIRECT for this read: go on buffered.
-            return self
-                .read_on_buffered(i, region)
-                .err()
-                .map(|(region, _)| region);
-        }
-        Some(region)
+            .and_then(|e| e.fd().cloned())
+            .expect("open while reads are in flight");
+        core.resubmit(i, region, fd);
+        return None;
     }
-
-    /// Reads the rest of chunk `i` (from its `from`) again.
-    fn resubmit(&mut self, i: usize, region: Region, fd: FdRef<'a>) {
-        let chunk = &self.chunks[i];
-        let direct = self
-            .queue
-            .by_id_mut(chunk.file())
-            .is_some_and(|e| e.direct());
-        let loan = self.pool.lend(region);
-        let req = ReadReq::new(
-            chunk.id(),
-            (fd, direct),
-            chunk.resume_at(),
-            loan,
-            chunk.from(),
-            chunk.want() - chunk.from(),
-        );
-        self.io.read(req);
-        self.stats.reads += 1;
+    let entry = core
+        .queue
+        .by_id_mut(file)
+        .expect("a live chunk's file is queued");
+    if -result == libc::EINVAL && direct && !entry.direct() {
+        // Issued with O_DIRECT, which the descriptor has dropped since (it was refused).
+        let fd = entry.fd().cloned().expect("open while reads are in flight");
+        core.resubmit(i, region, fd);
+        return None;
     }
+    if -result == libc::EINVAL && entry.direct() {
+        // The filesystem refused O_DIRECT for this read: go on buffered.
+        return read_on_buffered(core, i, region)
+            .err()
+            .map(|(region, _)| region);
+    }
+    Some(region)
 }

@@ -1,77 +1,24 @@
-//! Which read goes next and when: refilling as room opens, waiting, and the window of the
-//! pool the read-ahead may hold.
-//!
-//! The policy is fixed, the same in every run (see ARCHITECTURE.md, "The read policy"):
-//! - a large buffered read is first copied at once on the consumer's thread, as far as the
-//!   page cache holds it ([`Io::read_if_cached`](crate::io::Io::read_if_cached)); what is not
-//!   cached goes to the device through the backend;
-//! - while reads are found cached, the read-ahead holds one read (the region just consumed,
-//!   still in the CPU's cache, is the next one written), or the small window for small reads;
-//! - once a read went to the device, the read-ahead holds the cold window for a pool's worth
-//!   of bytes, so that the device has depth; `O_DIRECT` reads may fill the pool;
-//! - kernel workers copy large cached reads only where the reader was built with
-//!   `offload(true)`.
+//! Which read goes next: the earliest file with work is opened or read, while depth, the pool
+//! and the window allow, each read sent as the policy (`policy.rs`) says.
 
 use std::io;
-use std::time::Instant;
 
-use super::{ring_error, Engine};
-use crate::consts::{DIRECT_ALIGN, OFFLOAD_MIN, SMALL_READS_PER_HINT};
-use crate::io::{FromCache, ReadReq};
+use super::opens::Opens;
+use super::policy::{How, Next, Policy, Window};
+use super::{ring_error, Core, Limits};
+use crate::consts::{DIRECT_ALIGN, OFFLOAD_MIN};
+use crate::io::FromCache;
 use crate::pool::Region;
 use crate::source::FdRef;
 
-/// The issue policy's state: what it learned of the page cache, and the offloaded reads.
-#[derive(Debug, Default)]
-pub(super) struct Policy {
-    /// Offloaded reads in flight.
-    offloaded: usize,
+/// What decides and starts the reads: the limits, the policy, and the opens.
+#[derive(Debug)]
+pub(super) struct Scheduler {
+    limits: Limits,
+    policy: Policy,
+    opens: Opens,
     /// Whether the consumer is copying a read itself instead of waiting (see `help`).
     helping: bool,
-    /// Whether the consumer needs more of the current file at once than the window of
-    /// cached reads holds (`fill_buf_at_least`): its reads may then use the whole pool.
-    stretch: bool,
-    /// Whether the consumer reads records (`fill_buf_at_least`): then the reads it copies
-    /// itself keep the warm window, not one read, so that most records lie in adjacent
-    /// regions and come out in place rather than copied across a wrap.
-    records: bool,
-    /// Bytes consumed before which cached reads keep the warm window, not one read: while
-    /// reads that went to the device may still be ahead, one read's window would hold every
-    /// file behind a cached range back.
-    cold_until: u64,
-    /// Reads below `OFFLOAD_MIN` scheduled so far.
-    small_reads: u64,
-    /// Whether the last read scheduled was below `OFFLOAD_MIN`.
-    small_last: bool,
-    /// Whether the last read that found out was served by the page cache; `None` before
-    /// any did. Reads go by it until they find out themselves.
-    cached: Option<bool>,
-    /// The last read that asked the backend whether it is cached: (file id, offset).
-    asked: Option<(u64, u64)>,
-    /// Whether the backend refused to read only what is cached (`FromCache::Refused`).
-    nowait_refused: bool,
-}
-
-impl Policy {
-    /// Whether the last read that found out was served by the page cache.
-    fn warm(&self) -> bool {
-        self.cached == Some(true)
-    }
-
-    /// An offloaded read came back.
-    pub(super) fn offload_done(&mut self) {
-        self.offloaded -= 1;
-    }
-
-    /// The consumer reads records: the reads it copies keep the warm window (see `records`).
-    pub(super) fn set_records(&mut self) {
-        self.records = true;
-    }
-
-    /// Whether the current file's reads may use the whole pool (see `stretch`).
-    pub(super) fn set_stretch(&mut self, stretch: bool) {
-        self.stretch = stretch;
-    }
 }
 
 /// What one step of scheduling did for the earliest file with work.
@@ -86,105 +33,90 @@ enum Step {
     Blocked,
 }
 
-impl<'a> Engine<'a> {
-    /// Reaps what has completed and issues more reads: called whenever room may have opened.
-    pub(super) fn refill(&mut self) -> io::Result<()> {
-        if self.io.in_flight() > 0 {
-            self.io
-                .reap(false, &mut self.done)
-                .map_err(ring_error("reap"))?;
-            self.handle_done();
+/// The next read of a file, as `issue_read` works it out.
+struct Read<'a> {
+    fd: FdRef<'a>,
+    /// Bytes of the file it brings.
+    len: usize,
+    /// Bytes it asks for (rounded up for `O_DIRECT`).
+    read_len: usize,
+    next: Next,
+}
+
+impl Scheduler {
+    pub(super) fn new(limits: Limits) -> Self {
+        Scheduler {
+            limits,
+            policy: Policy::default(),
+            opens: Opens::default(),
+            helping: false,
         }
-        self.schedule_unless_ahead()?;
-        self.submit_continuations()
     }
 
-    /// Submits what handling completions queued (the rest of short reads, retries), which
-    /// the scheduling after it submits only if it issued reads of its own: else they would
-    /// wait in the submission queue until the consumer next blocks, with the device idle.
-    /// Nothing is entered where nothing is queued.
-    fn submit_continuations(&mut self) -> io::Result<()> {
-        self.io.submit().map_err(ring_error("submit"))
+    pub(super) fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    pub(super) fn limits_mut(&mut self) -> &mut Limits {
+        &mut self.limits
+    }
+
+    pub(super) fn policy_mut(&mut self) -> &mut Policy {
+        &mut self.policy
+    }
+
+    #[cfg(test)]
+    pub(super) fn opens(&self) -> &Opens {
+        &self.opens
+    }
+
+    /// Takes the opens the backend finished.
+    pub(super) fn handle_opened(&mut self, core: &mut Core<'_>) {
+        self.opens.handle_opened(core, &self.limits);
     }
 
     /// Issues what the pipeline has room for, unless enough is read ahead already.
-    pub(super) fn schedule_unless_ahead(&mut self) -> io::Result<()> {
-        if self.ahead_enough() {
+    pub(super) fn schedule_unless_ahead(&mut self, core: &mut Core<'_>) -> io::Result<()> {
+        if self
+            .policy
+            .ahead_enough(&self.limits, core.pool.ready_bytes())
+        {
             return Ok(());
         }
-        self.schedule()
-    }
-
-    /// Whether so much is read ahead of the consumer that more can wait: while small reads
-    /// of cached files complete at once, issuing them one by one as the consumer moves on
-    /// would cost a submission (and an open) per file; waiting until half the window is
-    /// consumed sends them in batches.
-    fn ahead_enough(&self) -> bool {
-        self.policy.warm()
-            && self.policy.small_last
-            && self.pool.ready_bytes() >= self.small_reads_window() / 2
-    }
-
-    /// The window of small cached reads. Where kernel workers copy large reads, the window
-    /// must hold those in flight too, or a small file behind a large one would stall the
-    /// pipeline; else a smaller one keeps the copies in the CPU's cache until consumed.
-    fn small_reads_window(&self) -> usize {
-        if self.limits.offload {
-            self.limits.warm_window
-        } else {
-            self.limits.small_window
-        }
-    }
-
-    /// Blocks until a read completes, then handles what came back and refills.
-    pub(super) fn wait(&mut self) -> io::Result<()> {
-        debug_assert!(
-            self.io.in_flight() > 0,
-            "waiting with nothing in flight would hang"
-        );
-        if self.help() {
-            return self.refill();
-        }
-        let start = Instant::now();
-        self.reap_waiting(start)?;
-        self.stats.waits += 1;
-        self.stats.wait_time += start.elapsed();
-        self.handle_done();
-        self.schedule()?;
-        self.submit_continuations()
+        self.schedule(core)
     }
 
     /// Rather than block while kernel workers copy, copies one more cached read itself
     /// (submitted without `IOSQE_ASYNC`, it completes on this thread); whether it did.
     /// Where the consumer is quicker than the workers this shares the copying out; where
     /// it is slower, it never waits, so never helps.
-    fn help(&mut self) -> bool {
-        if self.policy.offloaded == 0 {
+    pub(super) fn help(&mut self, core: &mut Core<'_>) -> bool {
+        if self.policy.offloaded() == 0 {
             return false;
         }
-        let reads = self.stats.reads;
-        self.policy.helping = true;
-        let issued =
-            self.schedule_up_to(self.io.in_flight() + 1).is_ok() && self.stats.reads > reads;
-        self.policy.helping = false;
+        let reads = core.stats.reads;
+        self.helping = true;
+        let in_flight = core.io.in_flight() + 1;
+        let issued = self.schedule_up_to(core, in_flight).is_ok() && core.stats.reads > reads;
+        self.helping = false;
         issued
     }
 
     /// Issues reads, earliest file first, while depth and pool allow; then submits them.
-    pub(super) fn schedule(&mut self) -> io::Result<()> {
-        self.schedule_up_to(self.limits.depth)
+    pub(super) fn schedule(&mut self, core: &mut Core<'_>) -> io::Result<()> {
+        self.schedule_up_to(core, self.limits.depth)
     }
 
     /// `schedule`, with at most `in_flight` reads and opens in flight (at most the depth).
-    fn schedule_up_to(&mut self, in_flight: usize) -> io::Result<()> {
+    fn schedule_up_to(&mut self, core: &mut Core<'_>, in_flight: usize) -> io::Result<()> {
         let in_flight = in_flight.min(self.limits.depth);
         let mut issued = false;
         let mut started = false;
-        while self.io.in_flight() < in_flight {
-            let Some(idx) = self.queue.next_with_work() else {
+        while core.io.in_flight() < in_flight {
+            let Some(idx) = core.queue.next_with_work() else {
                 break;
             };
-            match self.step(idx) {
+            match self.step(core, idx) {
                 Step::Issued => issued = true,
                 Step::Opened => {}
                 Step::StartedOpen => {
@@ -194,33 +126,31 @@ impl<'a> Engine<'a> {
                 Step::Blocked => break,
             }
         }
-        started |= self.open_ahead();
+        started |= self.opens.open_ahead(core, &self.limits);
         if issued {
-            let in_flight = self.io.in_flight() as u64;
-            let pool_bytes = self.pool.live_bytes() as u64;
-            self.stats.peak_in_flight = self.stats.peak_in_flight.max(in_flight);
-            self.stats.peak_pool_bytes = self.stats.peak_pool_bytes.max(pool_bytes);
+            core.note_peaks();
         }
         if issued || started {
-            self.io.submit().map_err(ring_error("submit"))?;
+            core.io.submit().map_err(ring_error("submit"))?;
         }
         Ok(())
     }
 
     /// Opens the file at `idx` (the earliest with work) or issues its next read.
-    fn step(&mut self, idx: usize) -> Step {
-        let entry = self.queue.get_mut(idx).expect("index from the queue");
+    fn step(&mut self, core: &mut Core<'_>, idx: usize) -> Step {
+        let capped = idx > 0 && self.opens.descriptors(core) >= self.opens.max_open(&self.limits);
+        let entry = core.queue.get_mut(idx).expect("index from the queue");
         if entry.fd().is_some() {
-            return self.issue_read(idx);
+            return self.issue_read(core, idx);
         }
         // Reads go in queue order: the next ones wait for this file's open.
-        if entry.status().is_opening() || (idx > 0 && self.descriptors() >= self.max_open()) {
+        if entry.status().is_opening() || capped {
             return Step::Blocked;
         }
-        if self.start_open(idx) {
+        if self.opens.start_open(core, idx, &self.limits) {
             return Step::StartedOpen;
         }
-        if self.open_entry(idx) {
+        if self.opens.open_entry(core, idx, &self.limits) {
             Step::Opened
         } else {
             Step::Blocked
@@ -229,198 +159,123 @@ impl<'a> Engine<'a> {
 
     /// Issues the next read of the open file at `idx`, if the pool, the window and the
     /// offload depth allow.
-    fn issue_read(&mut self, idx: usize) -> Step {
-        let entry = self.queue.get_mut(idx).expect("index from the queue");
-        let left = entry.stop() - entry.progress().next_read();
+    fn issue_read<'a>(&mut self, core: &mut Core<'a>, idx: usize) -> Step {
+        let mut read = self.next_read(core, idx);
+        let window = self
+            .policy
+            .window(&self.limits, read.next, core.stats.bytes_consumed);
+        if window == Window::OneRead {
+            // One copy of a whole window costs less per byte than several of `read_size`
+            // (`cached` is true only once a read was found cached).
+            let entry = core.queue.get_mut(idx).expect("index from the queue");
+            let left = entry.stop() - entry.progress().next_read();
+            read.len = left.min(self.limits.inline_window as u64) as usize;
+            read.read_len = read.len;
+        }
+        let limit = window.bytes(&self.limits, core.pool.capacity());
+        let held = core.pool.live_bytes();
+        if held > 0 && held + read.read_len > limit {
+            return Step::Blocked;
+        }
+        let Some(how) = self.policy.how(&self.limits, read.next, self.helping) else {
+            return Step::Blocked;
+        };
+        let Some(region) = core.pool.alloc_below(read.read_len, limit) else {
+            return Step::Blocked;
+        };
+        self.send_read(core, idx, region, read, how);
+        Step::Issued
+    }
+
+    /// The next read of the open file at `idx`, of at most `read_size` bytes.
+    fn next_read<'a>(&mut self, core: &mut Core<'a>, idx: usize) -> Read<'a> {
+        let entry = core.queue.get_mut(idx).expect("index from the queue");
+        let offset = entry.progress().next_read();
+        let left = entry.stop() - offset;
         let len = left.min(self.limits.read_size as u64) as usize;
-        let read_len = if entry.direct() {
+        let direct = entry.direct();
+        let read_len = if direct {
             len.next_multiple_of(DIRECT_ALIGN)
         } else {
             len
         };
-        let (file, offset, direct) = (entry.id, entry.progress().next_read(), entry.direct());
-        let fd = entry.fd().cloned().expect("checked open");
+        let (file, fd) = (entry.id, entry.fd().cloned().expect("checked open"));
         let small = read_len < OFFLOAD_MIN;
-        let cached = !direct && self.cached(file, &fd, offset, len);
-        let offload = self.limits.offload && cached && !small;
-        let limit = self.window(idx, (cached, small, offload, direct));
-        let (len, read_len) = if limit == Window::OneRead {
-            // One copy of a whole window costs less per byte than several of `read_size`
-            // (`cached` is true only once a read was found cached).
-            let len = left.min(self.limits.inline_window as u64) as usize;
-            (len, len)
-        } else {
-            (len, read_len)
+        let cached = !direct && self.cached(core, (file, offset), &fd, len);
+        let current = idx == 0;
+        let next = Next {
+            cached,
+            small,
+            direct,
+            current,
         };
-        let limit = limit.bytes(self);
-        let held = self.pool.live_bytes();
-        if held > 0 && held + read_len > limit {
-            return Step::Blocked;
-        }
-        self.policy.small_last = small;
-        let helping = self.policy.helping;
-        if offload && self.policy.offloaded >= self.limits.offload_depth && !helping {
-            return Step::Blocked;
-        }
-        let Some(region) = self.pool.alloc_below(read_len, limit) else {
-            return Step::Blocked;
-        };
-        let how = match (
-            offload && !helping,
-            direct || small || self.policy.nowait_refused,
-        ) {
-            (true, _) => How::Offload,
-            (false, false) => How::CachedFirst,
-            (false, true) => How::Ring,
-        };
-        self.send_read(idx, (fd, direct), region, (len, read_len), how);
-        Step::Issued
-    }
-
-    /// The window of the pool the read-ahead may hold with the next read of the file at
-    /// `idx`: `cached`, `small` (below `OFFLOAD_MIN`), to be offloaded, or `O_DIRECT`.
-    fn window(
-        &self,
-        idx: usize,
-        (cached, small, offload, direct): (bool, bool, bool, bool),
-    ) -> Window {
-        let stretch = idx == 0 && self.policy.stretch;
-        let one_read = !self.policy.records && self.stats.bytes_consumed >= self.policy.cold_until;
-        match (cached && !stretch, small, offload) {
-            (true, true, _) => Window::Small,
-            (true, false, true) => Window::Warm,
-            // Copied on this thread into the region just consumed, still in its cache.
-            (true, false, false) if one_read => Window::OneRead,
-            (true, false, false) => Window::Warm,
-            (false, _, _) if direct || stretch => Window::Pool,
-            // Buffered reads from the device are copied by the CPU too, as the device
-            // delivers them: too far ahead of the consumer, they leave its cache unread.
-            (false, _, _) => Window::Cold,
+        Read {
+            fd,
+            len,
+            read_len,
+            next,
         }
     }
 
-    /// Hands the backend the next read of the file at `idx`: `len` bytes of it, asked as
-    /// `read_len` (rounded up for O_DIRECT), into `region`, sent `how`.
-    fn send_read(
+    /// Hands the backend the next read of the file at `idx`, into `region`, sent `how`.
+    fn send_read<'a>(
         &mut self,
+        core: &mut Core<'a>,
         idx: usize,
-        (fd, direct): (FdRef<'a>, bool),
-        #[cfg_attr(not(test), allow(unused_mut))] mut region: Region,
-        (len, read_len): (usize, usize),
+        region: Region,
+        read: Read<'a>,
         how: How,
     ) {
-        #[cfg(test)]
-        if let Some(byte) = self.poison {
-            self.pool.bytes_mut(&mut region).fill(byte);
-        }
-        let entry = self.queue.get_mut(idx).expect("index from the queue");
-        let (file, offset) = (entry.id, entry.progress().next_read());
-        // Past the start of the region only where `skip` jumped into an aligned O_DIRECT read.
-        let pos = entry.progress().consumed().saturating_sub(offset) as usize;
-        entry.progress_mut().issued(len);
-        let id = self.chunks.push(file, offset, read_len, pos);
-        let loan = self.pool.lend(region);
-        let req = ReadReq::new(id, (fd, direct), offset, loan, 0, read_len);
-        self.stats.reads += 1;
-        self.stats.reads_direct += u64::from(direct);
+        let direct = read.next.direct;
+        let req = core.start_read(idx, (read.fd, direct), region, (read.len, read.read_len));
         match how {
-            How::Ring => self.io.read(req),
+            How::Ring => core.io.read(req),
             How::Offload => {
-                self.io.read(req.with_offload(true));
-                self.policy.offloaded += 1;
-                self.stats.reads_offloaded += 1;
+                core.io.read(req.with_offload(true));
+                self.policy.offload_sent();
+                core.stats.reads_offloaded += 1;
             }
-            How::CachedFirst => match self.io.read_if_cached(req) {
+            How::CachedFirst => match core.io.read_if_cached(req) {
                 FromCache::Taken { all } => {
-                    self.stats.reads_cached += 1;
-                    self.found_cached(all);
+                    core.stats.reads_cached += 1;
+                    self.found_cached(core, all);
                 }
                 FromCache::Missed(req) => {
-                    self.found_cached(false);
-                    self.io.read(req);
+                    self.found_cached(core, false);
+                    core.io.read(req);
                 }
                 // Says nothing of the cache: later reads ask it (`cached`).
                 FromCache::Refused(req) => {
-                    self.policy.nowait_refused = true;
-                    self.io.read(req);
+                    self.policy.nowait_refused();
+                    core.io.read(req);
                 }
             },
         }
     }
 
-    /// Learns whether a read was served by the page cache: the next reads go by it. After
-    /// one that was not, the read-ahead keeps depth for a pool's worth of bytes (see
-    /// `Policy::cold_until`).
-    fn found_cached(&mut self, cached: bool) {
-        self.policy.cached = Some(cached);
-        if !cached {
-            self.policy.cold_until = self.stats.bytes_consumed + self.pool.capacity() as u64;
-        }
+    /// Learns whether a read was served by the page cache: the next reads go by it.
+    fn found_cached(&mut self, core: &Core<'_>, cached: bool) {
+        let consumed = core.stats.bytes_consumed;
+        self.policy
+            .found_cached(cached, consumed, core.pool.capacity());
     }
 
-    /// Whether a read of `len` bytes of `fd` at `offset` is expected to find them in the
-    /// page cache: as the last read that found out said, and not before any did. A large read
-    /// finds out itself as it is sent (`How::CachedFirst`). Small reads go to the backend in
-    /// batches: every `SMALL_READS_PER_HINT`-th asks it (one system call). Each large read
-    /// asks where kernel workers copy (only a cached read is offloaded) or where reads of
-    /// only what is cached are refused. A backend that cannot tell changes nothing.
-    fn cached(&mut self, file: u64, fd: &FdRef<'a>, offset: u64, len: usize) -> bool {
-        let policy = &mut self.policy;
-        if len < OFFLOAD_MIN {
-            policy.small_reads += 1;
-            if policy.small_reads % SMALL_READS_PER_HINT != 1 {
-                return policy.warm();
+    /// Whether a read of `len` bytes of `fd` (file `file`) at `offset` is expected to find
+    /// them in the page cache: as the last read that found out said, unless the policy has
+    /// it ask the backend (see `Policy::should_ask`). A backend that cannot tell changes
+    /// nothing.
+    fn cached<'a>(
+        &mut self,
+        core: &mut Core<'a>,
+        at: (u64, u64),
+        fd: &FdRef<'a>,
+        len: usize,
+    ) -> bool {
+        if self.policy.should_ask(&self.limits, at, len) {
+            if let Some(cached) = core.io.cached(fd, at.1, len as u64) {
+                self.found_cached(core, cached);
             }
-        } else if !self.limits.offload && !policy.nowait_refused {
-            return policy.warm();
-        }
-        // A read held back by the window is asked about once.
-        if policy.asked.replace((file, offset)) == Some((file, offset)) {
-            return policy.warm();
-        }
-        if let Some(cached) = self.io.cached(fd, offset, len as u64) {
-            self.found_cached(cached);
         }
         self.policy.warm()
     }
-}
-
-/// How much of the pool the read-ahead may hold (see `Engine::window`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Window {
-    /// One read copied on the consumer's thread, as large as `inline_window`.
-    OneRead,
-    /// Small cached reads (see `Engine::small_reads_window`).
-    Small,
-    /// Cached reads copied by kernel workers, or records: `warm_window`.
-    Warm,
-    /// Buffered reads from the device: `cold_window`.
-    Cold,
-    /// `O_DIRECT` reads, or a record longer than any window: the whole pool.
-    Pool,
-}
-
-impl Window {
-    fn bytes(self, engine: &Engine<'_>) -> usize {
-        match self {
-            Window::OneRead => engine.limits.inline_window,
-            Window::Small => engine.small_reads_window(),
-            Window::Warm => engine.limits.warm_window,
-            Window::Cold => engine.limits.cold_window,
-            Window::Pool => engine.pool.capacity(),
-        }
-    }
-}
-
-/// How a read is sent to the backend.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum How {
-    /// Copied at once on this thread as far as the page cache holds it, the rest through the
-    /// backend: large buffered reads.
-    CachedFirst,
-    /// To kernel workers, to copy from the page cache while the consumer works
-    /// (`offload(true)`).
-    Offload,
-    /// Through the backend as it is: small reads, which go in batches, and `O_DIRECT` ones.
-    Ring,
 }

@@ -26,11 +26,13 @@
 
 mod chunks;
 mod complete;
-mod hung;
+mod core;
 mod issue;
 mod opens;
+mod policy;
 mod records;
 mod stream;
+mod wait;
 
 use std::io;
 use std::mem;
@@ -40,9 +42,9 @@ use std::time::Duration;
 
 use crate::consts::Backend;
 use crate::error::Error;
-use crate::io::{Detached, Io, ReadDone};
+use crate::io::{Detached, Io};
 #[cfg(test)]
-use crate::io::{Opened, ReadReq};
+use crate::io::{Opened, ReadDone, ReadReq};
 use crate::pool::Pool;
 use crate::queue::Queue;
 #[cfg(test)]
@@ -50,10 +52,10 @@ use crate::source::{FdRef, Source};
 use crate::stats::{self, Stats};
 
 use chunks::Chunks;
-pub(crate) use hung::Unread;
-use issue::Policy;
-use opens::Opens;
+use complete::Completions;
+use issue::Scheduler;
 use records::Spill;
+pub(crate) use wait::Unread;
 
 /// Settings the engine works by.
 #[derive(Clone, Copy, Debug)]
@@ -88,23 +90,24 @@ impl Limits {
     pub(super) fn stop_waiting(&mut self) {
         self.drain_timeout = Duration::ZERO;
     }
+
+    /// The window of small cached reads. Where kernel workers copy large reads, the window
+    /// must hold those in flight too, or a small file behind a large one would stall the
+    /// pipeline; else a smaller one keeps the copies in the CPU's cache until consumed.
+    pub(super) fn small_reads_window(&self) -> usize {
+        if self.offload {
+            self.warm_window
+        } else {
+            self.small_window
+        }
+    }
 }
 
 /// The queue, the pool and a backend, worked together.
 pub(crate) struct Engine<'a> {
-    // Drop order: `Drop for Engine` first takes every loan back from `io` (cancelling and
-    // waiting); then `io` is dropped (closing the ring) before `pool` (freeing the memory).
-    // Where the wait gives up, `drain` leaks both instead, putting empty ones in their place.
-    io: Box<dyn Io<'a> + 'a>,
-    pool: Pool,
-    queue: Queue<'a>,
-    chunks: Chunks,
-    limits: Limits,
-    policy: Policy,
-    opens: Opens,
-    /// Completions reaped and not yet handled (kept to reuse its allocation).
-    done: Vec<ReadDone<'a>>,
-    stats: Stats,
+    core: Core<'a>,
+    sched: Scheduler,
+    completions: Completions<'a>,
     /// Bytes the last `fill_buf` returned that are not consumed yet: what `consume` may
     /// take. Anything that changes the current file sets it to 0.
     exposed: usize,
@@ -115,30 +118,45 @@ pub(crate) struct Engine<'a> {
     unread: Option<Error>,
     /// Whether a wait gave up on a read that may never complete (see `hung`).
     hung: bool,
+}
+
+/// What every part of the engine works on: the backend, the pool, the queued files and the
+/// reads issued for them, and the counters. Each has its own interface; `core.rs` has what
+/// takes several of them at once (dropping reads, sending them).
+pub(super) struct Core<'a> {
+    // Drop order: `Drop for Engine` first takes every loan back from `io` (cancelling and
+    // waiting); then `io` is dropped (closing the ring) before `pool` (freeing the memory).
+    // Where the wait gives up, `drain` leaks both instead, putting empty ones in their place.
+    io: Box<dyn Io<'a> + 'a>,
+    pool: Pool,
+    queue: Queue<'a>,
+    chunks: Chunks,
+    stats: Stats,
     /// Tests fill every region with this byte before it is read into, to catch bytes
     /// exposed that no read wrote.
     #[cfg(test)]
-    pub(crate) poison: Option<u8>,
+    poison: Option<u8>,
 }
 
 impl<'a> Engine<'a> {
     pub(crate) fn new(io: Box<dyn Io<'a> + 'a>, pool: Pool, limits: Limits) -> Self {
-        Engine {
+        let core = Core {
             io,
             pool,
             queue: Queue::default(),
             chunks: Chunks::default(),
-            limits,
-            policy: Policy::default(),
-            opens: Opens::default(),
-            done: Vec::new(),
             stats: Stats::default(),
+            #[cfg(test)]
+            poison: None,
+        };
+        Engine {
+            core,
+            sched: Scheduler::new(limits),
+            completions: Completions::default(),
             exposed: 0,
             spill: Spill::default(),
             unread: None,
             hung: false,
-            #[cfg(test)]
-            poison: None,
         }
     }
 
@@ -147,20 +165,20 @@ impl<'a> Engine<'a> {
     pub(crate) fn rebind<'b>(mut self) -> io::Result<Engine<'b>> {
         self.exposed = 0;
         self.spill.clear();
-        while !self.queue.is_empty() {
+        while !self.core.queue.is_empty() {
             self.drop_front_file();
         }
         self.drain()?;
-        let io = mem::replace(&mut self.io, Box::new(Detached)).rebind();
-        let pool = mem::replace(&mut self.pool, Pool::empty());
+        let io = mem::replace(&mut self.core.io, Box::new(Detached)).rebind();
+        let pool = mem::replace(&mut self.core.pool, Pool::empty());
         // A fresh engine, then what carries on: the counters and the spill's allocation (a
         // cap on descriptors lowered here is not: the new engine starts as configured).
-        let mut engine = Engine::new(io, pool, self.limits);
-        engine.stats = self.stats;
+        let mut engine = Engine::new(io, pool, *self.sched.limits());
+        engine.core.stats = self.core.stats;
         engine.spill = mem::take(&mut self.spill);
         #[cfg(test)]
         {
-            engine.poison = self.poison;
+            engine.core.poison = self.core.poison;
         }
         Ok(engine)
     }
@@ -181,21 +199,33 @@ impl<'a> Engine<'a> {
     /// returns at once.
     fn drain(&mut self) -> io::Result<()> {
         let mut done = Vec::new();
-        let drained = self.io.shutdown(&mut done, self.limits.drain_timeout);
+        let drained = self
+            .core
+            .io
+            .shutdown(&mut done, self.sched.limits().drain_timeout);
         for d in done {
-            let region = self.pool.reclaim(d.loan);
-            self.pool.free(region);
+            let region = self.core.pool.reclaim(d.loan);
+            self.core.pool.free(region);
         }
         let Err(e) = drained else {
             return Ok(());
         };
-        let left = self.io.in_flight();
+        let left = self.core.io.in_flight();
         if left > 0 {
-            mem::forget(mem::replace(&mut self.io, Box::new(Detached)));
-            mem::forget(mem::replace(&mut self.pool, Pool::empty()));
+            mem::forget(mem::replace(&mut self.core.io, Box::new(Detached)));
+            mem::forget(mem::replace(&mut self.core.pool, Pool::empty()));
             stats::count_abandoned_drain();
         }
-        Err(drain_error(e, left, self.limits.drain_timeout))
+        Err(drain_error(e, left, self.sched.limits().drain_timeout))
+    }
+
+    /// Drops the current file and whatever was read or is in flight for it, keeping its
+    /// first error if no caller was given it.
+    pub(super) fn drop_front_file(&mut self) {
+        let unreported = self.core.drop_front_file();
+        if self.unread.is_none() {
+            self.unread = unreported;
+        }
     }
 
     /// The first file error no caller was given: of a file moved past (or dropped) before its
@@ -205,43 +235,49 @@ impl<'a> Engine<'a> {
         if let Some(e) = self.unread.take() {
             return Some(e.into());
         }
-        self.queue.take_first_unreported()
+        self.core.queue.take_first_unreported()
     }
 
     /// The bytes the queued files have left to read, as far as known (one page for a file
     /// not opened yet).
     pub(crate) fn queued_bytes(&self) -> u64 {
-        self.queue.bytes_left(crate::consts::PAGE as u64)
+        self.core.queue.bytes_left(crate::consts::PAGE as u64)
     }
 
     /// The current file's length in bytes once it is open: its range's, cut at the size it
     /// had then.
     pub(crate) fn current_len(&self) -> Option<u64> {
-        self.queue.front()?.status().sized_len()
+        self.core.queue.front()?.status().sized_len()
     }
 
     /// A descriptor of the ring, where it has a submission thread others may share.
     pub(crate) fn sq_poll_ring(&self) -> Option<std::fs::File> {
-        self.io.sq_poll_ring()
+        self.core.io.sq_poll_ring()
     }
 
     pub(crate) fn backend(&self) -> Backend {
-        self.io.backend()
+        self.core.io.backend()
     }
 
     /// This engine's counters.
     pub(crate) fn stats(&self) -> Stats {
-        self.stats
+        self.core.stats
     }
 
     /// The pool's size in bytes.
     pub(crate) fn capacity(&self) -> usize {
-        self.pool.capacity()
+        self.core.pool.capacity()
     }
 
     #[cfg(test)]
     pub(crate) fn pool(&self) -> &Pool {
-        &self.pool
+        &self.core.pool
+    }
+
+    /// Tests: every region is filled with `byte` before it is read into.
+    #[cfg(test)]
+    pub(crate) fn set_poison(&mut self, byte: u8) {
+        self.core.poison = Some(byte);
     }
 }
 
@@ -277,14 +313,18 @@ impl std::fmt::Debug for Engine<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SequentialFileReader")
             .field("backend", &self.backend())
-            .field("files_queued", &self.queue.len())
+            .field("files_queued", &self.core.queue.len())
             .field("file_offset", &self.file_offset())
-            .field("reads_in_flight", &self.io.in_flight())
+            .field("reads_in_flight", &self.core.io.in_flight())
             .field(
                 "pool",
-                &format_args!("{}/{} bytes", self.pool.live_bytes(), self.pool.capacity()),
+                &format_args!(
+                    "{}/{} bytes",
+                    self.core.pool.live_bytes(),
+                    self.core.pool.capacity()
+                ),
             )
-            .field("registered_buffers", &self.io.registered())
+            .field("registered_buffers", &self.core.io.registered())
             .finish_non_exhaustive()
     }
 }
@@ -294,7 +334,7 @@ impl Drop for Engine<'_> {
         let drained = self.drain();
         // A drain that gave up leaked the pool (see `drain`). Had a loan stayed out anyway,
         // `Pool`'s drop would leak its memory rather than free it under the kernel.
-        debug_assert!(drained.is_err() || std::thread::panicking() || self.pool.lent() == 0);
+        debug_assert!(drained.is_err() || std::thread::panicking() || self.core.pool.lent() == 0);
     }
 }
 

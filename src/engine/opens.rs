@@ -5,36 +5,64 @@ use std::collections::HashMap;
 use std::io;
 use std::mem;
 
-use super::Engine;
+use super::{Core, Limits};
 use crate::consts::{DIRECT_ALIGN, MAX_RETRIES};
 use crate::error::Error;
 use crate::io::{finish_open, OpenResult, Opened};
 use crate::source::Source;
 
-/// Opens under way, and the cap on descriptors: `Limits::max_open` as configured, lowered
-/// where the process runs out of them, and raised back step by step as opens go through
-/// again.
+/// Opens under way, and the cap on descriptors.
 #[derive(Debug, Default)]
 pub(super) struct Opens {
     /// Opens the backend has started and not yet returned.
     in_flight: usize,
     /// Opens returned by the backend, being handled (kept to reuse its allocation).
     opened: Vec<(u64, OpenResult)>,
+    cap: Cap,
+    /// Files whose opens failed with a passing error and were started again: how often.
+    retries: HashMap<u64, u32>,
+}
+
+/// The cap on descriptors: `Limits::max_open` as configured, lowered where the process runs
+/// out of them, and raised back step by step as opens go through again.
+#[derive(Debug, Default)]
+struct Cap {
     /// The cap once it was lowered (back at `Limits::max_open` once it recovered); `None`:
     /// never lowered, the cap is as configured.
-    cap: Option<usize>,
+    lowered: Option<usize>,
     /// Files opened since the cap last changed: once as many as the cap went through, the
     /// cap goes up by one (descriptors freed up), until it is back as configured.
     opened_since: usize,
-    /// Files whose opens failed with a passing error and were started again: how often.
-    retries: HashMap<u64, u32>,
+}
+
+impl Cap {
+    /// Keeps at most `held` descriptors (at least 1) from now on: what the process let the
+    /// reader hold when it ran out.
+    fn lower(&mut self, held: usize) {
+        self.lowered = Some(held.max(1));
+        self.opened_since = 0;
+    }
+
+    /// A file was opened: after as many opens as the cap allows went through, the cap,
+    /// if lowered, goes up by one, so that it recovers once descriptors free up (a cap
+    /// that is still too high costs one open failing with `EMFILE`, which lowers it again).
+    fn opened(&mut self, max_open: usize) {
+        let Some(cap) = self.lowered else {
+            return;
+        };
+        self.opened_since += 1;
+        if self.opened_since >= cap {
+            self.lowered = Some((cap + 1).min(max_open));
+            self.opened_since = 0;
+        }
+    }
 }
 
 impl Opens {
     /// Whether the cap was ever lowered.
     #[cfg(test)]
     pub(super) fn lowered(&self) -> bool {
-        self.cap.is_some()
+        self.cap.lowered.is_some()
     }
 
     /// Opens the backend has started and not yet returned.
@@ -42,101 +70,112 @@ impl Opens {
     pub(super) fn in_flight(&self) -> usize {
         self.in_flight
     }
-}
 
-impl<'a> Engine<'a> {
     /// Descriptors the reader holds or is opening. A file whose orphans are still in flight
     /// counts until they come back, even while it is also counted as open (the cap is a
     /// bound, and this keeps it one).
-    pub(super) fn descriptors(&self) -> usize {
-        self.queue.open_here() + self.opens.in_flight + self.chunks.orphan_files()
+    pub(super) fn descriptors(&self, core: &Core<'_>) -> usize {
+        core.queue.open_here() + self.in_flight + core.chunks.orphan_files()
     }
 
     /// Descriptors the reader may hold or be opening now.
-    pub(super) fn max_open(&self) -> usize {
-        self.opens.cap.unwrap_or(self.limits.max_open)
+    pub(super) fn max_open(&self, limits: &Limits) -> usize {
+        self.cap.lowered.unwrap_or(limits.max_open)
     }
 
     /// Takes the opens the backend finished.
-    pub(super) fn handle_opened(&mut self) {
-        let mut opened = mem::take(&mut self.opens.opened);
-        self.io.take_opened(&mut opened);
+    pub(super) fn handle_opened(&mut self, core: &mut Core<'_>, limits: &Limits) {
+        let mut opened = mem::take(&mut self.opened);
+        core.io.take_opened(&mut opened);
         for (id, result) in opened.drain(..) {
-            self.opens.in_flight -= 1;
+            self.in_flight -= 1;
             // A file moved past while it was being opened is closed here (dropped).
-            match self.queue.index_of(id) {
-                Some(idx) if !self.retry_open(idx, &result) => self.finish_open(idx, result),
+            match core.queue.index_of(id) {
+                Some(idx) if !self.retry_open(core, idx, &result, limits) => {
+                    self.finish_open(core, idx, result, limits)
+                }
                 Some(_) => {}
-                None => _ = self.opens.retries.remove(&id),
+                None => _ = self.retries.remove(&id),
             }
         }
-        self.opens.opened = opened;
+        self.opened = opened;
     }
 
     /// Starts opening the path at `idx` through the backend, if it can; whether it did.
-    pub(super) fn start_open(&mut self, idx: usize) -> bool {
-        let direct = self.limits.direct;
-        let entry = self.queue.get_mut(idx).expect("index from the queue");
+    pub(super) fn start_open(&mut self, core: &mut Core<'_>, idx: usize, limits: &Limits) -> bool {
+        let entry = core.queue.get_mut(idx).expect("index from the queue");
         let Source::Path(path) = &entry.source else {
             return false;
         };
-        if !self.io.start_open(entry.id, path, direct) {
+        if !core.io.start_open(entry.id, path, limits.direct) {
             return false;
         }
         entry.set_opening();
-        self.opens.in_flight += 1;
+        self.in_flight += 1;
         true
     }
 
     /// Starts opening the paths queued after the read-ahead, so that their opening overlaps,
     /// while the cap on descriptors allows; whether it started any.
-    pub(super) fn open_ahead(&mut self) -> bool {
-        let mut i = self.queue.open_from();
+    pub(super) fn open_ahead(&mut self, core: &mut Core<'_>, limits: &Limits) -> bool {
+        let mut i = core.queue.open_from();
         let mut started = false;
-        while self.descriptors() < self.max_open() {
-            let Some(entry) = self.queue.get_mut(i) else {
+        while self.descriptors(core) < self.max_open(limits) {
+            let Some(entry) = core.queue.get_mut(i) else {
                 break;
             };
             if entry.wants_open() {
-                if !self.start_open(i) {
+                if !self.start_open(core, i, limits) {
                     break;
                 }
                 started = true;
             }
             i += 1;
         }
-        self.queue.looked_at_until(i);
+        core.queue.looked_at_until(i);
         started
     }
 
     /// Starts the open of the file at `idx` again where it failed with a passing error
     /// (`EINTR`, `EAGAIN`, or `ECANCELED`: the thread that submitted it exited while a
     /// kernel worker held it), at most `MAX_RETRIES` times; whether it did.
-    fn retry_open(&mut self, idx: usize, result: &OpenResult) -> bool {
-        let id = self.queue.get_mut(idx).expect("index from the queue").id;
+    fn retry_open(
+        &mut self,
+        core: &mut Core<'_>,
+        idx: usize,
+        result: &OpenResult,
+        limits: &Limits,
+    ) -> bool {
+        let id = core.queue.get_mut(idx).expect("index from the queue").id;
         let passing = matches!(result, Err(libc::EINTR | libc::EAGAIN | libc::ECANCELED));
-        let tries = self.opens.retries.entry(id).or_default();
+        let tries = self.retries.entry(id).or_default();
         if !passing || *tries >= MAX_RETRIES {
-            self.opens.retries.remove(&id);
+            self.retries.remove(&id);
             return false;
         }
         *tries += 1;
-        self.stats.retries += 1;
-        self.queue
+        core.stats.retries += 1;
+        core.queue
             .get_mut(idx)
             .expect("index from the queue")
             .set_open_returned();
-        if !self.start_open(idx) {
+        if !self.start_open(core, idx, limits) {
             // The backend cannot open it now: opened when it is needed, on this thread.
-            self.queue.reopen_from(idx);
+            core.queue.reopen_from(idx);
         }
         true
     }
 
     /// Takes the result of an open the backend did for the file at `idx`.
-    fn finish_open(&mut self, idx: usize, result: OpenResult) {
-        let direct = self.limits.direct;
-        let entry = self.queue.get_mut(idx).expect("index from the queue");
+    fn finish_open(
+        &mut self,
+        core: &mut Core<'_>,
+        idx: usize,
+        result: OpenResult,
+        limits: &Limits,
+    ) {
+        let direct = limits.direct;
+        let entry = core.queue.get_mut(idx).expect("index from the queue");
         entry.set_open_returned();
         let Source::Path(path) = &entry.source else {
             unreachable!("only paths are opened by the backend")
@@ -144,132 +183,103 @@ impl<'a> Engine<'a> {
         let opened = match result {
             Ok((file, flags)) => finish_open(file, flags, direct, path),
             Err(libc::EMFILE | libc::ENFILE) => {
-                self.out_of_descriptors(idx);
+                self.out_of_descriptors(core, idx, limits);
                 return;
             }
             // Refused O_NOATIME (not the owner) or O_DIRECT (the filesystem): opened here,
             // which goes on without them (and without O_NOATIME from then on: the backend
             // remembers).
-            Err(libc::EPERM | libc::EINVAL) => self.io.open(&entry.source, direct),
+            Err(libc::EPERM | libc::EINVAL) => core.io.open(&entry.source, direct),
             Err(errno) => Err(Error::Open {
                 path: entry.name(),
                 source: io::Error::from_raw_os_error(errno),
             }),
         };
-        self.set_opened(idx, opened);
+        self.set_opened(core, idx, opened, limits);
     }
 
     /// The process ran out of descriptors opening the file at `idx`: the reader keeps fewer
     /// open from now on, and opens the file again later. The current file is opened again
     /// at once, after closing files opened ahead that nothing was read from yet; it fails
     /// only if the process has no descriptor left for it.
-    fn out_of_descriptors(&mut self, idx: usize) {
-        self.queue.reopen_from(idx);
+    fn out_of_descriptors(&mut self, core: &mut Core<'_>, idx: usize, limits: &Limits) {
+        core.queue.reopen_from(idx);
         if idx > 0 {
-            self.lower_cap(self.descriptors());
+            self.cap.lower(self.descriptors(core));
             return;
         }
         // What the process let the reader hold: the cap from now on.
-        let held = self.descriptors();
-        for i in 1..self.queue.len() {
-            let e = self.queue.get_mut(i).expect("in range");
+        let held = self.descriptors(core);
+        for i in 1..core.queue.len() {
+            let e = core.queue.get_mut(i).expect("in range");
             if e.opened_here()
                 && e.progress().next_read() <= e.status().start()
                 && e.progress().in_flight() == 0
             {
-                self.queue.release_fd(i);
+                core.queue.release_fd(i);
             }
         }
-        self.queue.looked_at_until(1);
-        self.lower_cap(held);
-        let entry = self.queue.get_mut(0).expect("the current file");
-        let opened = self.io.open(&entry.source, self.limits.direct);
-        self.set_opened(0, opened);
+        core.queue.looked_at_until(1);
+        self.cap.lower(held);
+        let entry = core.queue.get_mut(0).expect("the current file");
+        let opened = core.io.open(&entry.source, limits.direct);
+        self.set_opened(core, 0, opened, limits);
     }
 
     /// Opens and sizes the file at `idx` here, or records why it cannot be read.
     ///
     /// Returns `false` where the process is out of descriptors (`EMFILE`/`ENFILE`) while the
     /// reader holds some: the file stays queued, and the reader keeps fewer open from then on.
-    pub(super) fn open_entry(&mut self, idx: usize) -> bool {
-        let held = self.descriptors();
-        let entry = self.queue.get_mut(idx).expect("index from the queue");
-        let opened = self.io.open(&entry.source, self.limits.direct);
+    pub(super) fn open_entry(&mut self, core: &mut Core<'_>, idx: usize, limits: &Limits) -> bool {
+        let held = self.descriptors(core);
+        let entry = core.queue.get_mut(idx).expect("index from the queue");
+        let opened = core.io.open(&entry.source, limits.direct);
         match opened {
             Err(e) if idx > 0 && held > 0 && is_out_of_descriptors(&e) => {
-                self.lower_cap(held);
+                self.cap.lower(held);
                 false
             }
             opened => {
-                self.set_opened(idx, opened);
+                self.set_opened(core, idx, opened, limits);
                 true
             }
         }
     }
 
-    /// Keeps at most `held` descriptors (at least 1) from now on: what the process let the
-    /// reader hold when it ran out.
-    fn lower_cap(&mut self, held: usize) {
-        self.opens.cap = Some(held.max(1));
-        self.opens.opened_since = 0;
-    }
-
-    /// A file was opened: after as many opens as the cap allows went through, the cap,
-    /// if lowered, goes up by one, so that it recovers once descriptors free up (a cap
-    /// that is still too high costs one open failing with `EMFILE`, which lowers it again).
-    fn raise_cap(&mut self) {
-        let Some(cap) = self.opens.cap else {
-            return;
-        };
-        self.opens.opened_since += 1;
-        if self.opens.opened_since >= cap {
-            self.opens.cap = Some((cap + 1).min(self.limits.max_open));
-            self.opens.opened_since = 0;
-        }
-    }
-
     /// Records the outcome of opening the file at `idx`.
-    fn set_opened(&mut self, idx: usize, opened: Result<Opened<'a>, Error>) {
-        match opened {
-            Ok(opened) => {
-                let opened_here = opened.opened_here;
-                self.queue
-                    .set_descriptor(idx, opened.fd, opened.direct, opened_here);
-                let entry = self.queue.get_mut(idx).expect("index from the queue");
-                let align = if opened.direct { DIRECT_ALIGN } else { 1 };
-                if entry.set_size(opened.size, align as u64) {
-                    self.stats.files_failed += 1;
-                }
-                let finished = entry.reads_finished();
-                if opened_here {
-                    self.stats.files_opened += 1;
-                    self.raise_cap();
-                }
-                if finished {
-                    self.queue.release_fd(idx);
-                }
-            }
+    fn set_opened<'a>(
+        &mut self,
+        core: &mut Core<'a>,
+        idx: usize,
+        opened: Result<Opened<'a>, Error>,
+        limits: &Limits,
+    ) {
+        let opened = match opened {
+            Ok(opened) => opened,
             Err(e) => {
-                let entry = self.queue.get_mut(idx).expect("index from the queue");
+                let entry = core.queue.get_mut(idx).expect("index from the queue");
                 let at = entry.progress().consumed();
                 if entry.fail(e, at) {
-                    self.stats.files_failed += 1;
+                    core.stats.files_failed += 1;
                 }
+                return;
             }
-        }
-    }
-
-    /// Closes the descriptor of file `file` if the reader opened it and is done with it.
-    pub(super) fn release_if_finished(&mut self, file: u64) {
-        let Some(idx) = self.queue.index_of(file) else {
-            return;
         };
-        if self
-            .queue
-            .get_mut(idx)
-            .is_some_and(|e| e.opened_here() && e.reads_finished())
-        {
-            self.queue.release_fd(idx);
+        let opened_here = opened.opened_here;
+        let align = if opened.direct { DIRECT_ALIGN } else { 1 };
+        core.queue
+            .set_descriptor(idx, opened.fd, opened.direct, opened_here);
+        let entry = core.queue.get_mut(idx).expect("index from the queue");
+        if entry.set_size(opened.size, align as u64) {
+            core.stats.files_failed += 1;
+        }
+        let finished = entry.reads_finished();
+        if opened_here {
+            core.stats.files_opened += 1;
+            self.cap.opened(limits.max_open);
+        }
+        if finished {
+            core.queue.release_fd(idx);
         }
     }
 }

@@ -70,16 +70,16 @@ impl Engine<'_> {
     /// At least `n` contiguous bytes of the current file, or all it has left; see
     /// `SequentialFileReader::fill_buf_at_least`.
     pub(crate) fn fill_buf_at_least(&mut self, n: usize) -> io::Result<&[u8]> {
-        if n > self.pool.capacity() {
+        if n > self.core.pool.capacity() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
                     "fill_buf_at_least({n}): more than the pool holds ({} bytes); raise buffer_size",
-                    self.pool.capacity()
+                    self.core.pool.capacity()
                 ),
             ));
         }
-        self.policy.set_records();
+        self.sched.policy_mut().set_records();
         if self.spill.pending() == 0 {
             // Most records lie inside the front chunk: no run to measure, no waiting.
             if let Some(len) = self.front_unread(n) {
@@ -99,7 +99,7 @@ impl Engine<'_> {
     /// The unread bytes of the current file's front chunk, if it is readable and holds at
     /// least `n` of them (and at least one).
     fn front_unread(&self, n: usize) -> Option<usize> {
-        let (front, c) = (self.queue.front()?, self.chunks.front()?);
+        let (front, c) = (self.core.queue.front()?, self.core.chunks.front()?);
         let unread = c.valid(front.stop()).saturating_sub(c.pos());
         (c.file() == front.id && !c.in_flight() && unread >= n.max(1)).then_some(unread)
     }
@@ -112,7 +112,7 @@ impl Engine<'_> {
                 return Ok(Gather::InPlace(0));
             }
             let (run, chunks) = self.run_len(n);
-            let front = self.queue.front().expect("bytes were exposed");
+            let front = self.core.queue.front().expect("bytes were exposed");
             if run >= n {
                 return Ok(Gather::InPlace(run));
             }
@@ -124,7 +124,7 @@ impl Engine<'_> {
                     None => Ok(Gather::InPlace(run)),
                 };
             }
-            let (id, next) = (front.id, self.chunks.get(chunks));
+            let (id, next) = (front.id, self.core.chunks.get(chunks));
             match next {
                 Some(c) if c.file() == id && c.in_flight() => self.wait()?,
                 Some(c) if c.file() == id => return Ok(Gather::Spill),
@@ -140,18 +140,18 @@ impl Engine<'_> {
     /// Issues the current file's next reads, past the window of cached reads if need be;
     /// whether one now follows the `chunks` chunks of the run.
     fn issue_for_run(&mut self, id: u64, chunks: usize) -> io::Result<bool> {
-        self.policy.set_stretch(true);
+        self.sched.policy_mut().set_stretch(true);
         let scheduled = self.schedule();
-        self.policy.set_stretch(false);
+        self.sched.policy_mut().set_stretch(false);
         scheduled?;
-        Ok(self.chunks.get(chunks).is_some_and(|c| c.file() == id))
+        Ok(self.core.chunks.get(chunks).is_some_and(|c| c.file() == id))
     }
 
     /// How many bytes lie contiguous in the pool from the consumer's position, counting no
     /// further than `n` once reached, and over how many chunks.
     fn run_len(&self, n: usize) -> (usize, usize) {
-        let end = self.queue.front().expect("a current file").stop();
-        let mut chunks = self.chunks.iter();
+        let end = self.core.queue.front().expect("a current file").stop();
+        let mut chunks = self.core.chunks.iter();
         let first = chunks.next().expect("a readable front chunk");
         let (mut run, mut count, mut prev) = (first.valid(end) - first.pos(), 1, first);
         for c in chunks {
@@ -162,7 +162,7 @@ impl Engine<'_> {
             let joins = c.file() == prev.file()
                 && full == a.len()
                 && c.offset() == prev.offset() + full as u64
-                && self.pool.adjacent(a, b);
+                && self.core.pool.adjacent(a, b);
             if run >= n || !joins {
                 break;
             }
@@ -176,10 +176,10 @@ impl Engine<'_> {
     /// Exposes `len` contiguous bytes from the consumer's position (see `run_len`).
     fn expose_run(&mut self, len: usize) -> &[u8] {
         self.exposed = len;
-        match self.chunks.front() {
+        match self.core.chunks.front() {
             Some(c) if len > 0 => {
                 let region = c.region().expect("a readable front chunk");
-                self.pool.span(region, c.pos(), len)
+                self.core.pool.span(region, c.pos(), len)
             }
             _ => &[],
         }
@@ -206,7 +206,7 @@ impl Engine<'_> {
             spill.buf.extend_from_slice(&bytes[..take]);
             self.exposed = 0;
             self.advance(take);
-            self.stats.bytes_spilled += take as u64;
+            self.core.stats.bytes_spilled += take as u64;
         }
         Ok(())
     }
@@ -219,18 +219,18 @@ impl Engine<'_> {
             self.check_passable(in_file)?;
         }
         let mut skipped = self.spill.skip(n);
-        if skipped < n && self.queue.front().is_some() {
+        if skipped < n && self.core.queue.front().is_some() {
             skipped += self.skip_in_file(n - skipped);
             self.refill()?;
         }
-        self.stats.bytes_skipped += skipped;
+        self.core.stats.bytes_skipped += skipped;
         Ok(skipped)
     }
 
     /// The current file's error, where skipping `n` bytes from the consumer would pass the
     /// offset it failed at: a skip never passes a failure for an end (and moves nothing then).
     fn check_passable(&self, n: u64) -> io::Result<()> {
-        let front = self.queue.front().expect("sized, so current");
+        let front = self.core.queue.front().expect("sized, so current");
         match front.status().state() {
             State::Failed { at, .. } if front.progress().consumed().saturating_add(n) > *at => {
                 Err(front.error_out().expect("failed"))
@@ -242,7 +242,7 @@ impl Engine<'_> {
     /// Moves the consumer `n` bytes on in the current file (fewer at its end): chunks wholly
     /// passed over are freed unread (or their reads dropped), reads not issued yet never are.
     fn skip_in_file(&mut self, n: u64) -> u64 {
-        let front = self.queue.front_mut().expect("sized, so current");
+        let front = self.core.queue.front_mut().expect("sized, so current");
         let (id, from) = (front.id, front.progress().consumed());
         let stop = front.stop();
         let to = from.saturating_add(n).min(stop.max(from));
@@ -253,7 +253,7 @@ impl Engine<'_> {
             1
         };
         front.progress_mut().skip_to(to, stop, align);
-        while let Some(c) = self.chunks.front_mut() {
+        while let Some(c) = self.core.chunks.front_mut() {
             if c.file() != id {
                 break;
             }
@@ -264,8 +264,8 @@ impl Engine<'_> {
                 c.skip_to(to);
                 break;
             }
-            let c = self.chunks.pop_front().expect("checked");
-            self.drop_chunk(c);
+            let c = self.core.chunks.pop_front().expect("checked");
+            self.core.drop_chunk(c);
         }
         to - from
     }
@@ -275,7 +275,7 @@ impl Engine<'_> {
     /// where it failed is for the caller to check.)
     fn ensure_sized(&mut self) -> io::Result<bool> {
         self.open_current()?;
-        let Some(front) = self.queue.front() else {
+        let Some(front) = self.core.queue.front() else {
             return Ok(false);
         };
         if front.status().is_sized() {
@@ -289,16 +289,16 @@ impl Engine<'_> {
     /// the backend's.
     pub(crate) fn open_current(&mut self) -> io::Result<()> {
         loop {
-            let Some(front) = self.queue.front() else {
+            let Some(front) = self.core.queue.front() else {
                 return Ok(());
             };
             if front.status().is_sized() || front.error().is_some() {
                 return Ok(());
             }
             self.schedule()?;
-            let front = self.queue.front().expect("still current");
+            let front = self.core.queue.front().expect("still current");
             if !front.status().is_sized() && front.error().is_none() {
-                if self.io.in_flight() == 0 {
+                if self.core.io.in_flight() == 0 {
                     return Err(io::Error::other(
                         "readahead: the current file could not be opened (this is a bug)",
                     ));

@@ -22,14 +22,15 @@ impl<'a> Engine<'a> {
     /// The offset in the current file of the next byte the consumer gets: past what it was
     /// handed from the pool, less what waits for it in the spill.
     pub(crate) fn file_offset(&self) -> u64 {
-        self.queue
+        self.core
+            .queue
             .front()
             .map_or(0, |f| f.progress().consumed() - self.spill.pending() as u64)
     }
 
     /// The current file's path, when it was queued by path.
     pub(crate) fn current_path(&self) -> Option<&Path> {
-        match &self.queue.front()?.source {
+        match &self.core.queue.front()?.source {
             Source::Path(path) => Some(path),
             _ => None,
         }
@@ -37,7 +38,7 @@ impl<'a> Engine<'a> {
 
     /// The current file's position among the files queued since the engine was made.
     pub(crate) fn current_index(&self) -> Option<u64> {
-        self.queue.front().map(|f| f.id)
+        self.core.queue.front().map(|f| f.id)
     }
 
     /// Queues `limit` bytes of a file from `start`; it becomes current if the queue was
@@ -57,10 +58,10 @@ impl<'a> Engine<'a> {
         limit: u64,
         exact: bool,
     ) -> io::Result<()> {
-        let id = self.queue.push_range(source, start, limit, exact);
-        let scheduled = self.schedule_unless_ahead();
+        let id = self.core.queue.push_range(source, start, limit, exact);
+        let scheduled = self.sched.schedule_unless_ahead(&mut self.core);
         if scheduled.is_err() {
-            self.drop_back_file(id);
+            self.core.drop_back_file(id);
         }
         scheduled
     }
@@ -85,26 +86,26 @@ impl<'a> Engine<'a> {
                 Front::Again => {}
             }
         }
-        let (Some(front), Some(c)) = (self.queue.front(), self.chunks.front()) else {
+        let (Some(front), Some(c)) = (self.core.queue.front(), self.core.chunks.front()) else {
             unreachable!("the loop breaks only on a readable chunk")
         };
         let region = c.region().expect("checked readable");
-        let bytes = self.pool.bytes(region, c.pos()..c.valid(front.stop()));
+        let bytes = self.core.pool.bytes(region, c.pos()..c.valid(front.stop()));
         self.exposed = bytes.len();
         Ok(bytes)
     }
 
     /// One step towards a readable front chunk.
     fn poll_front(&mut self) -> io::Result<Front> {
-        let Some(front) = self.queue.front() else {
+        let Some(front) = self.core.queue.front() else {
             return Ok(Front::End);
         };
-        match self.chunks.front() {
+        match self.core.chunks.front() {
             Some(c) if c.file() == front.id && !c.in_flight() => {
                 if c.pos() < c.valid(front.stop()) {
                     return Ok(Front::Readable);
                 }
-                self.pop_chunk();
+                self.core.pop_chunk();
                 self.refill()?;
             }
             Some(c) if c.file() == front.id => self.wait()?,
@@ -116,7 +117,7 @@ impl<'a> Engine<'a> {
     /// The current file has no chunk: its error, its end, or its next read issued (waiting
     /// for room where there is none).
     fn issue_for_front(&mut self) -> io::Result<Front> {
-        let front = self.queue.front().expect("a current file");
+        let front = self.core.queue.front().expect("a current file");
         if let Some(e) = front.error_out().or_else(|| front.skipped_past_end()) {
             return Err(e);
         }
@@ -125,11 +126,11 @@ impl<'a> Engine<'a> {
         }
         let id = front.id;
         self.schedule()?;
-        let issued = self.chunks.front().is_some_and(|c| c.file() == id);
-        let failed = self.queue.front().is_some_and(|f| f.error().is_some());
+        let issued = self.core.chunks.front().is_some_and(|c| c.file() == id);
+        let failed = self.core.queue.front().is_some_and(|f| f.error().is_some());
         if !issued && !failed {
-            if self.io.in_flight() == 0 {
-                if self.drop_read_ahead() {
+            if self.core.io.in_flight() == 0 {
+                if self.core.drop_read_ahead() {
                     return Ok(Front::Again);
                 }
                 return Err(io::Error::other(
@@ -144,7 +145,7 @@ impl<'a> Engine<'a> {
     /// The error of a read that wanted `missing` more bytes of the current file than it has:
     /// which file, and where it ended.
     pub(crate) fn ended_early(&self, missing: usize) -> io::Error {
-        let name = self.queue.front().map(|f| f.name().to_string());
+        let name = self.core.queue.front().map(|f| f.name().to_string());
         let name = name.as_deref().unwrap_or("no current file");
         io::Error::new(
             io::ErrorKind::UnexpectedEof,
@@ -163,7 +164,7 @@ impl<'a> Engine<'a> {
             return;
         }
         self.exposed -= amt;
-        self.stats.bytes_consumed += amt as u64;
+        self.core.stats.bytes_consumed += amt as u64;
         if self.spill.pending() > 0 {
             self.spill.consume(amt);
         } else {
@@ -174,10 +175,10 @@ impl<'a> Engine<'a> {
     /// Moves the consumer `amt` bytes on through the current file's readable chunks (as many
     /// as they hold, from the front: the bytes just exposed).
     pub(super) fn advance(&mut self, amt: usize) {
-        let front = self.queue.front_mut().expect("bytes were exposed");
+        let front = self.core.queue.front_mut().expect("bytes were exposed");
         front.progress_mut().consume(amt as u64);
         let mut left = amt;
-        for c in self.chunks.iter_mut() {
+        for c in self.core.chunks.iter_mut() {
             debug_assert!(c.file() == front.id && !c.in_flight());
             left -= c.advance(left, front.stop());
             if left == 0 {
@@ -191,33 +192,33 @@ impl<'a> Engine<'a> {
     pub(crate) fn move_to_next_file(&mut self) -> io::Result<bool> {
         self.exposed = 0;
         self.spill.clear();
-        if self.queue.is_empty() {
+        if self.core.queue.is_empty() {
             return Ok(false);
         }
         self.drop_front_file();
         self.refill()?;
-        Ok(!self.queue.is_empty())
+        Ok(!self.core.queue.is_empty())
     }
 
     /// Makes the caller's `(file, limit)` current; see `SequentialFileReader::activate_file`.
     pub(crate) fn activate(&mut self, file: &'a File, limit: u64) -> io::Result<()> {
         self.exposed = 0;
         self.spill.clear();
-        match self.queue.position(raw_fd(file), limit) {
+        match self.core.queue.position(raw_fd(file), limit) {
             Some(i) => {
                 for _ in 0..i {
                     self.drop_front_file();
                 }
-                let front = self.queue.front().expect("found at i");
+                let front = self.core.queue.front().expect("found at i");
                 if front.progress().consumed() > front.status().start() || front.error().is_some() {
-                    self.restart_front();
+                    self.core.restart_front();
                 }
             }
             None => {
-                while !self.queue.is_empty() {
+                while !self.core.queue.is_empty() {
                     self.drop_front_file();
                 }
-                self.queue.push(Source::Borrowed(file), 0, limit);
+                self.core.queue.push(Source::Borrowed(file), 0, limit);
             }
         }
         self.refill()

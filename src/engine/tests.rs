@@ -497,7 +497,7 @@ fn engine_windowed<'a>(
 /// [`POISON`] before it is read into.
 fn poisoned(io: Scripted<'_>, pool: usize, limits: Limits) -> Engine<'_> {
     let mut e = Engine::new(Box::new(io), Pool::with_capacity(pool).unwrap(), limits);
-    e.poison = Some(POISON);
+    e.set_poison(POISON);
     e
 }
 
@@ -740,11 +740,11 @@ fn moving_on_leaves_reads_in_flight_as_orphans() {
     queue_paths(&mut e, &f);
     assert_eq!(e.fill_buf().unwrap(), &f.data[0][..8192]);
     assert!(
-        e.io.in_flight() > 1,
+        e.core.io.in_flight() > 1,
         "read-ahead of the current file is in flight"
     );
     assert!(e.move_to_next_file().unwrap());
-    let orphaned = e.chunks.orphans() as u64;
+    let orphaned = e.core.chunks.orphans() as u64;
     let discarded = e.stats().reads_discarded;
     assert!(orphaned > 0);
     let rest = read_all(&mut e);
@@ -753,7 +753,7 @@ fn moving_on_leaves_reads_in_flight_as_orphans() {
     // Each orphan came back once, counted as discarded, or is still out (and comes back
     // through the drain in `Drop`, which checks every loan returns).
     let came_back = e.stats().reads_discarded - discarded;
-    assert_eq!(came_back + e.chunks.orphans() as u64, orphaned);
+    assert_eq!(came_back + e.core.chunks.orphans() as u64, orphaned);
 }
 
 #[test]
@@ -788,7 +788,7 @@ fn a_borrowed_file_is_read_through_a_duplicate_closed_once_its_reads_are_done() 
     e.push(Source::Borrowed(&small), 0, u64::MAX).unwrap();
     e.push(Source::Borrowed(&big), 0, u64::MAX).unwrap();
     // Reads name the reader's own descriptor, never the caller's number.
-    let dup = e.queue.front().unwrap().fd().unwrap().raw();
+    let dup = e.core.queue.front().unwrap().fd().unwrap().raw();
     assert_ne!(dup, raw_fd(&small));
     assert_eq!(fds_under(&f.dir()), 4, "each file and its duplicate");
     assert_eq!(e.fill_buf().unwrap(), &f.data[1][..]);
@@ -1083,11 +1083,11 @@ fn paths_opened_by_the_source_read_exactly_within_the_cap() {
             let io = opening(&f, order);
             let log = io.log.clone();
             let mut e = engine(io, 64 << 10, 8192);
-            e.limits.max_open = max_open;
+            e.sched.limits_mut().max_open = max_open;
             queue_paths(&mut e, &f);
             let got = read_all_checking(&mut e, |e| {
                 // A file whose reads are all done holds no descriptor, while it is current.
-                let front = e.queue.front().unwrap();
+                let front = e.core.queue.front().unwrap();
                 let Source::Path(path) = &front.source else {
                     unreachable!()
                 };
@@ -1125,7 +1125,7 @@ fn direct_opens_go_through_the_source_with_the_flag() {
         let io = opening(&f, order);
         let log = io.log.clone();
         let mut e = engine(io, 64 << 10, 8192);
-        e.limits.direct = true;
+        e.sched.limits_mut().direct = true;
         queue_paths(&mut e, &f);
         // Where the filesystem refuses O_DIRECT (EINVAL), the file is opened here without.
         assert_exact(&read_all(&mut e), &f.data);
@@ -1226,9 +1226,13 @@ fn emfile_on_a_later_file_lowers_the_cap_and_opens_it_later() {
         queue_paths(&mut e, &f);
         assert_exact(&read_all(&mut e), &f.data);
         // Remembered only once the cap was lowered.
-        assert!(e.opens.lowered(), "{order:?}: the cap was lowered");
+        assert!(e.sched.opens().lowered(), "{order:?}: the cap was lowered");
         // Opens went through again, so the cap came back as configured.
-        assert_eq!(e.max_open(), 4, "{order:?}: the cap recovers");
+        assert_eq!(
+            e.sched.opens().max_open(e.sched.limits()),
+            4,
+            "{order:?}: the cap recovers"
+        );
         drop(e);
         assert_eq!(fds_under(&f.dir()), 0);
         let log = log.lock().unwrap();
@@ -1277,13 +1281,16 @@ fn moving_past_a_file_being_opened_loses_nothing() {
         let log = io.log.clone();
         let mut e = engine(io, 64 << 10, 8192);
         queue_paths(&mut e, &f);
-        assert!(e.queue.front().unwrap().status().is_opening(), "{order:?}");
+        assert!(
+            e.core.queue.front().unwrap().status().is_opening(),
+            "{order:?}"
+        );
         assert!(e.move_to_next_file().unwrap());
         // File 1's open started when it was queued; moving on reaped it, unless the source
         // completes only when the engine waits.
         let lazy = order.1;
         assert_eq!(
-            e.queue.front().unwrap().status().is_opening(),
+            e.core.queue.front().unwrap().status().is_opening(),
             lazy,
             "{order:?}"
         );
@@ -1291,7 +1298,7 @@ fn moving_past_a_file_being_opened_loses_nothing() {
         assert_exact(&read_all(&mut e), &f.data[2..]);
         assert_pool_empty(&e);
         // Late opens of the files moved past were closed as they came.
-        let pending = e.opens.in_flight();
+        let pending = e.sched.opens().in_flight();
         assert_eq!(fds_under(&f.dir()), 0, "{order:?}, {pending} opens pending");
         drop(e);
         assert_eq!(fds_under(&f.dir()), 0);
@@ -1322,7 +1329,7 @@ fn dropping_with_opens_in_flight_leaks_nothing() {
                 assert!(e.move_to_next_file().unwrap());
                 assert_eq!(e.fill_buf().unwrap()[0], f.data[1][0]);
             }
-            assert!(e.opens.in_flight() > 0, "{order:?} {read_first}");
+            assert!(e.sched.opens().in_flight() > 0, "{order:?} {read_first}");
             drop(e);
             assert_eq!(fds_under(&f.dir()), 0, "{order:?} {read_first}");
         }
@@ -1335,10 +1342,13 @@ fn moving_past_a_file_with_reads_in_flight_stays_within_the_cap() {
     let io = opening(&f, (false, true));
     let log = io.log.clone();
     let mut e = engine(io, 256 << 10, 16 << 10);
-    e.limits.max_open = 2;
+    e.sched.limits_mut().max_open = 2;
     queue_paths(&mut e, &f);
     e.fill_buf().unwrap();
-    assert!(e.io.in_flight() > 1, "file 0's read-ahead is in flight");
+    assert!(
+        e.core.io.in_flight() > 1,
+        "file 0's read-ahead is in flight"
+    );
     assert!(e.move_to_next_file().unwrap());
     assert_exact(&read_all(&mut e), &f.data[1..]);
     drop(e);
@@ -1438,7 +1448,7 @@ fn direct_engine<'a>(io: Scripted<'a>, f: &Files) -> Option<Engine<'a>> {
         return None;
     }
     let mut e = engine(io, 256 << 10, 16 << 10);
-    e.limits.direct = true;
+    e.sched.limits_mut().direct = true;
     Some(e)
 }
 
@@ -1793,8 +1803,8 @@ fn a_direct_skip_to_the_end_reads_nothing_more() {
         return;
     };
     // A pool of 8 reads: the read-ahead is far from the end when the skip passes it.
-    e.pool = Pool::with_capacity(8 * 4096).unwrap();
-    e.limits.read_size = 4096;
+    e.core.pool = Pool::with_capacity(8 * 4096).unwrap();
+    e.sched.limits_mut().read_size = 4096;
     queue_paths(&mut e, &f);
     assert_eq!(e.fill_buf_at_least(10).unwrap()[..10], f.data[0][..10]);
     assert_eq!(e.skip(1 << 20).unwrap(), 150_000);
@@ -1817,10 +1827,10 @@ fn a_skip_to_the_end_drops_the_last_read_in_flight() {
         let Some(mut e) = direct_engine(io, &f) else {
             return;
         };
-        e.limits.read_size = 8192;
+        e.sched.limits_mut().read_size = 8192;
         queue_paths(&mut e, &f);
         assert_eq!(e.fill_buf_at_least(10).unwrap()[..10], f.data[0][..10]);
-        if e.queue.front().unwrap().error().is_some() {
+        if e.core.queue.front().unwrap().error().is_some() {
             continue; // This order completed the failing read first: nothing to check.
         }
         assert_eq!(e.skip(1 << 20).unwrap(), 20_000, "{order:?}");

@@ -1,0 +1,164 @@
+//! What takes several parts of the engine's core at once: starting a read (its chunk, its
+//! file's progress, its region lent), and dropping reads no longer wanted (freeing their
+//! regions, or cancelling them in flight as orphans) and files with them.
+
+use std::collections::BTreeSet;
+
+use super::chunks::Chunk;
+use super::Core;
+use crate::error::Error;
+use crate::io::ReadReq;
+use crate::pool::Region;
+use crate::source::FdRef;
+
+impl<'a> Core<'a> {
+    /// Records the next read of the file at `idx`, `len` bytes of it asked as `read_len`
+    /// (rounded up for `O_DIRECT`), as a chunk, and lends it `region`: the request to hand
+    /// the backend.
+    pub(super) fn start_read(
+        &mut self,
+        idx: usize,
+        (fd, direct): (FdRef<'a>, bool),
+        #[cfg_attr(not(test), allow(unused_mut))] mut region: Region,
+        (len, read_len): (usize, usize),
+    ) -> ReadReq<'a> {
+        #[cfg(test)]
+        if let Some(byte) = self.poison {
+            self.pool.bytes_mut(&mut region).fill(byte);
+        }
+        let entry = self.queue.get_mut(idx).expect("index from the queue");
+        let (file, offset) = (entry.id, entry.progress().next_read());
+        // Past the start of the region only where `skip` jumped into an aligned O_DIRECT read.
+        let pos = entry.progress().consumed().saturating_sub(offset) as usize;
+        entry.progress_mut().issued(len);
+        let id = self.chunks.push(file, offset, read_len, pos);
+        let loan = self.pool.lend(region);
+        self.stats.reads += 1;
+        self.stats.reads_direct += u64::from(direct);
+        ReadReq::new(id, (fd, direct), offset, loan, 0, read_len)
+    }
+
+    /// Reads the rest of chunk `i` (from its `from`) again, into `region`.
+    pub(super) fn resubmit(&mut self, i: usize, region: Region, fd: FdRef<'a>) {
+        let chunk = &self.chunks[i];
+        let direct = self
+            .queue
+            .by_id_mut(chunk.file())
+            .is_some_and(|e| e.direct());
+        let loan = self.pool.lend(region);
+        let (at, from) = (chunk.resume_at(), chunk.from());
+        let req = ReadReq::new(
+            chunk.id(),
+            (fd, direct),
+            at,
+            loan,
+            from,
+            chunk.want() - from,
+        );
+        self.io.read(req);
+        self.stats.reads += 1;
+    }
+
+    /// Closes the descriptor of file `file` if the reader opened it and is done with it.
+    pub(super) fn release_if_finished(&mut self, file: u64) {
+        let Some(idx) = self.queue.index_of(file) else {
+            return;
+        };
+        if self
+            .queue
+            .get_mut(idx)
+            .is_some_and(|e| e.opened_here() && e.reads_finished())
+        {
+            self.queue.release_fd(idx);
+        }
+    }
+
+    /// Counts the peaks of reads in flight and pool bytes held, after reads were issued.
+    pub(super) fn note_peaks(&mut self) {
+        let stats = &mut self.stats;
+        stats.peak_in_flight = stats.peak_in_flight.max(self.io.in_flight() as u64);
+        stats.peak_pool_bytes = stats.peak_pool_bytes.max(self.pool.live_bytes() as u64);
+    }
+
+    /// Frees a chunk's region, or orphans it if its read is in flight.
+    pub(super) fn drop_chunk(&mut self, c: Chunk) {
+        let (id, file) = (c.id(), c.file());
+        match c.into_region() {
+            Some(region) => self.pool.free(region),
+            None => {
+                let mut holds_fd = false;
+                if let Some(e) = self.queue.by_id_mut(file) {
+                    e.progress_mut().read_done();
+                    holds_fd = e.opened_here();
+                }
+                self.chunks.orphan(id, holds_fd.then_some(file));
+                self.io.cancel(id);
+            }
+        }
+    }
+
+    /// Pops the consumed front chunk.
+    pub(super) fn pop_chunk(&mut self) {
+        let c = self.chunks.pop_front().expect("a front chunk");
+        let region = c.into_region();
+        self.pool
+            .free(region.expect("a consumed chunk is not in flight"));
+    }
+
+    /// Drops the chunks of chunk `i`'s file that come after it (past the file's new end).
+    pub(super) fn drop_chunks_after(&mut self, i: usize) {
+        let file = self.chunks[i].file();
+        while let Some(c) = self.chunks.remove_of(i + 1, file) {
+            self.drop_chunk(c);
+        }
+    }
+
+    /// Drops the current file and whatever was read or is in flight for it; its first
+    /// error, if no caller was given it.
+    pub(super) fn drop_front_file(&mut self) -> Option<Error> {
+        let id = self.queue.front().map_or(u64::MAX, |f| f.id);
+        while let Some(c) = self.chunks.pop_front_of(id) {
+            self.drop_chunk(c);
+        }
+        self.queue.pop_front().and_then(|f| f.into_unreported())
+    }
+
+    /// Drops the file queued last, `id`, and whatever was issued for it (its chunks are the
+    /// last ones: chunks are in queue order).
+    pub(super) fn drop_back_file(&mut self, id: u64) {
+        while let Some(c) = self.chunks.pop_back_of(id) {
+            self.drop_chunk(c);
+        }
+        self.queue.pop_back(id);
+    }
+
+    /// Forgets what was read of the current file, to read it again from its start. Files
+    /// behind it keep their read-ahead.
+    pub(super) fn restart_front(&mut self) {
+        let id = self.queue.front().map_or(u64::MAX, |f| f.id);
+        while let Some(c) = self.chunks.pop_front_of(id) {
+            self.drop_chunk(c);
+        }
+        self.queue.rewind(0);
+    }
+
+    /// Drops what was read ahead for the files behind the current one, which are read
+    /// again later: the current file, restarted, needs the room. Whether there was any.
+    pub(super) fn drop_read_ahead(&mut self) -> bool {
+        let front = self.queue.front().map_or(u64::MAX, |f| f.id);
+        let Some(first) = self.chunks.iter().position(|c| c.file() != front) else {
+            return false;
+        };
+        let behind: Vec<Chunk> = self.chunks.split_off(first);
+        let files: BTreeSet<u64> = behind.iter().map(|c| c.file()).collect();
+        for c in behind {
+            self.drop_chunk(c);
+        }
+        for file in files {
+            if let Some(idx) = self.queue.index_of(file) {
+                self.queue.rewind(idx);
+            }
+        }
+        true
+    }
+}

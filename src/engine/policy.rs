@@ -1,0 +1,222 @@
+//! The read policy's decisions: what the read-ahead learned of the page cache, the window of
+//! the pool a read may fill, and how a read is sent. Nothing here touches a file, a read or
+//! the pool: the scheduler asks, and does what it is told.
+//!
+//! The policy is fixed, the same in every run (see ARCHITECTURE.md, "The read policy"):
+//! - a large buffered read is first copied at once on the consumer's thread, as far as the
+//!   page cache holds it ([`Io::read_if_cached`](crate::io::Io::read_if_cached)); what is not
+//!   cached goes to the device through the backend;
+//! - while reads are found cached, the read-ahead holds one read (the region just consumed,
+//!   still in the CPU's cache, is the next one written), or the small window for small reads;
+//! - once a read went to the device, the read-ahead holds the cold window for a pool's worth
+//!   of bytes, so that the device has depth; `O_DIRECT` reads may fill the pool;
+//! - kernel workers copy large cached reads only where the reader was built with
+//!   `offload(true)`.
+
+use super::Limits;
+use crate::consts::{OFFLOAD_MIN, SMALL_READS_PER_HINT};
+
+/// What the policy learned, and the offloaded reads it let go.
+#[derive(Debug, Default)]
+pub(super) struct Policy {
+    /// Offloaded reads in flight.
+    offloaded: usize,
+    /// Whether the consumer needs more of the current file at once than the window of
+    /// cached reads holds (`fill_buf_at_least`): its reads may then use the whole pool.
+    stretch: bool,
+    /// Whether the consumer reads records (`fill_buf_at_least`): then the reads it copies
+    /// itself keep the warm window, not one read, so that most records lie in adjacent
+    /// regions and come out in place rather than copied across a wrap.
+    records: bool,
+    /// Bytes consumed before which cached reads keep the warm window, not one read: while
+    /// reads that went to the device may still be ahead, one read's window would hold every
+    /// file behind a cached range back.
+    cold_until: u64,
+    /// Reads below `OFFLOAD_MIN` scheduled so far.
+    small_reads: u64,
+    /// Whether the last read scheduled was below `OFFLOAD_MIN`.
+    small_last: bool,
+    /// Whether the last read that found out was served by the page cache; `None` before
+    /// any did. Reads go by it until they find out themselves.
+    cached: Option<bool>,
+    /// The last read that asked the backend whether it is cached: (file id, offset).
+    asked: Option<(u64, u64)>,
+    /// Whether the backend refused to read only what is cached (`FromCache::Refused`).
+    nowait_refused: bool,
+}
+
+/// What the scheduler knows of the next read when it asks the policy.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Next {
+    /// Whether it is expected to find its bytes in the page cache.
+    pub(super) cached: bool,
+    /// Whether it is below `OFFLOAD_MIN`.
+    pub(super) small: bool,
+    /// Whether it is an `O_DIRECT` read.
+    pub(super) direct: bool,
+    /// Whether it is the current file's.
+    pub(super) current: bool,
+}
+
+impl Next {
+    /// Whether kernel workers are to copy it (`offload(true)`, and a large cached read).
+    pub(super) fn offload(self, limits: &Limits) -> bool {
+        limits.offload && self.cached && !self.small
+    }
+}
+
+impl Policy {
+    /// Whether the last read that found out was served by the page cache.
+    pub(super) fn warm(&self) -> bool {
+        self.cached == Some(true)
+    }
+
+    /// The consumer reads records: the reads it copies keep the warm window (see `records`).
+    pub(super) fn set_records(&mut self) {
+        self.records = true;
+    }
+
+    /// Whether the current file's reads may use the whole pool (see `stretch`).
+    pub(super) fn set_stretch(&mut self, stretch: bool) {
+        self.stretch = stretch;
+    }
+
+    /// Whether so much is read ahead of the consumer (`ready` bytes) that more can wait:
+    /// while small reads of cached files complete at once, issuing them one by one as the
+    /// consumer moves on would cost a submission (and an open) per file; waiting until half
+    /// the window is consumed sends them in batches.
+    pub(super) fn ahead_enough(&self, limits: &Limits, ready: usize) -> bool {
+        self.warm() && self.small_last && ready >= limits.small_reads_window() / 2
+    }
+
+    /// The window of the pool the read-ahead may hold with the `next` read, `consumed`
+    /// bytes into the reader's life.
+    pub(super) fn window(&self, limits: &Limits, next: Next, consumed: u64) -> Window {
+        let stretch = next.current && self.stretch;
+        let one_read = !self.records && consumed >= self.cold_until;
+        match (next.cached && !stretch, next.small, next.offload(limits)) {
+            (true, true, _) => Window::Small,
+            (true, false, true) => Window::Warm,
+            // Copied on this thread into the region just consumed, still in its cache.
+            (true, false, false) if one_read => Window::OneRead,
+            (true, false, false) => Window::Warm,
+            (false, _, _) if next.direct || stretch => Window::Pool,
+            // Buffered reads from the device are copied by the CPU too, as the device
+            // delivers them: too far ahead of the consumer, they leave its cache unread.
+            (false, _, _) => Window::Cold,
+        }
+    }
+
+    /// How the `next` read goes, once it has room; `None`: it waits, as kernel workers
+    /// already copy as many reads as they may (but where the consumer is `helping`).
+    pub(super) fn how(&mut self, limits: &Limits, next: Next, helping: bool) -> Option<How> {
+        let offload = next.offload(limits);
+        self.small_last = next.small;
+        if offload && self.offloaded >= limits.offload_depth && !helping {
+            return None;
+        }
+        let how = match (
+            offload && !helping,
+            next.direct || next.small || self.nowait_refused,
+        ) {
+            (true, _) => How::Offload,
+            (false, false) => How::CachedFirst,
+            (false, true) => How::Ring,
+        };
+        Some(how)
+    }
+
+    /// An offloaded read was sent.
+    pub(super) fn offload_sent(&mut self) {
+        self.offloaded += 1;
+    }
+
+    /// Offloaded reads in flight.
+    pub(super) fn offloaded(&self) -> usize {
+        self.offloaded
+    }
+
+    /// An offloaded read came back.
+    pub(super) fn offload_done(&mut self) {
+        self.offloaded -= 1;
+    }
+
+    /// Whether a read of `len` bytes of `file` at `offset` should ask the backend whether
+    /// the page cache holds it; where not, it goes by [`warm`](Self::warm). A large read
+    /// finds out itself as it is sent (`How::CachedFirst`); small reads go to the backend in
+    /// batches, every `SMALL_READS_PER_HINT`-th asking (one system call). Each large read
+    /// asks where kernel workers copy (only a cached read is offloaded) or where reads of
+    /// only what is cached are refused. A read held back by the window asks once.
+    pub(super) fn should_ask(
+        &mut self,
+        limits: &Limits,
+        (file, offset): (u64, u64),
+        len: usize,
+    ) -> bool {
+        if len < OFFLOAD_MIN {
+            self.small_reads += 1;
+            if self.small_reads % SMALL_READS_PER_HINT != 1 {
+                return false;
+            }
+        } else if !limits.offload && !self.nowait_refused {
+            return false;
+        }
+        self.asked.replace((file, offset)) != Some((file, offset))
+    }
+
+    /// Learns whether a read was served by the page cache, `consumed` bytes into the
+    /// reader's life: the next reads go by it. After one that was not, the read-ahead keeps
+    /// depth for `pool` bytes more (see `cold_until`).
+    pub(super) fn found_cached(&mut self, cached: bool, consumed: u64, pool: usize) {
+        self.cached = Some(cached);
+        if !cached {
+            self.cold_until = consumed + pool as u64;
+        }
+    }
+
+    /// The backend refused to read only what is cached: large reads ask it from now on.
+    pub(super) fn nowait_refused(&mut self) {
+        self.nowait_refused = true;
+    }
+}
+
+/// How much of the pool the read-ahead may hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Window {
+    /// One read copied on the consumer's thread, as large as `inline_window`.
+    OneRead,
+    /// Small cached reads (see `Limits::small_reads_window`).
+    Small,
+    /// Cached reads copied by kernel workers, or records: `warm_window`.
+    Warm,
+    /// Buffered reads from the device: `cold_window`.
+    Cold,
+    /// `O_DIRECT` reads, or a record longer than any window: the whole pool.
+    Pool,
+}
+
+impl Window {
+    /// The window in bytes, of a pool of `pool` bytes.
+    pub(super) fn bytes(self, limits: &Limits, pool: usize) -> usize {
+        match self {
+            Window::OneRead => limits.inline_window,
+            Window::Small => limits.small_reads_window(),
+            Window::Warm => limits.warm_window,
+            Window::Cold => limits.cold_window,
+            Window::Pool => pool,
+        }
+    }
+}
+
+/// How a read is sent to the backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum How {
+    /// Copied at once on this thread as far as the page cache holds it, the rest through the
+    /// backend: large buffered reads.
+    CachedFirst,
+    /// To kernel workers, to copy from the page cache while the consumer works
+    /// (`offload(true)`).
+    Offload,
+    /// Through the backend as it is: small reads, which go in batches, and `O_DIRECT` ones.
+    Ring,
+}
