@@ -248,63 +248,56 @@ impl ReaderBuilder {
 
     /// The settings, checked, with the read size aligned and the pool's size rounded up.
     pub(crate) fn validate(mut self) -> Result<ReaderBuilder, Error> {
-        let invalid = |what, why: String| Err(Error::InvalidConfig { what, why });
-        if self.read_size == 0 {
-            return invalid(
-                "read_size",
-                "0 bytes cannot hold a read; use at least 4096".into(),
-            );
-        }
-        if self.read_size > MAX_READ_SIZE {
-            return invalid(
-                "read_size",
-                format!(
-                    "{} bytes is more than one read can return; use at most {MAX_READ_SIZE}",
-                    self.read_size
-                ),
-            );
-        }
+        check(&self)?;
         if self.direct_io {
             self.read_size = self.read_size.next_multiple_of(DIRECT_ALIGN);
         }
-        if self.buffer_size == 0 {
-            return invalid(
-                "buffer_size",
-                "0 bytes cannot hold a read; use at least 1".into(),
-            );
-        }
-        if self.buffer_size > isize::MAX as usize / 2 {
-            return invalid(
-                "buffer_size",
-                format!("{} bytes is too large to allocate", self.buffer_size),
-            );
-        }
         self.buffer_size = pool_size(self.buffer_size, self.read_size);
-        if !(1..=4096).contains(&self.queue_depth) {
-            return invalid(
-                "queue_depth",
-                format!("{} is outside 1..=4096", self.queue_depth),
-            );
-        }
-        if self.max_open_files == 0 {
-            return invalid(
-                "max_open_files",
-                "0 would never open a queued path; use at least 1".into(),
-            );
-        }
-        self.check_drain_timeout()?;
         Ok(self)
     }
+}
 
-    fn check_drain_timeout(&self) -> Result<(), Error> {
-        if self.drain_timeout.is_zero() {
-            return Err(Error::InvalidConfig {
-                what: "drain_timeout",
-                why: "0 would leak the pool of every reader dropped with a read in flight; use at least a few seconds".into(),
-            });
-        }
-        Ok(())
+/// Refuses the first setting that cannot work, saying why. The settings are checked as
+/// given, before `validate` aligns the read size and rounds the pool up.
+fn check(b: &ReaderBuilder) -> Result<(), Error> {
+    let refuse = |what, why: String| Err(Error::InvalidConfig { what, why });
+    if b.read_size == 0 {
+        return refuse(
+            "read_size",
+            "0 bytes cannot hold a read; use at least 4096".into(),
+        );
     }
+    if b.read_size > MAX_READ_SIZE {
+        let read = b.read_size;
+        let why =
+            format!("{read} bytes is more than one read can return; use at most {MAX_READ_SIZE}");
+        return refuse("read_size", why);
+    }
+    if b.buffer_size == 0 {
+        return refuse(
+            "buffer_size",
+            "0 bytes cannot hold a read; use at least 1".into(),
+        );
+    }
+    if b.buffer_size > isize::MAX as usize / 2 {
+        let why = format!("{} bytes is too large to allocate", b.buffer_size);
+        return refuse("buffer_size", why);
+    }
+    if !(1..=4096).contains(&b.queue_depth) {
+        return refuse(
+            "queue_depth",
+            format!("{} is outside 1..=4096", b.queue_depth),
+        );
+    }
+    if b.max_open_files == 0 {
+        let why = "0 would never open a queued path; use at least 1";
+        return refuse("max_open_files", why.into());
+    }
+    if b.drain_timeout.is_zero() {
+        let why = "0 would leak the pool of every reader dropped with a read in flight; use at least a few seconds";
+        return refuse("drain_timeout", why.into());
+    }
+    Ok(())
 }
 
 /// The pool for `buffer_size` and reads of up to `read_size` bytes: whole pages (every

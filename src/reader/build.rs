@@ -28,7 +28,13 @@ impl ReaderBuilder {
     /// [`Error::OutOfMemory`] if the pool cannot be allocated.
     pub fn build<'a>(self) -> Result<SequentialFileReader<'a>, Error> {
         let config = self.validate()?;
-        SequentialFileReader::from_config(config)
+        let bytes = config.buffer_size;
+        let pool = Pool::with_capacity(bytes).ok_or(Error::OutOfMemory { bytes })?;
+        let io = pick_backend(&config, &pool)?;
+        let limits = limits(&config, io.backend());
+        Ok(SequentialFileReader {
+            engine: Engine::new(io, pool, limits),
+        })
     }
 }
 
@@ -49,52 +55,50 @@ impl ReaderBuilder {
     }
 }
 
-impl<'a> SequentialFileReader<'a> {
-    fn from_config(config: ReaderBuilder) -> Result<Self, Error> {
-        let pool = Pool::with_capacity(config.buffer_size).ok_or(Error::OutOfMemory {
-            bytes: config.buffer_size,
-        })?;
-        let shared = config.sq_poll_ring.as_ref().map(|ring| &*ring.0);
-        let ring_config = RingConfig {
-            depth: config.queue_depth,
-            register: config.registered_buffers.unwrap_or(config.direct_io),
-            io_workers: config.io_workers,
-            sq_poll: config.sq_poll.map(|idle| (idle, shared)),
-        };
-        let io: Box<dyn Io<'a> + 'a> = match config.backend {
-            Backend::Pread => Box::new(SyncIo::default()),
-            choice => match backend::ring(ring_config, &pool) {
-                Ok(ring) => ring,
-                Err(source) if choice == Backend::IoUring => {
-                    return Err(Error::IoUringUnavailable { source })
-                }
-                Err(_) => Box::new(SyncIo::default()),
-            },
-        };
-        let window = |size: usize| size.max(config.read_size).min(config.buffer_size);
-        // `pread` reads a range only when the consumer waits for it, right before it
-        // consumes it: its windows while files come from the device bound only how far its
-        // read-ahead hints go.
-        let device_window = |size: usize| match io.backend() {
-            Backend::Pread => config.buffer_size,
-            _ => window(size),
-        };
-        let limits = Limits {
-            read_size: config.read_size,
-            direct: config.direct_io,
-            depth: config.queue_depth as usize,
-            max_open: config.max_open_files,
-            cold_window: device_window(COLD_WINDOW),
-            warm_window: device_window(WARM_WINDOW),
-            inline_window: window(INLINE_WINDOW),
-            small_window: SMALL_WINDOW.min(config.buffer_size),
-            offload_depth: OFFLOAD_DEPTH,
-            // Kernel workers are the ring's: `pread` copies every read on the caller's thread.
-            offload: config.offload && io.backend() == Backend::IoUring,
-            drain_timeout: config.drain_timeout,
-        };
-        Ok(SequentialFileReader {
-            engine: Engine::new(io, pool, limits),
-        })
+/// The backend the settings ask for: a ring for `pool` where the kernel allows one, else
+/// `pread`, unless [`Backend::IoUring`] was asked for, which then fails.
+fn pick_backend<'a>(config: &ReaderBuilder, pool: &Pool) -> Result<Box<dyn Io<'a> + 'a>, Error> {
+    let shared = config.sq_poll_ring.as_ref().map(|ring| &*ring.0);
+    let ring_config = RingConfig {
+        depth: config.queue_depth,
+        register: config.registered_buffers.unwrap_or(config.direct_io),
+        io_workers: config.io_workers,
+        sq_poll: config.sq_poll.map(|idle| (idle, shared)),
+    };
+    Ok(match config.backend {
+        Backend::Pread => Box::new(SyncIo::default()),
+        choice => match backend::ring(ring_config, pool) {
+            Ok(ring) => ring,
+            Err(source) if choice == Backend::IoUring => {
+                return Err(Error::IoUringUnavailable { source })
+            }
+            Err(_) => Box::new(SyncIo::default()),
+        },
+    })
+}
+
+/// What the engine works by, from the checked settings and the backend picked.
+fn limits(config: &ReaderBuilder, backend: Backend) -> Limits {
+    let window = |size: usize| size.max(config.read_size).min(config.buffer_size);
+    // `pread` reads a range only when the consumer waits for it, right before it consumes
+    // it: its windows while files come from the device bound only how far its read-ahead
+    // hints go.
+    let device_window = |size: usize| match backend {
+        Backend::Pread => config.buffer_size,
+        _ => window(size),
+    };
+    Limits {
+        read_size: config.read_size,
+        direct: config.direct_io,
+        depth: config.queue_depth as usize,
+        max_open: config.max_open_files,
+        cold_window: device_window(COLD_WINDOW),
+        warm_window: device_window(WARM_WINDOW),
+        inline_window: window(INLINE_WINDOW),
+        small_window: SMALL_WINDOW.min(config.buffer_size),
+        offload_depth: OFFLOAD_DEPTH,
+        // Kernel workers are the ring's: `pread` copies every read on the caller's thread.
+        offload: config.offload && backend == Backend::IoUring,
+        drain_timeout: config.drain_timeout,
     }
 }

@@ -19,14 +19,10 @@ impl Read for SequentialFileReader<'_> {
     /// file and the offset (as std's `read_exact`); at a failure, the file's error.
     fn read_exact(&mut self, mut buf: &mut [u8]) -> io::Result<()> {
         while !buf.is_empty() {
-            let avail = self.fill_buf()?;
-            if avail.is_empty() {
-                return Err(self.engine.ended_early(buf.len()));
+            match self.read(buf)? {
+                0 => return Err(self.engine.ended_early(buf.len())),
+                n => buf = &mut buf[n..],
             }
-            let n = avail.len().min(buf.len());
-            buf[..n].copy_from_slice(&avail[..n]);
-            self.consume(n);
-            buf = &mut buf[n..];
         }
         Ok(())
     }

@@ -1,0 +1,213 @@
+//! Records and skips: `fill_buf_at_least` across the pool's end and over failures, `skip`
+//! up to a failure, and files that end early or were cut after a skip.
+
+use super::*;
+
+/// `fill_buf_at_least` over a pool of five pages read a page at a time, in every completion
+/// order: runs of every length up to the pool, from every position, come back exact; those
+/// straddling the pool's end (or a short read's gap) are copied, the others are not.
+#[test]
+fn runs_across_the_pool_end_are_spilled_exactly() {
+    let f = files(&[150_001, 9000]);
+    for order in ORDERS {
+        for n in [1, 100, 4095, 4096, 4097, 9000, 5 * 4096] {
+            let io = Scripted::new(|_| Act::Full).ordered(order);
+            let mut e = engine(io, 5 * 4096, 4096);
+            queue_paths(&mut e, &f);
+            let mut got = Vec::new();
+            loop {
+                let run = e.fill_buf_at_least(n).unwrap();
+                let left = f.data[0].len() - got.len();
+                assert!(run.len() >= n.min(left), "{order:?} n={n}: {}", run.len());
+                assert!(
+                    !run.contains(&POISON),
+                    "{order:?} n={n}: bytes no read wrote"
+                );
+                if run.is_empty() {
+                    break;
+                }
+                // Consume a little less than asked, so runs start everywhere.
+                let take = run.len().min(n.div_ceil(2) + 1);
+                got.extend_from_slice(&run[..take]);
+                e.consume(take);
+            }
+            assert!(got == f.data[0], "{order:?} n={n}: {} bytes", got.len());
+            let spilled = e.stats().bytes_spilled;
+            assert_eq!(spilled == 0, n == 1, "{order:?} n={n}: {spilled} spilled");
+            assert!(e.move_to_next_file().unwrap());
+            assert_exact(&read_all(&mut e), &f.data[1..]);
+            assert_pool_empty(&e);
+        }
+    }
+}
+
+#[test]
+fn a_run_larger_than_the_pool_is_refused_and_the_engine_goes_on() {
+    let f = files(&[50_000]);
+    let mut e = engine(Scripted::new(|_| Act::Full), 4 * 4096, 4096);
+    queue_paths(&mut e, &f);
+    let err = e.fill_buf_at_least(4 * 4096 + 1).unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+    assert_exact(&read_all(&mut e), &f.data);
+    assert_pool_empty(&e);
+}
+
+/// A parser's loop over a file that fails at `fail` (a read of `read_size` bytes there
+/// gets `EIO`): records of `n` bytes with `fill_buf_at_least`, and, once it answers with the
+/// error, the bytes before it with `fill_buf`. Returns every byte before the error and the
+/// error's message; panics if a short answer came before the failure, like an end would.
+fn records_until_the_error(e: &mut Engine<'_>, n: usize, len: usize) -> (Vec<u8>, String) {
+    let mut got = Vec::new();
+    while let Ok(run) = e.fill_buf_at_least(n) {
+        assert!(
+            run.len() >= n || got.len() + run.len() == len,
+            "a short answer ({} bytes at {}) where the file does not end",
+            run.len(),
+            got.len()
+        );
+        assert!(
+            !run.is_empty(),
+            "an end at {} where the file fails",
+            got.len()
+        );
+        let take = run.len().min(n);
+        got.extend_from_slice(&run[..take]);
+        e.consume(take);
+    }
+    let err = loop {
+        match e.fill_buf() {
+            Ok([]) => panic!("an end at {} where the file fails", got.len()),
+            Ok(buf) => {
+                let k = buf.len();
+                got.extend_from_slice(buf);
+                e.consume(k);
+            }
+            Err(err) => break err.to_string(),
+        }
+    };
+    (got, err)
+}
+
+/// A read error inside a record comes out as the file's error, never as a short record
+/// that looks like the end of the file: in every completion order, for records that fit
+/// before the failure and records that straddle it, in place and copied.
+#[test]
+fn a_record_across_a_failure_is_the_error_never_a_short_answer() {
+    let f = files(&[40_000, 3000]);
+    for order in ORDERS {
+        for n in [1, 136, 1000, 4096, 5000, 3 * 4096] {
+            let io = fail_at(3 * 4096, 4096, libc::EIO).ordered(order);
+            let mut e = engine(io, 5 * 4096, 4096);
+            queue_paths(&mut e, &f);
+            let (got, err) = records_until_the_error(&mut e, n, f.data[0].len());
+            assert!(
+                got == f.data[0][..3 * 4096],
+                "{order:?} n={n}: {} bytes",
+                got.len()
+            );
+            assert!(err.contains("offset 12288"), "{order:?} n={n}: {err}");
+            assert!(e.fill_buf_at_least(1).is_err(), "the error sticks");
+            assert!(e.fill_buf().is_err(), "the error sticks");
+            assert!(e.move_to_next_file().unwrap());
+            assert_exact(&read_all(&mut e), &f.data[1..]);
+            assert_pool_empty(&e);
+        }
+    }
+}
+
+/// `skip` passes over bytes before a failure, but never the failure itself: a skip that
+/// would is the file's error and moves nothing.
+#[test]
+fn a_skip_across_a_failure_is_the_error_and_moves_nothing() {
+    let f = files(&[40_000, 100]);
+    for order in ORDERS {
+        let io = fail_at(2 * 4096, 4096, libc::EIO).ordered(order);
+        let mut e = engine(io, 8 * 4096, 4096);
+        queue_paths(&mut e, &f);
+        // Reading the first bytes waits for the first read; the failing one comes back by
+        // the time the record loop reaches it.
+        assert_eq!(e.fill_buf_at_least(100).unwrap()[..100], f.data[0][..100]);
+        e.consume(100);
+        let before = e.file_offset();
+        while e.fill_buf_at_least(4096).is_ok() {
+            e.consume(1);
+            assert!(
+                e.file_offset() < 2 * 4096,
+                "{order:?}: read past the failure"
+            );
+        }
+        let at = e.file_offset();
+        let left = 2 * 4096 - at;
+        assert!(at > before);
+        let err = e.skip(left + 1).unwrap_err();
+        assert!(err.to_string().contains("offset 8192"), "{order:?}: {err}");
+        assert_eq!(
+            e.file_offset(),
+            at,
+            "{order:?}: a failed skip moves nothing"
+        );
+        assert_eq!(
+            e.skip(left).unwrap(),
+            left,
+            "{order:?}: up to the failure is fine"
+        );
+        assert!(e.skip(1).is_err());
+        assert!(e.fill_buf().is_err());
+        assert!(e.move_to_next_file().unwrap());
+        assert_exact(&read_all(&mut e), &f.data[1..]);
+        assert_pool_empty(&e);
+    }
+}
+
+/// A file that shrank after it was sized ends where its reads end (std's answer: an end),
+/// and `fill_buf_at_least` says so with a short answer, not an error.
+#[test]
+fn a_file_that_ends_early_is_an_end_not_an_error() {
+    let f = files(&[30_000, 100]);
+    let io = Scripted::new(|c| {
+        if c.offset >= 8192 {
+            Act::Eof
+        } else {
+            Act::Full
+        }
+    });
+    let mut e = engine(io, 64 << 10, 4096);
+    queue_paths(&mut e, &f);
+    let run = e.fill_buf_at_least(10_000).unwrap();
+    assert_eq!(
+        run,
+        &f.data[0][..8192],
+        "every byte before the end, then the end"
+    );
+    e.consume(8192);
+    assert!(e.fill_buf().unwrap().is_empty());
+    assert_eq!(e.skip(10).unwrap(), 0);
+    assert!(e.move_to_next_file().unwrap());
+    assert_exact(&read_all(&mut e), &f.data[1..]);
+}
+
+/// A skip that passed the end a read finds only later (the file was cut after it was
+/// opened) is not an end at a place the file never reached: the next read says the file
+/// ended before the skip's offset.
+#[test]
+fn a_skip_past_the_end_of_a_file_cut_after_it_was_opened_is_an_error() {
+    let f = files(&[100_000, 100]);
+    // Reads complete lazily, so the skip comes before a read finds the new end.
+    let io = Scripted::new(|_| Act::Full).ordered((false, true));
+    let mut e = engine(io, 32 << 10, 4096);
+    queue_paths(&mut e, &f);
+    assert_eq!(e.fill_buf_at_least(10).unwrap()[..10], f.data[0][..10]);
+    std::fs::File::options()
+        .write(true)
+        .open(&f.paths[0])
+        .unwrap()
+        .set_len(8192)
+        .unwrap();
+    assert_eq!(e.skip(50_000).unwrap(), 50_000, "the end is not known yet");
+    let err = e.fill_buf().unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof, "{err}");
+    assert!(err.to_string().contains("ended at offset 8192"), "{err}");
+    assert!(e.fill_buf_at_least(1).is_err(), "it sticks");
+    assert!(e.move_to_next_file().unwrap());
+    assert_exact(&read_all(&mut e), &f.data[1..]);
+}
