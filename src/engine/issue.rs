@@ -40,6 +40,8 @@ struct Read<'a> {
     len: usize,
     /// Bytes it asks for (rounded up for `O_DIRECT`).
     read_len: usize,
+    /// Bytes the file has left from where it starts.
+    left: u64,
     next: Next,
 }
 
@@ -160,17 +162,13 @@ impl Scheduler {
     /// Issues the next read of the open file at `idx`, if the pool, the window and the
     /// offload depth allow.
     fn issue_read<'a>(&mut self, core: &mut Core<'a>, idx: usize) -> Step {
-        let mut read = self.next_read(core, idx);
-        let window = self
-            .policy
-            .window(&self.limits, read.next, core.stats.bytes_consumed);
+        let (limits, policy) = (&self.limits, &mut self.policy);
+        let mut read = Read::next(core, idx, limits, policy);
+        let window = policy.window(limits, read.next, core.stats.bytes_consumed);
         if window == Window::OneRead {
             // One copy of a whole window costs less per byte than several of `read_size`
             // (`cached` is true only once a read was found cached).
-            let entry = core.queue.get_mut(idx).expect("index from the queue");
-            let left = entry.stop() - entry.progress().next_read();
-            read.len = left.min(self.limits.inline_window as u64) as usize;
-            read.read_len = read.len;
+            read.widen(limits.inline_window);
         }
         let limit = window.bytes(&self.limits, core.pool.capacity());
         let held = core.pool.live_bytes();
@@ -183,16 +181,18 @@ impl Scheduler {
         let Some(region) = core.pool.alloc_below(read.read_len, limit) else {
             return Step::Blocked;
         };
-        self.send_read(core, idx, region, read, how);
+        read.send(core, idx, region, how, &mut self.policy);
         Step::Issued
     }
+}
 
+impl<'a> Read<'a> {
     /// The next read of the open file at `idx`, of at most `read_size` bytes.
-    fn next_read<'a>(&mut self, core: &mut Core<'a>, idx: usize) -> Read<'a> {
+    fn next(core: &mut Core<'a>, idx: usize, limits: &Limits, policy: &mut Policy) -> Self {
         let entry = core.queue.get_mut(idx).expect("index from the queue");
         let offset = entry.progress().next_read();
         let left = entry.stop() - offset;
-        let len = left.min(self.limits.read_size as u64) as usize;
+        let len = left.min(limits.read_size as u64) as usize;
         let direct = entry.direct();
         let read_len = if direct {
             len.next_multiple_of(DIRECT_ALIGN)
@@ -201,7 +201,7 @@ impl Scheduler {
         };
         let (file, fd) = (entry.id, entry.fd().cloned().expect("checked open"));
         let small = read_len < OFFLOAD_MIN;
-        let cached = !direct && self.cached(core, (file, offset), &fd, len);
+        let cached = !direct && cached(core, policy, (limits, &fd), (file, offset), len);
         let current = idx == 0;
         let next = Next {
             cached,
@@ -213,69 +213,66 @@ impl Scheduler {
             fd,
             len,
             read_len,
+            left,
             next,
         }
     }
 
-    /// Hands the backend the next read of the file at `idx`, into `region`, sent `how`.
-    fn send_read<'a>(
-        &mut self,
-        core: &mut Core<'a>,
-        idx: usize,
-        region: Region,
-        read: Read<'a>,
-        how: How,
-    ) {
-        let direct = read.next.direct;
-        let req = core.start_read(idx, (read.fd, direct), region, (read.len, read.read_len));
+    /// Makes it a read of up to `window` bytes (a buffered read's).
+    fn widen(&mut self, window: usize) {
+        self.len = self.left.min(window as u64) as usize;
+        self.read_len = self.len;
+    }
+
+    /// Hands it to the backend, as the read of the file at `idx`, into `region`, sent `how`.
+    fn send(self, core: &mut Core<'a>, idx: usize, region: Region, how: How, policy: &mut Policy) {
+        let direct = self.next.direct;
+        let req = core.start_read(idx, (self.fd, direct), region, (self.len, self.read_len));
         match how {
             How::Ring => core.io.read(req),
             How::Offload => {
                 core.io.read(req.with_offload(true));
-                self.policy.offload_sent();
+                policy.offload_sent();
                 core.stats.reads_offloaded += 1;
             }
             How::CachedFirst => match core.io.read_if_cached(req) {
                 FromCache::Taken { all } => {
                     core.stats.reads_cached += 1;
-                    self.found_cached(core, all);
+                    found_cached(core, policy, all);
                 }
                 FromCache::Missed(req) => {
-                    self.found_cached(core, false);
+                    found_cached(core, policy, false);
                     core.io.read(req);
                 }
                 // Says nothing of the cache: later reads ask it (`cached`).
                 FromCache::Refused(req) => {
-                    self.policy.nowait_refused();
+                    policy.nowait_refused();
                     core.io.read(req);
                 }
             },
         }
     }
+}
 
-    /// Learns whether a read was served by the page cache: the next reads go by it.
-    fn found_cached(&mut self, core: &Core<'_>, cached: bool) {
-        let consumed = core.stats.bytes_consumed;
-        self.policy
-            .found_cached(cached, consumed, core.pool.capacity());
-    }
+/// Tells the policy whether a read was served by the page cache: the next reads go by it.
+fn found_cached(core: &Core<'_>, policy: &mut Policy, cached: bool) {
+    policy.found_cached(cached, core.stats.bytes_consumed, core.pool.capacity());
+}
 
-    /// Whether a read of `len` bytes of `fd` (file `file`) at `offset` is expected to find
-    /// them in the page cache: as the last read that found out said, unless the policy has
-    /// it ask the backend (see `Policy::should_ask`). A backend that cannot tell changes
-    /// nothing.
-    fn cached<'a>(
-        &mut self,
-        core: &mut Core<'a>,
-        at: (u64, u64),
-        fd: &FdRef<'a>,
-        len: usize,
-    ) -> bool {
-        if self.policy.should_ask(&self.limits, at, len) {
-            if let Some(cached) = core.io.cached(fd, at.1, len as u64) {
-                self.found_cached(core, cached);
-            }
+/// Whether a read of `len` bytes of `fd` (file `file`) at `offset` is expected to find them
+/// in the page cache: as the last read that found out said, unless the policy has it ask
+/// the backend (see `Policy::should_ask`). A backend that cannot tell changes nothing.
+fn cached<'a>(
+    core: &mut Core<'a>,
+    policy: &mut Policy,
+    (limits, fd): (&Limits, &FdRef<'a>),
+    (file, offset): (u64, u64),
+    len: usize,
+) -> bool {
+    if policy.should_ask(limits, (file, offset), len) {
+        if let Some(cached) = core.io.cached(fd, offset, len as u64) {
+            found_cached(core, policy, cached);
         }
-        self.policy.warm()
     }
+    policy.warm()
 }

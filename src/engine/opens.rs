@@ -19,8 +19,33 @@ pub(super) struct Opens {
     /// Opens returned by the backend, being handled (kept to reuse its allocation).
     opened: Vec<(u64, OpenResult)>,
     cap: Cap,
-    /// Files whose opens failed with a passing error and were started again: how often.
-    retries: HashMap<u64, u32>,
+    retries: Retries,
+}
+
+/// Files whose opens failed with a passing error and were started again: how often.
+#[derive(Debug, Default)]
+struct Retries(HashMap<u64, u32>);
+
+impl Retries {
+    /// Whether the open of file `id`, which came back with `result`, is to be started
+    /// again: where it failed with a passing error (`EINTR`, `EAGAIN`, or `ECANCELED`: the
+    /// thread that submitted it exited while a kernel worker held it), `MAX_RETRIES` times
+    /// at most.
+    fn again(&mut self, id: u64, result: &OpenResult) -> bool {
+        let passing = matches!(result, Err(libc::EINTR | libc::EAGAIN | libc::ECANCELED));
+        let tries = self.0.entry(id).or_default();
+        if !passing || *tries >= MAX_RETRIES {
+            self.0.remove(&id);
+            return false;
+        }
+        *tries += 1;
+        true
+    }
+
+    /// File `id` was dropped.
+    fn forget(&mut self, id: u64) {
+        self.0.remove(&id);
+    }
 }
 
 /// The cap on descriptors: `Limits::max_open` as configured, lowered where the process runs
@@ -58,6 +83,34 @@ impl Cap {
     }
 }
 
+impl Cap {
+    /// The process ran out of descriptors opening the file at `idx`, with `held` held or
+    /// being opened: the reader keeps fewer open from now on, and opens the file again
+    /// later. The current file is opened again at once, after closing files opened ahead
+    /// that nothing was read from yet; it fails only if the process has no descriptor left
+    /// for it.
+    fn out_of_descriptors(
+        &mut self,
+        core: &mut Core<'_>,
+        idx: usize,
+        held: usize,
+        limits: &Limits,
+    ) {
+        core.queue.reopen_from(idx);
+        // What the process let the reader hold: the cap from now on.
+        self.lower(held);
+        if idx > 0 {
+            return;
+        }
+        release_unread_ahead(core);
+        let entry = core.queue.get_mut(0).expect("the current file");
+        let opened = core.io.open(&entry.source, limits.direct);
+        if set_opened(core, 0, opened) {
+            self.opened(limits.max_open);
+        }
+    }
+}
+
 impl Opens {
     /// Whether the cap was ever lowered.
     #[cfg(test)]
@@ -69,6 +122,20 @@ impl Opens {
     #[cfg(test)]
     pub(super) fn in_flight(&self) -> usize {
         self.in_flight
+    }
+
+    /// Records the outcome of opening the file at `idx`, counting an open of the reader's
+    /// towards raising the cap.
+    fn opened<'a>(
+        &mut self,
+        core: &mut Core<'a>,
+        idx: usize,
+        opened: Result<Opened<'a>, Error>,
+        limits: &Limits,
+    ) {
+        if set_opened(core, idx, opened) {
+            self.cap.opened(limits.max_open);
+        }
     }
 
     /// Descriptors the reader holds or is opening. A file whose orphans are still in flight
@@ -95,7 +162,7 @@ impl Opens {
                     self.finish_open(core, idx, result, limits)
                 }
                 Some(_) => {}
-                None => _ = self.retries.remove(&id),
+                None => self.retries.forget(id),
             }
         }
         self.opened = opened;
@@ -137,8 +204,7 @@ impl Opens {
     }
 
     /// Starts the open of the file at `idx` again where it failed with a passing error
-    /// (`EINTR`, `EAGAIN`, or `ECANCELED`: the thread that submitted it exited while a
-    /// kernel worker held it), at most `MAX_RETRIES` times; whether it did.
+    /// (see `Retries::again`); whether it did.
     fn retry_open(
         &mut self,
         core: &mut Core<'_>,
@@ -147,13 +213,9 @@ impl Opens {
         limits: &Limits,
     ) -> bool {
         let id = core.queue.get_mut(idx).expect("index from the queue").id;
-        let passing = matches!(result, Err(libc::EINTR | libc::EAGAIN | libc::ECANCELED));
-        let tries = self.retries.entry(id).or_default();
-        if !passing || *tries >= MAX_RETRIES {
-            self.retries.remove(&id);
+        if !self.retries.again(id, result) {
             return false;
         }
-        *tries += 1;
         core.stats.retries += 1;
         core.queue
             .get_mut(idx)
@@ -183,7 +245,8 @@ impl Opens {
         let opened = match result {
             Ok((file, flags)) => finish_open(file, flags, direct, path),
             Err(libc::EMFILE | libc::ENFILE) => {
-                self.out_of_descriptors(core, idx, limits);
+                let held = self.descriptors(core);
+                self.cap.out_of_descriptors(core, idx, held, limits);
                 return;
             }
             // Refused O_NOATIME (not the owner) or O_DIRECT (the filesystem): opened here,
@@ -195,35 +258,7 @@ impl Opens {
                 source: io::Error::from_raw_os_error(errno),
             }),
         };
-        self.set_opened(core, idx, opened, limits);
-    }
-
-    /// The process ran out of descriptors opening the file at `idx`: the reader keeps fewer
-    /// open from now on, and opens the file again later. The current file is opened again
-    /// at once, after closing files opened ahead that nothing was read from yet; it fails
-    /// only if the process has no descriptor left for it.
-    fn out_of_descriptors(&mut self, core: &mut Core<'_>, idx: usize, limits: &Limits) {
-        core.queue.reopen_from(idx);
-        if idx > 0 {
-            self.cap.lower(self.descriptors(core));
-            return;
-        }
-        // What the process let the reader hold: the cap from now on.
-        let held = self.descriptors(core);
-        for i in 1..core.queue.len() {
-            let e = core.queue.get_mut(i).expect("in range");
-            if e.opened_here()
-                && e.progress().next_read() <= e.status().start()
-                && e.progress().in_flight() == 0
-            {
-                core.queue.release_fd(i);
-            }
-        }
-        core.queue.looked_at_until(1);
-        self.cap.lower(held);
-        let entry = core.queue.get_mut(0).expect("the current file");
-        let opened = core.io.open(&entry.source, limits.direct);
-        self.set_opened(core, 0, opened, limits);
+        self.opened(core, idx, opened, limits);
     }
 
     /// Opens and sizes the file at `idx` here, or records why it cannot be read.
@@ -240,48 +275,57 @@ impl Opens {
                 false
             }
             opened => {
-                self.set_opened(core, idx, opened, limits);
+                self.opened(core, idx, opened, limits);
                 true
             }
         }
     }
+}
 
-    /// Records the outcome of opening the file at `idx`.
-    fn set_opened<'a>(
-        &mut self,
-        core: &mut Core<'a>,
-        idx: usize,
-        opened: Result<Opened<'a>, Error>,
-        limits: &Limits,
-    ) {
-        let opened = match opened {
-            Ok(opened) => opened,
-            Err(e) => {
-                let entry = core.queue.get_mut(idx).expect("index from the queue");
-                let at = entry.progress().consumed();
-                if entry.fail(e, at) {
-                    core.stats.files_failed += 1;
-                }
-                return;
+/// Records the outcome of opening the file at `idx`; whether the reader opened a
+/// descriptor of its own.
+fn set_opened<'a>(core: &mut Core<'a>, idx: usize, opened: Result<Opened<'a>, Error>) -> bool {
+    let opened = match opened {
+        Ok(opened) => opened,
+        Err(e) => {
+            let entry = core.queue.get_mut(idx).expect("index from the queue");
+            let at = entry.progress().consumed();
+            if entry.fail(e, at) {
+                core.stats.files_failed += 1;
             }
-        };
-        let opened_here = opened.opened_here;
-        let align = if opened.direct { DIRECT_ALIGN } else { 1 };
-        core.queue
-            .set_descriptor(idx, opened.fd, opened.direct, opened_here);
-        let entry = core.queue.get_mut(idx).expect("index from the queue");
-        if entry.set_size(opened.size, align as u64) {
-            core.stats.files_failed += 1;
+            return false;
         }
-        let finished = entry.reads_finished();
-        if opened_here {
-            core.stats.files_opened += 1;
-            self.cap.opened(limits.max_open);
-        }
-        if finished {
-            core.queue.release_fd(idx);
+    };
+    let opened_here = opened.opened_here;
+    let align = if opened.direct { DIRECT_ALIGN } else { 1 };
+    core.queue
+        .set_descriptor(idx, opened.fd, opened.direct, opened_here);
+    let entry = core.queue.get_mut(idx).expect("index from the queue");
+    if entry.set_size(opened.size, align as u64) {
+        core.stats.files_failed += 1;
+    }
+    if entry.reads_finished() {
+        core.queue.release_fd(idx);
+    }
+    if opened_here {
+        core.stats.files_opened += 1;
+    }
+    opened_here
+}
+
+/// Closes the files opened ahead of the current one that nothing was read from yet; they
+/// are opened again when their turn comes.
+fn release_unread_ahead(core: &mut Core<'_>) {
+    for i in 1..core.queue.len() {
+        let e = core.queue.get_mut(i).expect("in range");
+        if e.opened_here()
+            && e.progress().next_read() <= e.status().start()
+            && e.progress().in_flight() == 0
+        {
+            core.queue.release_fd(i);
         }
     }
+    core.queue.looked_at_until(1);
 }
 
 fn is_out_of_descriptors(e: &Error) -> bool {
