@@ -4,14 +4,28 @@
 
 use std::collections::BTreeSet;
 
-use super::chunks::Chunk;
+use super::chunks::{Chunk, Chunks};
 use super::Core;
 use crate::error::Error;
-use crate::io::ReadReq;
-use crate::pool::Region;
+use crate::io::{Io, ReadReq};
+use crate::pool::{Pool, Region};
+use crate::queue::{FileEntry, Queue};
 use crate::source::FdRef;
+use crate::stats::Stats;
 
 impl<'a> Core<'a> {
+    pub(super) fn new(io: Box<dyn Io<'a> + 'a>, pool: Pool) -> Self {
+        Core {
+            io,
+            pool,
+            queue: Queue::default(),
+            chunks: Chunks::default(),
+            stats: Stats::default(),
+            #[cfg(test)]
+            poison: None,
+        }
+    }
+
     /// Records the next read of the file at `idx`, `len` bytes of it asked as `read_len`
     /// (rounded up for `O_DIRECT`), as a chunk, and lends it `region`: the request to hand
     /// the backend.
@@ -116,11 +130,17 @@ impl<'a> Core<'a> {
     /// Drops the current file and whatever was read or is in flight for it; its first
     /// error, if no caller was given it.
     pub(super) fn drop_front_file(&mut self) -> Option<Error> {
-        let id = self.queue.front().map_or(u64::MAX, |f| f.id);
+        self.pop_front_file().and_then(|f| f.into_unreported())
+    }
+
+    /// Takes the current file out of the queue, dropping whatever was read or is in flight
+    /// for it.
+    pub(super) fn pop_front_file(&mut self) -> Option<FileEntry<'a>> {
+        let id = self.queue.front()?.id;
         while let Some(c) = self.chunks.pop_front_of(id) {
             self.drop_chunk(c);
         }
-        self.queue.pop_front().and_then(|f| f.into_unreported())
+        self.queue.pop_front()
     }
 
     /// Drops the file queued last, `id`, and whatever was issued for it (its chunks are the

@@ -2,17 +2,21 @@
 //!
 //! It knows nothing of the kernel: reads go through the [`Io`] trait, which the io_uring
 //! backend, the `pread` backend and the tests' scripted completion source implement.
-//! Its work is split by job, each file with the state it owns:
 //!
-//! | file | job | state |
-//! |---|---|---|
-//! | `stream` | the consumer's side: queue, `fill_buf`, `consume`, move on, activate | `exposed` |
-//! | `records` | `fill_buf_at_least` (in place, or copied) and `skip` | [`records::Spill`] |
-//! | `issue` | which read goes next, when to wait, the windows, what to offload | [`issue::Policy`] |
-//! | `complete` | completions: bytes, continuations, retries, errors | - |
-//! | `opens` | descriptors: opening ahead, the cap, running out | [`opens::Opens`] |
-//! | `chunks` | reads in flight or waiting, and orphans | [`chunks::Chunks`] |
-//! | `hung` | reads never completed: the bounded wait, giving the engine up | `hung` |
+//! It is built in layers, each owning its state and using only the layer below it:
+//!
+//! | type | file | job | state |
+//! |---|---|---|---|
+//! | `Engine` | `mod.rs`, `records.rs` | what the reader calls; records copied out of the pool | [`records::Spill`] |
+//! | `Stream` | `stream.rs` | the current file's bytes: `fill_buf`, `consume`, move on, activate | `exposed` |
+//! | `ReadAhead` | `wait.rs` | refilling, waiting (bounded: `hung`), draining | the scheduler, completions, `unread`, `hung` |
+//! | `Core` | `core.rs` | what the layers share: backend, pool, queue, chunks, counters; dropping reads | - |
+//!
+//! Beside them, each with the state it owns: `issue` (which read goes next:
+//! [`issue::Scheduler`]), `policy` (the read policy's decisions: [`policy::Policy`]), `opens`
+//! (descriptors: [`opens::Opens`]), `complete` (completions: [`complete::Completions`]),
+//! `chunks` (reads in flight or waiting, and orphans: [`chunks::Chunks`]), and `front` (what
+//! the current file's chunks hold, computed without changing anything).
 //!
 //! Invariants:
 //! - Reads are issued in queue order: all of a file's reads before any of the next file's.
@@ -27,6 +31,7 @@
 mod chunks;
 mod complete;
 mod core;
+mod front;
 mod issue;
 mod opens;
 mod policy;
@@ -35,21 +40,20 @@ mod stream;
 mod wait;
 
 use std::io;
-use std::mem;
-#[cfg(test)]
 use std::path::Path;
 use std::time::Duration;
 
 use crate::consts::Backend;
 use crate::error::Error;
-use crate::io::{Detached, Io};
+use crate::io::Io;
 #[cfg(test)]
 use crate::io::{Opened, ReadDone, ReadReq};
 use crate::pool::Pool;
 use crate::queue::Queue;
 #[cfg(test)]
-use crate::source::{FdRef, Source};
-use crate::stats::{self, Stats};
+use crate::source::FdRef;
+use crate::source::Source;
+use crate::stats::Stats;
 
 use chunks::Chunks;
 use complete::Completions;
@@ -103,16 +107,26 @@ impl Limits {
     }
 }
 
-/// The queue, the pool and a backend, worked together.
+/// The queue, the pool and a backend, worked together: what the reader calls.
 pub(crate) struct Engine<'a> {
+    stream: Stream<'a>,
+    /// Bytes of the current file copied out of the pool, read before the pool's.
+    spill: Spill,
+}
+
+/// The current file's bytes, as the consumer is handed them from the pool.
+pub(super) struct Stream<'a> {
+    ahead: ReadAhead<'a>,
+    /// Bytes the last `fill_buf` returned from the pool that are not consumed yet: what
+    /// `consume` may take. Anything that changes the current file sets it to 0.
+    exposed: usize,
+}
+
+/// Reads ahead of the consumer: reaps completions, issues more as room opens, waits.
+pub(super) struct ReadAhead<'a> {
     core: Core<'a>,
     sched: Scheduler,
     completions: Completions<'a>,
-    /// Bytes the last `fill_buf` returned that are not consumed yet: what `consume` may
-    /// take. Anything that changes the current file sets it to 0.
-    exposed: usize,
-    /// Bytes of the current file copied out of the pool, read before the pool's.
-    spill: Spill,
     /// The first error of a file dropped before any caller was given it (see
     /// `unread_error`), until the reader's `take_unread_error` takes it.
     unread: Option<Error>,
@@ -120,11 +134,11 @@ pub(crate) struct Engine<'a> {
     hung: bool,
 }
 
-/// What every part of the engine works on: the backend, the pool, the queued files and the
-/// reads issued for them, and the counters. Each has its own interface; `core.rs` has what
-/// takes several of them at once (dropping reads, sending them).
+/// What every layer works on: the backend, the pool, the queued files and the reads issued
+/// for them, and the counters. Each has its own interface; `core.rs` has what takes several
+/// of them at once (dropping reads).
 pub(super) struct Core<'a> {
-    // Drop order: `Drop for Engine` first takes every loan back from `io` (cancelling and
+    // Drop order: `Drop for ReadAhead` first takes every loan back from `io` (cancelling and
     // waiting); then `io` is dropped (closing the ring) before `pool` (freeing the memory).
     // Where the wait gives up, `drain` leaks both instead, putting empty ones in their place.
     io: Box<dyn Io<'a> + 'a>,
@@ -140,144 +154,131 @@ pub(super) struct Core<'a> {
 
 impl<'a> Engine<'a> {
     pub(crate) fn new(io: Box<dyn Io<'a> + 'a>, pool: Pool, limits: Limits) -> Self {
-        let core = Core {
-            io,
-            pool,
-            queue: Queue::default(),
-            chunks: Chunks::default(),
-            stats: Stats::default(),
-            #[cfg(test)]
-            poison: None,
-        };
+        let ahead = ReadAhead::new(Core::new(io, pool), limits);
         Engine {
-            core,
-            sched: Scheduler::new(limits),
-            completions: Completions::default(),
-            exposed: 0,
+            stream: Stream::new(ahead),
             spill: Spill::default(),
-            unread: None,
-            hung: false,
         }
     }
 
     /// Drops every queued file, waits for every read in flight, and returns the same
-    /// backend and pool, free to read files of another lifetime. Counters carry on.
+    /// backend and pool, free to read files of another lifetime. Counters carry on, and the
+    /// spill's allocation.
     pub(crate) fn rebind<'b>(mut self) -> io::Result<Engine<'b>> {
-        self.exposed = 0;
         self.spill.clear();
-        while !self.core.queue.is_empty() {
-            self.drop_front_file();
-        }
-        self.drain()?;
-        let io = mem::replace(&mut self.core.io, Box::new(Detached)).rebind();
-        let pool = mem::replace(&mut self.core.pool, Pool::empty());
-        // A fresh engine, then what carries on: the counters and the spill's allocation (a
-        // cap on descriptors lowered here is not: the new engine starts as configured).
-        let mut engine = Engine::new(io, pool, *self.sched.limits());
-        engine.core.stats = self.core.stats;
-        engine.spill = mem::take(&mut self.spill);
-        #[cfg(test)]
-        {
-            engine.core.poison = self.core.poison;
-        }
-        Ok(engine)
+        let ahead = self.stream.ahead.rebind()?;
+        Ok(Engine {
+            stream: Stream::new(ahead),
+            spill: std::mem::take(&mut self.spill),
+        })
     }
 
     /// Shuts the engine down: the reader's `close`, which says only whether the drain
-    /// failed (see [`drain`](Self::drain)); file errors nobody read are
+    /// failed (see `ReadAhead::drain`); file errors nobody read are
     /// [`unread_error`](Self::unread_error)'s.
     pub(crate) fn close(mut self) -> io::Result<()> {
-        self.drain()
-    }
-
-    /// Cancels what is in flight and waits, up to `drain_timeout`, for all of it to come
-    /// back, freeing what does. Where the wait times out or the ring fails with something
-    /// still in flight, the kernel may yet write into the pool and post into the ring: both
-    /// are leaked (the ring stays open and mapped, with every descriptor its reads name; the
-    /// pool stays mapped), replaced by a backend and a pool of nothing, and the process-wide
-    /// count of drains abandoned goes up. A backend without reads in the kernel (`pread`)
-    /// returns at once.
-    fn drain(&mut self) -> io::Result<()> {
-        let mut done = Vec::new();
-        let drained = self
-            .core
-            .io
-            .shutdown(&mut done, self.sched.limits().drain_timeout);
-        for d in done {
-            let region = self.core.pool.reclaim(d.loan);
-            self.core.pool.free(region);
-        }
-        let Err(e) = drained else {
-            return Ok(());
-        };
-        let left = self.core.io.in_flight();
-        if left > 0 {
-            mem::forget(mem::replace(&mut self.core.io, Box::new(Detached)));
-            mem::forget(mem::replace(&mut self.core.pool, Pool::empty()));
-            stats::count_abandoned_drain();
-        }
-        Err(drain_error(e, left, self.sched.limits().drain_timeout))
-    }
-
-    /// Drops the current file and whatever was read or is in flight for it, keeping its
-    /// first error if no caller was given it.
-    pub(super) fn drop_front_file(&mut self) {
-        let unreported = self.core.drop_front_file();
-        if self.unread.is_none() {
-            self.unread = unreported;
-        }
+        self.stream.ahead.drain()
     }
 
     /// The first file error no caller was given: of a file moved past (or dropped) before its
     /// error was read, else of a queued file that failed and was not read yet. Taken: each
     /// is returned once.
     pub(crate) fn unread_error(&mut self) -> Option<io::Error> {
-        if let Some(e) = self.unread.take() {
-            return Some(e.into());
-        }
-        self.core.queue.take_first_unreported()
+        self.stream.ahead.unread_error()
+    }
+
+    /// Whether a wait gave up on a read: it may never complete, and it holds its region of
+    /// the pool until it does, so reading on would soon wait for it again.
+    pub(crate) fn hung(&self) -> bool {
+        self.stream.ahead.hung
+    }
+
+    /// Gives the engine up; see `ReadAhead::abandon`.
+    pub(crate) fn abandon(self) -> Vec<Unread<'a>> {
+        self.stream.ahead.abandon()
+    }
+
+    /// Queues a file's range `start..start + limit`; see `ReadAhead::push`.
+    pub(crate) fn push(&mut self, source: Source<'a>, start: u64, limit: u64) -> io::Result<()> {
+        self.stream.ahead.push(source, (start, limit), false)
+    }
+
+    /// [`push`](Self::push), of a range the file must hold whole where `exact` (an end of
+    /// file before `start + limit` fails it).
+    pub(crate) fn push_range(
+        &mut self,
+        source: Source<'a>,
+        start: u64,
+        limit: u64,
+        exact: bool,
+    ) -> io::Result<()> {
+        self.stream.ahead.push(source, (start, limit), exact)
+    }
+
+    /// The current file's path, when it was queued by path.
+    pub(crate) fn current_path(&self) -> Option<&Path> {
+        self.stream.current_path()
+    }
+
+    /// The current file's position among the files queued since the engine was made.
+    pub(crate) fn current_index(&self) -> Option<u64> {
+        self.stream.current_index()
+    }
+
+    /// Opens the current file if it is not yet; see `Stream::open_current`.
+    pub(crate) fn open_current(&mut self) -> io::Result<()> {
+        self.stream.open_current()
     }
 
     /// The bytes the queued files have left to read, as far as known (one page for a file
     /// not opened yet).
     pub(crate) fn queued_bytes(&self) -> u64 {
-        self.core.queue.bytes_left(crate::consts::PAGE as u64)
+        self.core().queue.bytes_left(crate::consts::PAGE as u64)
     }
 
     /// The current file's length in bytes once it is open: its range's, cut at the size it
     /// had then.
     pub(crate) fn current_len(&self) -> Option<u64> {
-        self.core.queue.front()?.status().sized_len()
+        self.core().queue.front()?.status().sized_len()
     }
 
     /// A descriptor of the ring, where it has a submission thread others may share.
     pub(crate) fn sq_poll_ring(&self) -> Option<std::fs::File> {
-        self.core.io.sq_poll_ring()
+        self.core().io.sq_poll_ring()
     }
 
     pub(crate) fn backend(&self) -> Backend {
-        self.core.io.backend()
+        self.core().io.backend()
     }
 
     /// This engine's counters.
     pub(crate) fn stats(&self) -> Stats {
-        self.core.stats
+        self.core().stats
     }
 
     /// The pool's size in bytes.
     pub(crate) fn capacity(&self) -> usize {
-        self.core.pool.capacity()
+        self.core().pool.capacity()
+    }
+
+    fn core(&self) -> &Core<'a> {
+        &self.stream.ahead.core
+    }
+
+    #[cfg(test)]
+    fn core_mut(&mut self) -> &mut Core<'a> {
+        &mut self.stream.ahead.core
     }
 
     #[cfg(test)]
     pub(crate) fn pool(&self) -> &Pool {
-        &self.core.pool
+        &self.core().pool
     }
 
     /// Tests: every region is filled with `byte` before it is read into.
     #[cfg(test)]
     pub(crate) fn set_poison(&mut self, byte: u8) {
-        self.core.poison = Some(byte);
+        self.core_mut().poison = Some(byte);
     }
 }
 
@@ -286,55 +287,20 @@ fn ring_error(op: &'static str) -> impl FnOnce(io::Error) -> io::Error {
     move |source| Error::Ring { op, source }.into()
 }
 
-/// A drain's failure, saying what it leaves behind: `left` operations still in the kernel's
-/// hands after waiting up to `timeout`.
-fn drain_error(e: io::Error, left: usize, timeout: Duration) -> io::Error {
-    let leaked = if left > 0 {
-        "; the reader's buffer pool and ring are leaked, not freed, since the kernel may still write into them"
-    } else {
-        ""
-    };
-    let source = if e.kind() == io::ErrorKind::TimedOut {
-        io::Error::new(
-            e.kind(),
-            format!(
-                "gave up after {timeout:?} waiting for {left} cancelled reads or opens the kernel has not completed (a hung device or mount?){leaked}"
-            ),
-        )
-    } else if left > 0 {
-        io::Error::new(e.kind(), format!("{e}{leaked}"))
-    } else {
-        e
-    };
-    ring_error("drain")(source)
-}
-
 impl std::fmt::Debug for Engine<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let core = self.core();
         f.debug_struct("SequentialFileReader")
             .field("backend", &self.backend())
-            .field("files_queued", &self.core.queue.len())
+            .field("files_queued", &core.queue.len())
             .field("file_offset", &self.file_offset())
-            .field("reads_in_flight", &self.core.io.in_flight())
+            .field("reads_in_flight", &core.io.in_flight())
             .field(
                 "pool",
-                &format_args!(
-                    "{}/{} bytes",
-                    self.core.pool.live_bytes(),
-                    self.core.pool.capacity()
-                ),
+                &format_args!("{}/{} bytes", core.pool.live_bytes(), core.pool.capacity()),
             )
-            .field("registered_buffers", &self.core.io.registered())
+            .field("registered_buffers", &core.io.registered())
             .finish_non_exhaustive()
-    }
-}
-
-impl Drop for Engine<'_> {
-    fn drop(&mut self) {
-        let drained = self.drain();
-        // A drain that gave up leaked the pool (see `drain`). Had a loan stayed out anyway,
-        // `Pool`'s drop would leak its memory rather than free it under the kernel.
-        debug_assert!(drained.is_err() || std::thread::panicking() || self.core.pool.lent() == 0);
     }
 }
 

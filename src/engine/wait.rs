@@ -1,19 +1,25 @@
-//! Waiting: reaping what completed and issuing more as room opens (`refill`), blocking for a
-//! read (`wait`), and bounding that wait. Reads a hung device or mount never completes (an NFS
-//! server gone, a FUSE daemon stuck): the consumer's wait is bounded by `drain_timeout`, the
-//! file waited for fails with `TimedOut`, and the engine can be given up, handing back the
-//! files queued behind it.
+//! Reading ahead: reaping what completed and issuing more as room opens (`refill`), blocking
+//! for a read (`wait`), and draining what is in flight before the pool goes.
 //!
+//! Reads a hung device or mount never completes (an NFS server gone, a FUSE daemon stuck):
+//! the consumer's wait is bounded by `drain_timeout`, the file waited for fails with
+//! `TimedOut`, and the engine can be given up, handing back the files queued behind it.
 //! A read that never completes keeps its region of the pool, which is freed in FIFO order:
 //! the engine can go on only until the pool comes round to that region. So once it has given
-//! up on a read it says so ([`Engine::hung`]), for its owner to give it up in turn.
+//! up on a read it says so (`hung`), for its owner to give it up in turn.
 
 use std::io;
+use std::mem;
 use std::time::{Duration, Instant};
 
-use super::{ring_error, Engine};
+use super::complete::Completions;
+use super::issue::Scheduler;
+use super::{ring_error, Core, Limits, ReadAhead};
 use crate::error::Error;
+use crate::io::Detached;
+use crate::pool::Pool;
 use crate::source::Source;
+use crate::stats;
 
 /// A file taken back from an engine given up: queue it again elsewhere.
 #[derive(Debug)]
@@ -25,7 +31,35 @@ pub(crate) struct Unread<'a> {
     pub(crate) exact: bool,
 }
 
-impl<'a> Engine<'a> {
+impl<'a> ReadAhead<'a> {
+    pub(super) fn new(core: Core<'a>, limits: Limits) -> Self {
+        ReadAhead {
+            core,
+            sched: Scheduler::new(limits),
+            completions: Completions::default(),
+            unread: None,
+            hung: false,
+        }
+    }
+
+    /// Queues `limit` bytes of a file from `start` (all of them where `exact`: an end of
+    /// file before `start + limit` fails it). Its opening and reading start at once where
+    /// the pipeline has room. Where starting them fails (the ring broke), the file is not
+    /// queued: it is queued and `Ok`, or not queued and `Err`.
+    pub(super) fn push(
+        &mut self,
+        source: Source<'a>,
+        (start, limit): (u64, u64),
+        exact: bool,
+    ) -> io::Result<()> {
+        let id = self.core.queue.push_range(source, start, limit, exact);
+        let scheduled = self.sched.schedule_unless_ahead(&mut self.core);
+        if scheduled.is_err() {
+            self.core.drop_back_file(id);
+        }
+        scheduled
+    }
+
     /// Reaps what has completed and issues more reads: called whenever room may have opened.
     pub(super) fn refill(&mut self) -> io::Result<()> {
         if self.core.io.in_flight() > 0 {
@@ -73,7 +107,8 @@ impl<'a> Engine<'a> {
             .completions
             .reap_until(&mut self.core, start, timeout)?
         {
-            self.fail_hung_front();
+            self.hung = true;
+            fail_hung_front(&mut self.core, timeout);
         }
         self.core.stats.waits += 1;
         self.core.stats.wait_time += start.elapsed();
@@ -82,58 +117,79 @@ impl<'a> Engine<'a> {
         self.submit_continuations()
     }
 
-    /// Fails the current file where the read it waits for starts (else where its consumer
-    /// is), and drops its reads from there on: those in flight become orphans.
-    fn fail_hung_front(&mut self) {
-        self.hung = true;
-        let timeout = self.sched.limits().drain_timeout;
-        let Some(front) = self.core.queue.front_mut() else {
-            return;
-        };
-        let id = front.id;
-        let hung = self
-            .core
-            .chunks
-            .iter()
-            .position(|c| c.file() == id && c.in_flight());
-        let at = hung.map_or(front.progress().consumed(), |i| {
-            self.core.chunks[i].resume_at()
-        });
-        let error = Error::Read {
-            path: front.name(),
-            offset: at,
-            source: timed_out(timeout),
-        };
-        if front.fail(error, at) {
-            self.core.stats.files_failed += 1;
-        }
-        if let Some(i) = hung {
-            while let Some(c) = self.core.chunks.remove_of(i, id) {
-                self.core.drop_chunk(c);
-            }
+    /// Drops the current file and whatever was read or is in flight for it, keeping its
+    /// first error if no caller was given it.
+    pub(super) fn drop_front_file(&mut self) {
+        let unreported = self.core.drop_front_file();
+        if self.unread.is_none() {
+            self.unread = unreported;
         }
     }
 
-    /// Whether a wait gave up on a read: it may never complete, and it holds its region of
-    /// the pool until it does, so reading on would soon wait for it again.
-    pub(crate) fn hung(&self) -> bool {
-        self.hung
+    /// The first file error no caller was given: of a file moved past (or dropped) before its
+    /// error was read, else of a queued file that failed and was not read yet.
+    pub(super) fn unread_error(&mut self) -> Option<io::Error> {
+        if let Some(e) = self.unread.take() {
+            return Some(e.into());
+        }
+        self.core.queue.take_first_unreported()
     }
 
-    /// Gives the engine up: the current file is dropped, the files queued behind it are
+    /// Cancels what is in flight and waits, up to `drain_timeout`, for all of it to come
+    /// back, freeing what does. Where the wait times out or the ring fails with something
+    /// still in flight, the kernel may yet write into the pool and post into the ring: both
+    /// are leaked (the ring stays open and mapped, with every descriptor its reads name; the
+    /// pool stays mapped), replaced by a backend and a pool of nothing, and the process-wide
+    /// count of drains abandoned goes up. A backend without reads in the kernel (`pread`)
+    /// returns at once.
+    pub(super) fn drain(&mut self) -> io::Result<()> {
+        let (core, timeout) = (&mut self.core, self.sched.limits().drain_timeout);
+        let mut done = Vec::new();
+        let drained = core.io.shutdown(&mut done, timeout);
+        for d in done {
+            let region = core.pool.reclaim(d.loan);
+            core.pool.free(region);
+        }
+        let Err(e) = drained else {
+            return Ok(());
+        };
+        let left = core.io.in_flight();
+        if left > 0 {
+            mem::forget(mem::replace(&mut core.io, Box::new(Detached)));
+            mem::forget(mem::replace(&mut core.pool, Pool::empty()));
+            stats::count_abandoned_drain();
+        }
+        Err(drain_error(e, left, timeout))
+    }
+
+    /// Drops every queued file, waits for every read in flight, and returns the same backend
+    /// and pool, free to read files of another lifetime; this one is left with none. The
+    /// counters carry on (a cap on descriptors lowered here does not: the new one starts as
+    /// configured).
+    pub(super) fn rebind<'b>(&mut self) -> io::Result<ReadAhead<'b>> {
+        while !self.core.queue.is_empty() {
+            self.drop_front_file();
+        }
+        self.drain()?;
+        let io = mem::replace(&mut self.core.io, Box::new(Detached)).rebind();
+        let pool = mem::replace(&mut self.core.pool, Pool::empty());
+        let mut core = Core::new(io, pool);
+        core.stats = self.core.stats;
+        #[cfg(test)]
+        {
+            core.poison = self.core.poison;
+        }
+        Ok(ReadAhead::new(core, *self.sched.limits()))
+    }
+
+    /// Gives the read-ahead up: the current file is dropped, the files queued behind it are
     /// handed back, in order, to be queued into another reader, and what is still in flight
     /// is cancelled without waiting again (a wait already gave up on it): where anything is,
     /// the backend and the pool are leaked and counted, as by a drain that timed out.
-    pub(crate) fn abandon(mut self) -> Vec<Unread<'a>> {
-        self.exposed = 0;
-        self.spill.clear();
+    pub(super) fn abandon(mut self) -> Vec<Unread<'a>> {
         self.drop_front_file();
         let mut behind = Vec::with_capacity(self.core.queue.len());
-        while let Some(id) = self.core.queue.front().map(|f| f.id) {
-            while let Some(c) = self.core.chunks.pop_front_of(id) {
-                self.core.drop_chunk(c);
-            }
-            let f = self.core.queue.pop_front().expect("checked");
+        while let Some(f) = self.core.pop_front_file() {
             let status = f.status();
             let (start, limit, exact) = (status.start(), status.limit(), status.is_exact());
             behind.push(Unread {
@@ -150,6 +206,43 @@ impl<'a> Engine<'a> {
     }
 }
 
+impl Drop for ReadAhead<'_> {
+    fn drop(&mut self) {
+        let drained = self.drain();
+        // A drain that gave up leaked the pool (see `drain`). Had a loan stayed out anyway,
+        // `Pool`'s drop would leak its memory rather than free it under the kernel.
+        debug_assert!(drained.is_err() || std::thread::panicking() || self.core.pool.lent() == 0);
+    }
+}
+
+/// Fails the current file where the read it waits for starts (else where its consumer is),
+/// after no read completed within `timeout`, and drops its reads from there on: those in
+/// flight become orphans.
+fn fail_hung_front(core: &mut Core<'_>, timeout: Duration) {
+    let Some(front) = core.queue.front_mut() else {
+        return;
+    };
+    let id = front.id;
+    let hung = core
+        .chunks
+        .iter()
+        .position(|c| c.file() == id && c.in_flight());
+    let at = hung.map_or(front.progress().consumed(), |i| core.chunks[i].resume_at());
+    let error = Error::Read {
+        path: front.name(),
+        offset: at,
+        source: timed_out(timeout),
+    };
+    if front.fail(error, at) {
+        core.stats.files_failed += 1;
+    }
+    if let Some(i) = hung {
+        while let Some(c) = core.chunks.remove_of(i, id) {
+            core.drop_chunk(c);
+        }
+    }
+}
+
 /// Why a file failed when no read completed within `timeout`.
 fn timed_out(timeout: Duration) -> io::Error {
     io::Error::new(
@@ -159,4 +252,27 @@ fn timed_out(timeout: Duration) -> io::Error {
              in flight and the file given up on"
         ),
     )
+}
+
+/// A drain's failure, saying what it leaves behind: `left` operations still in the kernel's
+/// hands after waiting up to `timeout`.
+fn drain_error(e: io::Error, left: usize, timeout: Duration) -> io::Error {
+    let leaked = if left > 0 {
+        "; the reader's buffer pool and ring are leaked, not freed, since the kernel may still write into them"
+    } else {
+        ""
+    };
+    let source = if e.kind() == io::ErrorKind::TimedOut {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "gave up after {timeout:?} waiting for {left} cancelled reads or opens the kernel has not completed (a hung device or mount?){leaked}"
+            ),
+        )
+    } else if left > 0 {
+        io::Error::new(e.kind(), format!("{e}{leaked}"))
+    } else {
+        e
+    };
+    ring_error("drain")(source)
 }

@@ -11,7 +11,7 @@ fn direct_engine<'a>(io: Scripted<'a>, f: &Files) -> Option<Engine<'a>> {
         return None;
     }
     let mut e = engine(io, 256 << 10, 16 << 10);
-    e.sched.limits_mut().direct = true;
+    e.stream.ahead.sched.limits_mut().direct = true;
     Some(e)
 }
 
@@ -140,8 +140,8 @@ fn a_direct_skip_to_the_end_reads_nothing_more() {
         return;
     };
     // A pool of 8 reads: the read-ahead is far from the end when the skip passes it.
-    e.core.pool = Pool::with_capacity(8 * 4096).unwrap();
-    e.sched.limits_mut().read_size = 4096;
+    e.stream.ahead.core.pool = Pool::with_capacity(8 * 4096).unwrap();
+    e.stream.ahead.sched.limits_mut().read_size = 4096;
     queue_paths(&mut e, &f);
     assert_eq!(e.fill_buf_at_least(10).unwrap()[..10], f.data[0][..10]);
     assert_eq!(e.skip(1 << 20).unwrap(), 150_000);
@@ -164,10 +164,10 @@ fn a_skip_to_the_end_drops_the_last_read_in_flight() {
         let Some(mut e) = direct_engine(io, &f) else {
             return;
         };
-        e.sched.limits_mut().read_size = 8192;
+        e.stream.ahead.sched.limits_mut().read_size = 8192;
         queue_paths(&mut e, &f);
         assert_eq!(e.fill_buf_at_least(10).unwrap()[..10], f.data[0][..10]);
-        if e.core.queue.front().unwrap().error().is_some() {
+        if e.stream.ahead.core.queue.front().unwrap().error().is_some() {
             continue; // This order completed the failing read first: nothing to check.
         }
         assert_eq!(e.skip(1 << 20).unwrap(), 20_000, "{order:?}");

@@ -13,11 +13,11 @@ fn moving_on_leaves_reads_in_flight_as_orphans() {
     queue_paths(&mut e, &f);
     assert_eq!(e.fill_buf().unwrap(), &f.data[0][..8192]);
     assert!(
-        e.core.io.in_flight() > 1,
+        e.stream.ahead.core.io.in_flight() > 1,
         "read-ahead of the current file is in flight"
     );
     assert!(e.move_to_next_file().unwrap());
-    let orphaned = e.core.chunks.orphans() as u64;
+    let orphaned = e.stream.ahead.core.chunks.orphans() as u64;
     let discarded = e.stats().reads_discarded;
     assert!(orphaned > 0);
     let rest = read_all(&mut e);
@@ -26,7 +26,10 @@ fn moving_on_leaves_reads_in_flight_as_orphans() {
     // Each orphan came back once, counted as discarded, or is still out (and comes back
     // through the drain in `Drop`, which checks every loan returns).
     let came_back = e.stats().reads_discarded - discarded;
-    assert_eq!(came_back + e.core.chunks.orphans() as u64, orphaned);
+    assert_eq!(
+        came_back + e.stream.ahead.core.chunks.orphans() as u64,
+        orphaned
+    );
 }
 
 #[test]
@@ -61,7 +64,16 @@ fn a_borrowed_file_is_read_through_a_duplicate_closed_once_its_reads_are_done() 
     e.push(Source::Borrowed(&small), 0, u64::MAX).unwrap();
     e.push(Source::Borrowed(&big), 0, u64::MAX).unwrap();
     // Reads name the reader's own descriptor, never the caller's number.
-    let dup = e.core.queue.front().unwrap().fd().unwrap().raw();
+    let dup = e
+        .stream
+        .ahead
+        .core
+        .queue
+        .front()
+        .unwrap()
+        .fd()
+        .unwrap()
+        .raw();
     assert_ne!(dup, raw_fd(&small));
     assert_eq!(fds_under(&f.dir()), 4, "each file and its duplicate");
     assert_eq!(e.fill_buf().unwrap(), &f.data[1][..]);

@@ -28,11 +28,11 @@ fn paths_opened_by_the_source_read_exactly_within_the_cap() {
             let io = opening(&f, order);
             let log = io.log.clone();
             let mut e = engine(io, 64 << 10, 8192);
-            e.sched.limits_mut().max_open = max_open;
+            e.stream.ahead.sched.limits_mut().max_open = max_open;
             queue_paths(&mut e, &f);
             let got = read_all_checking(&mut e, |e| {
                 // A file whose reads are all done holds no descriptor, while it is current.
-                let front = e.core.queue.front().unwrap();
+                let front = e.stream.ahead.core.queue.front().unwrap();
                 let Source::Path(path) = &front.source else {
                     unreachable!()
                 };
@@ -70,7 +70,7 @@ fn direct_opens_go_through_the_source_with_the_flag() {
         let io = opening(&f, order);
         let log = io.log.clone();
         let mut e = engine(io, 64 << 10, 8192);
-        e.sched.limits_mut().direct = true;
+        e.stream.ahead.sched.limits_mut().direct = true;
         queue_paths(&mut e, &f);
         // Where the filesystem refuses O_DIRECT (EINVAL), the file is opened here without.
         assert_exact(&read_all(&mut e), &f.data);
@@ -171,10 +171,17 @@ fn emfile_on_a_later_file_lowers_the_cap_and_opens_it_later() {
         queue_paths(&mut e, &f);
         assert_exact(&read_all(&mut e), &f.data);
         // Remembered only once the cap was lowered.
-        assert!(e.sched.opens().lowered(), "{order:?}: the cap was lowered");
+        assert!(
+            e.stream.ahead.sched.opens().lowered(),
+            "{order:?}: the cap was lowered"
+        );
         // Opens went through again, so the cap came back as configured.
         assert_eq!(
-            e.sched.opens().max_open(e.sched.limits()),
+            e.stream
+                .ahead
+                .sched
+                .opens()
+                .max_open(e.stream.ahead.sched.limits()),
             4,
             "{order:?}: the cap recovers"
         );
@@ -227,7 +234,14 @@ fn moving_past_a_file_being_opened_loses_nothing() {
         let mut e = engine(io, 64 << 10, 8192);
         queue_paths(&mut e, &f);
         assert!(
-            e.core.queue.front().unwrap().status().is_opening(),
+            e.stream
+                .ahead
+                .core
+                .queue
+                .front()
+                .unwrap()
+                .status()
+                .is_opening(),
             "{order:?}"
         );
         assert!(e.move_to_next_file().unwrap());
@@ -235,7 +249,14 @@ fn moving_past_a_file_being_opened_loses_nothing() {
         // completes only when the engine waits.
         let lazy = order.1;
         assert_eq!(
-            e.core.queue.front().unwrap().status().is_opening(),
+            e.stream
+                .ahead
+                .core
+                .queue
+                .front()
+                .unwrap()
+                .status()
+                .is_opening(),
             lazy,
             "{order:?}"
         );
@@ -243,7 +264,7 @@ fn moving_past_a_file_being_opened_loses_nothing() {
         assert_exact(&read_all(&mut e), &f.data[2..]);
         assert_pool_empty(&e);
         // Late opens of the files moved past were closed as they came.
-        let pending = e.sched.opens().in_flight();
+        let pending = e.stream.ahead.sched.opens().in_flight();
         assert_eq!(fds_under(&f.dir()), 0, "{order:?}, {pending} opens pending");
         drop(e);
         assert_eq!(fds_under(&f.dir()), 0);
@@ -274,7 +295,10 @@ fn dropping_with_opens_in_flight_leaks_nothing() {
                 assert!(e.move_to_next_file().unwrap());
                 assert_eq!(e.fill_buf().unwrap()[0], f.data[1][0]);
             }
-            assert!(e.sched.opens().in_flight() > 0, "{order:?} {read_first}");
+            assert!(
+                e.stream.ahead.sched.opens().in_flight() > 0,
+                "{order:?} {read_first}"
+            );
             drop(e);
             assert_eq!(fds_under(&f.dir()), 0, "{order:?} {read_first}");
         }
@@ -287,11 +311,11 @@ fn moving_past_a_file_with_reads_in_flight_stays_within_the_cap() {
     let io = opening(&f, (false, true));
     let log = io.log.clone();
     let mut e = engine(io, 256 << 10, 16 << 10);
-    e.sched.limits_mut().max_open = 2;
+    e.stream.ahead.sched.limits_mut().max_open = 2;
     queue_paths(&mut e, &f);
     e.fill_buf().unwrap();
     assert!(
-        e.core.io.in_flight() > 1,
+        e.stream.ahead.core.io.in_flight() > 1,
         "file 0's read-ahead is in flight"
     );
     assert!(e.move_to_next_file().unwrap());

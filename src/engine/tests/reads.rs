@@ -39,7 +39,7 @@ fn continuations_are_submitted_by_the_step_that_makes_them() {
     assert_eq!(log.lock().unwrap().reads.len(), 2);
     assert_eq!(log.lock().unwrap().unsubmitted, 0);
     // Both come back short; nothing else is left to issue, so only the continuations go.
-    e.refill().unwrap();
+    e.stream.ahead.refill().unwrap();
     let log = log.lock().unwrap();
     assert_eq!(e.stats().short_reads, 2);
     assert_eq!(
