@@ -1,17 +1,20 @@
-//! What takes several parts of the engine's core at once: starting a read (its chunk, its
-//! file's progress, its region lent), and dropping reads no longer wanted (freeing their
-//! regions, or cancelling them in flight as orphans) and files with them.
+//! What takes several parts of the engine's core at once: dropping reads no longer wanted
+//! (freeing their regions, or cancelling them in flight as orphans) and files with them,
+//! continuing a read, and draining what is in flight before the pool goes.
 
 use std::collections::BTreeSet;
+use std::io;
+use std::mem;
+use std::time::Duration;
 
 use super::chunks::{Chunk, Chunks};
-use super::Core;
+use super::{ring_error, Core};
 use crate::error::Error;
-use crate::io::{Io, ReadReq};
+use crate::io::{Detached, Io, ReadReq};
 use crate::pool::{Pool, Region};
 use crate::queue::{FileEntry, Queue};
 use crate::source::FdRef;
-use crate::stats::Stats;
+use crate::stats::{self, Stats};
 
 impl<'a> Core<'a> {
     pub(super) fn new(io: Box<dyn Io<'a> + 'a>, pool: Pool) -> Self {
@@ -24,32 +27,6 @@ impl<'a> Core<'a> {
             #[cfg(test)]
             poison: None,
         }
-    }
-
-    /// Records the next read of the file at `idx`, `len` bytes of it asked as `read_len`
-    /// (rounded up for `O_DIRECT`), as a chunk, and lends it `region`: the request to hand
-    /// the backend.
-    pub(super) fn start_read(
-        &mut self,
-        idx: usize,
-        (fd, direct): (FdRef<'a>, bool),
-        #[cfg_attr(not(test), allow(unused_mut))] mut region: Region,
-        (len, read_len): (usize, usize),
-    ) -> ReadReq<'a> {
-        #[cfg(test)]
-        if let Some(byte) = self.poison {
-            self.pool.bytes_mut(&mut region).fill(byte);
-        }
-        let entry = self.queue.get_mut(idx).expect("index from the queue");
-        let (file, offset) = (entry.id, entry.progress().next_read());
-        // Past the start of the region only where `skip` jumped into an aligned O_DIRECT read.
-        let pos = entry.progress().consumed().saturating_sub(offset) as usize;
-        entry.progress_mut().issued(len);
-        let id = self.chunks.push(file, offset, read_len, pos);
-        let loan = self.pool.lend(region);
-        self.stats.reads += 1;
-        self.stats.reads_direct += u64::from(direct);
-        ReadReq::new(id, (fd, direct), offset, loan, 0, read_len)
     }
 
     /// Reads the rest of chunk `i` (from its `from`) again, into `region`.
@@ -85,6 +62,32 @@ impl<'a> Core<'a> {
         {
             self.queue.release_fd(idx);
         }
+    }
+
+    /// Cancels what is in flight and waits, up to `timeout`, for all of it to come back,
+    /// freeing what does. Where the wait times out or the ring fails with something still
+    /// in flight, the kernel may yet write into the pool and post into the ring: both are
+    /// leaked (the ring stays open and mapped, with every descriptor its reads name; the
+    /// pool stays mapped), replaced by a backend and a pool of nothing, and the
+    /// process-wide count of drains abandoned goes up. A backend without reads in the
+    /// kernel (`pread`) returns at once.
+    pub(super) fn drain(&mut self, timeout: Duration) -> io::Result<()> {
+        let mut done = Vec::new();
+        let drained = self.io.shutdown(&mut done, timeout);
+        for d in done {
+            let region = self.pool.reclaim(d.loan);
+            self.pool.free(region);
+        }
+        let Err(e) = drained else {
+            return Ok(());
+        };
+        let left = self.io.in_flight();
+        if left > 0 {
+            mem::forget(mem::replace(&mut self.io, Box::new(Detached)));
+            mem::forget(mem::replace(&mut self.pool, Pool::empty()));
+            stats::count_abandoned_drain();
+        }
+        Err(drain_error(e, left, timeout))
     }
 
     /// Counts the peaks of reads in flight and pool bytes held, after reads were issued.
@@ -181,4 +184,27 @@ impl<'a> Core<'a> {
         }
         true
     }
+}
+
+/// A drain's failure, saying what it leaves behind: `left` operations still in the kernel's
+/// hands after waiting up to `timeout`.
+fn drain_error(e: io::Error, left: usize, timeout: Duration) -> io::Error {
+    let leaked = if left > 0 {
+        "; the reader's buffer pool and ring are leaked, not freed, since the kernel may still write into them"
+    } else {
+        ""
+    };
+    let source = if e.kind() == io::ErrorKind::TimedOut {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "gave up after {timeout:?} waiting for {left} cancelled reads or opens the kernel has not completed (a hung device or mount?){leaked}"
+            ),
+        )
+    } else if left > 0 {
+        io::Error::new(e.kind(), format!("{e}{leaked}"))
+    } else {
+        e
+    };
+    ring_error("drain")(source)
 }

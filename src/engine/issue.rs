@@ -7,7 +7,7 @@ use super::opens::Opens;
 use super::policy::{How, Next, Policy, Window};
 use super::{ring_error, Core, Limits};
 use crate::consts::{DIRECT_ALIGN, OFFLOAD_MIN};
-use crate::io::FromCache;
+use crate::io::{FromCache, ReadReq};
 use crate::pool::Region;
 use crate::source::FdRef;
 
@@ -224,10 +224,34 @@ impl<'a> Read<'a> {
         self.read_len = self.len;
     }
 
+    /// Records it as the next read of the file at `idx`, a chunk, and lends it `region`:
+    /// the request to hand the backend.
+    fn lend(
+        self,
+        core: &mut Core<'a>,
+        idx: usize,
+        #[cfg_attr(not(test), allow(unused_mut))] mut region: Region,
+    ) -> ReadReq<'a> {
+        let (fd, direct, len, read_len) = (self.fd, self.next.direct, self.len, self.read_len);
+        #[cfg(test)]
+        if let Some(byte) = core.poison {
+            core.pool.bytes_mut(&mut region).fill(byte);
+        }
+        let entry = core.queue.get_mut(idx).expect("index from the queue");
+        let (file, offset) = (entry.id, entry.progress().next_read());
+        // Past the start of the region only where `skip` jumped into an aligned O_DIRECT read.
+        let pos = entry.progress().consumed().saturating_sub(offset) as usize;
+        entry.progress_mut().issued(len);
+        let id = core.chunks.push(file, offset, read_len, pos);
+        let loan = core.pool.lend(region);
+        core.stats.reads += 1;
+        core.stats.reads_direct += u64::from(direct);
+        ReadReq::new(id, (fd, direct), offset, loan, 0, read_len)
+    }
+
     /// Hands it to the backend, as the read of the file at `idx`, into `region`, sent `how`.
     fn send(self, core: &mut Core<'a>, idx: usize, region: Region, how: How, policy: &mut Policy) {
-        let direct = self.next.direct;
-        let req = core.start_read(idx, (self.fd, direct), region, (self.len, self.read_len));
+        let req = self.lend(core, idx, region);
         match how {
             How::Ring => core.io.read(req),
             How::Offload => {

@@ -198,13 +198,8 @@ impl<'a> Engine<'a> {
         self.stream.ahead.abandon()
     }
 
-    /// Queues a file's range `start..start + limit`; see `ReadAhead::push`.
-    pub(crate) fn push(&mut self, source: Source<'a>, start: u64, limit: u64) -> io::Result<()> {
-        self.stream.ahead.push(source, (start, limit), false)
-    }
-
-    /// [`push`](Self::push), of a range the file must hold whole where `exact` (an end of
-    /// file before `start + limit` fails it).
+    /// Queues a file's range `start..start + limit`, which it must hold whole where `exact`
+    /// (an end of file before `start + limit` fails it); see `ReadAhead::push`.
     pub(crate) fn push_range(
         &mut self,
         source: Source<'a>,
@@ -225,9 +220,9 @@ impl<'a> Engine<'a> {
         self.stream.current_index()
     }
 
-    /// Opens the current file if it is not yet; see `Stream::open_current`.
+    /// Opens the current file if it is not yet; see `ReadAhead::open_current`.
     pub(crate) fn open_current(&mut self) -> io::Result<()> {
-        self.stream.open_current()
+        self.stream.ahead.open_current()
     }
 
     /// The bytes the queued files have left to read, as far as known (one page for a file
@@ -263,22 +258,6 @@ impl<'a> Engine<'a> {
 
     fn core(&self) -> &Core<'a> {
         &self.stream.ahead.core
-    }
-
-    #[cfg(test)]
-    fn core_mut(&mut self) -> &mut Core<'a> {
-        &mut self.stream.ahead.core
-    }
-
-    #[cfg(test)]
-    pub(crate) fn pool(&self) -> &Pool {
-        &self.core().pool
-    }
-
-    /// Tests: every region is filled with `byte` before it is read into.
-    #[cfg(test)]
-    pub(crate) fn set_poison(&mut self, byte: u8) {
-        self.core_mut().poison = Some(byte);
     }
 }
 

@@ -97,47 +97,12 @@ impl<'a> Engine<'a> {
     /// At least `n` contiguous bytes of the current file, or all it has left; see
     /// `SequentialFileReader::fill_buf_at_least`.
     pub(crate) fn fill_buf_at_least(&mut self, n: usize) -> io::Result<&[u8]> {
-        let capacity = self.stream.ahead.core.pool.capacity();
-        if n > capacity {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("fill_buf_at_least({n}): more than the pool holds ({capacity} bytes); raise buffer_size"),
-            ));
-        }
-        self.stream.ahead.sched.policy_mut().set_records();
-        if self.spill.pending() == 0 {
-            // Most records lie inside the front chunk: no run to measure, no waiting.
-            let core = &self.stream.ahead.core;
-            if let Some(len) = front::unread(core, n) {
-                debug_assert!(
-                    front::run_len(core, n).0 == len,
-                    "the run gather would find"
-                );
-                return Ok(self.stream.expose_run(len));
-            }
-            if let Gather::InPlace(len) = gather(&mut self.stream, n)? {
-                return Ok(self.stream.expose_run(len));
-            }
-        }
-        fill_spill(&mut self.stream, &mut self.spill, n)?;
-        Ok(self.spill.expose())
+        fill_at_least(&mut self.stream, &mut self.spill, n)
     }
 
     /// Passes over `n` bytes of the current file; see `SequentialFileReader::skip`.
     pub(crate) fn skip(&mut self, n: u64) -> io::Result<u64> {
-        self.stream.hide();
-        let in_file = n.saturating_sub(self.spill.pending() as u64);
-        if in_file > 0 && ensure_sized(&mut self.stream)? {
-            front::check_passable(&self.stream.ahead.core, in_file)?;
-        }
-        let mut skipped = self.spill.skip(n);
-        let ahead = &mut self.stream.ahead;
-        if skipped < n && ahead.core.queue.front().is_some() {
-            skipped += front::skip(&mut ahead.core, n - skipped);
-            ahead.refill()?;
-        }
-        ahead.core.stats.bytes_skipped += skipped;
-        Ok(skipped)
+        skip(&mut self.stream, &mut self.spill, n)
     }
 
     /// The offset in the current file of the next byte the consumer gets: past what it was
@@ -178,6 +143,56 @@ impl<'a> Engine<'a> {
         self.spill.clear();
         self.stream.activate(file, limit)
     }
+}
+
+/// At least `n` contiguous bytes of the current file, or all it has left: in place where
+/// they lie in adjacent regions, else copied into the spill.
+fn fill_at_least<'s>(
+    stream: &'s mut Stream<'_>,
+    spill: &'s mut Spill,
+    n: usize,
+) -> io::Result<&'s [u8]> {
+    let capacity = stream.ahead.core.pool.capacity();
+    if n > capacity {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("fill_buf_at_least({n}): more than the pool holds ({capacity} bytes); raise buffer_size"),
+        ));
+    }
+    stream.ahead.sched.policy_mut().set_records();
+    if spill.pending() == 0 {
+        // Most records lie inside the front chunk: no run to measure, no waiting.
+        let core = &stream.ahead.core;
+        if let Some(len) = front::unread(core, n) {
+            debug_assert!(
+                front::run_len(core, n).0 == len,
+                "the run gather would find"
+            );
+            return Ok(stream.expose_run(len));
+        }
+        if let Gather::InPlace(len) = gather(stream, n)? {
+            return Ok(stream.expose_run(len));
+        }
+    }
+    fill_spill(stream, spill, n)?;
+    Ok(spill.expose())
+}
+
+/// Passes over `n` bytes of the current file: those waiting in the spill first.
+fn skip(stream: &mut Stream<'_>, spill: &mut Spill, n: u64) -> io::Result<u64> {
+    stream.hide();
+    let in_file = n.saturating_sub(spill.pending() as u64);
+    if in_file > 0 && ensure_sized(stream)? {
+        front::check_passable(&stream.ahead.core, in_file)?;
+    }
+    let mut skipped = spill.skip(n);
+    let ahead = &mut stream.ahead;
+    if skipped < n && ahead.core.queue.front().is_some() {
+        skipped += front::skip(&mut ahead.core, n - skipped);
+        ahead.refill()?;
+    }
+    ahead.core.stats.bytes_skipped += skipped;
+    Ok(skipped)
 }
 
 /// Waits and issues reads until `n` bytes (or the file's rest) lie contiguous in the pool
@@ -251,7 +266,7 @@ fn fill_spill(stream: &mut Stream<'_>, spill: &mut Spill, n: usize) -> io::Resul
 /// current file, its error if it cannot be opened. (A file that failed later was sized:
 /// where it failed is for the caller to check.)
 fn ensure_sized(stream: &mut Stream<'_>) -> io::Result<bool> {
-    stream.open_current()?;
+    stream.ahead.open_current()?;
     let Some(front) = stream.ahead.core.queue.front() else {
         return Ok(false);
     };

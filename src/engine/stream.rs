@@ -169,28 +169,4 @@ impl<'a> Stream<'a> {
         }
         self.ahead.refill()
     }
-
-    /// Opens the current file if it is not yet (waiting for an open under way), until it is
-    /// sized or has failed; its error is left for reading it to report. An error here is
-    /// the backend's.
-    pub(super) fn open_current(&mut self) -> io::Result<()> {
-        loop {
-            let Some(front) = self.ahead.core.queue.front() else {
-                return Ok(());
-            };
-            if front.status().is_sized() || front.error().is_some() {
-                return Ok(());
-            }
-            self.ahead.schedule()?;
-            let front = self.ahead.core.queue.front().expect("still current");
-            if !front.status().is_sized() && front.error().is_none() {
-                if self.ahead.core.io.in_flight() == 0 {
-                    return Err(io::Error::other(
-                        "readahead: the current file could not be opened (this is a bug)",
-                    ));
-                }
-                self.ahead.wait()?;
-            }
-        }
-    }
 }

@@ -19,7 +19,6 @@ use crate::error::Error;
 use crate::io::Detached;
 use crate::pool::Pool;
 use crate::source::Source;
-use crate::stats;
 
 /// A file taken back from an engine given up: queue it again elsewhere.
 #[derive(Debug)]
@@ -73,6 +72,30 @@ impl<'a> ReadAhead<'a> {
     /// Issues reads, earliest file first, while depth and pool allow; then submits them.
     pub(super) fn schedule(&mut self) -> io::Result<()> {
         self.sched.schedule(&mut self.core)
+    }
+
+    /// Opens the current file if it is not yet (waiting for an open under way), until it is
+    /// sized or has failed; its error is left for reading it to report. An error here is
+    /// the backend's.
+    pub(super) fn open_current(&mut self) -> io::Result<()> {
+        loop {
+            let Some(front) = self.core.queue.front() else {
+                return Ok(());
+            };
+            if front.status().is_sized() || front.error().is_some() {
+                return Ok(());
+            }
+            self.schedule()?;
+            let front = self.core.queue.front().expect("still current");
+            if !front.status().is_sized() && front.error().is_none() {
+                if self.core.io.in_flight() == 0 {
+                    return Err(io::Error::other(
+                        "readahead: the current file could not be opened (this is a bug)",
+                    ));
+                }
+                self.wait()?;
+            }
+        }
     }
 
     /// Handles every completion reaped, and every open the backend finished.
@@ -136,30 +159,9 @@ impl<'a> ReadAhead<'a> {
     }
 
     /// Cancels what is in flight and waits, up to `drain_timeout`, for all of it to come
-    /// back, freeing what does. Where the wait times out or the ring fails with something
-    /// still in flight, the kernel may yet write into the pool and post into the ring: both
-    /// are leaked (the ring stays open and mapped, with every descriptor its reads name; the
-    /// pool stays mapped), replaced by a backend and a pool of nothing, and the process-wide
-    /// count of drains abandoned goes up. A backend without reads in the kernel (`pread`)
-    /// returns at once.
+    /// back; see `Core::drain`.
     pub(super) fn drain(&mut self) -> io::Result<()> {
-        let (core, timeout) = (&mut self.core, self.sched.limits().drain_timeout);
-        let mut done = Vec::new();
-        let drained = core.io.shutdown(&mut done, timeout);
-        for d in done {
-            let region = core.pool.reclaim(d.loan);
-            core.pool.free(region);
-        }
-        let Err(e) = drained else {
-            return Ok(());
-        };
-        let left = core.io.in_flight();
-        if left > 0 {
-            mem::forget(mem::replace(&mut core.io, Box::new(Detached)));
-            mem::forget(mem::replace(&mut core.pool, Pool::empty()));
-            stats::count_abandoned_drain();
-        }
-        Err(drain_error(e, left, timeout))
+        self.core.drain(self.sched.limits().drain_timeout)
     }
 
     /// Drops every queued file, waits for every read in flight, and returns the same backend
@@ -252,27 +254,4 @@ fn timed_out(timeout: Duration) -> io::Error {
              in flight and the file given up on"
         ),
     )
-}
-
-/// A drain's failure, saying what it leaves behind: `left` operations still in the kernel's
-/// hands after waiting up to `timeout`.
-fn drain_error(e: io::Error, left: usize, timeout: Duration) -> io::Error {
-    let leaked = if left > 0 {
-        "; the reader's buffer pool and ring are leaked, not freed, since the kernel may still write into them"
-    } else {
-        ""
-    };
-    let source = if e.kind() == io::ErrorKind::TimedOut {
-        io::Error::new(
-            e.kind(),
-            format!(
-                "gave up after {timeout:?} waiting for {left} cancelled reads or opens the kernel has not completed (a hung device or mount?){leaked}"
-            ),
-        )
-    } else if left > 0 {
-        io::Error::new(e.kind(), format!("{e}{leaked}"))
-    } else {
-        e
-    };
-    ring_error("drain")(source)
 }

@@ -203,7 +203,8 @@ impl<'a> SequentialFileReader<'a> {
     ///
     /// See [`rebind`](Self::rebind).
     pub fn add_file_to_prefetch(&mut self, file: &'a File, read_limit: u64) -> io::Result<()> {
-        self.engine.push(Source::Borrowed(file), 0, read_limit)
+        self.engine
+            .push_range(Source::Borrowed(file), 0, read_limit, false)
     }
 
     /// Makes `(file, read_limit)` the current file (`read_limit` as in
