@@ -33,7 +33,7 @@ fn small_ring<'a>(pool: &Pool, register: bool) -> Ring<'a> {
         sq_poll: None,
     };
     let ring = Ring::new(config, pool).unwrap();
-    assert_eq!(ring.ring.params().cq_entries(), 2 * CQ_PER_DEPTH);
+    assert_eq!(ring.kernel.ring.params().cq_entries(), 2 * CQ_PER_DEPTH);
     ring
 }
 
@@ -124,20 +124,20 @@ fn more_reads_than_the_completion_queue_holds_all_complete_once() {
             }
             ring.submit().unwrap();
             assert_eq!(ring.in_flight(), READS);
-            let overflowed = ring.ring.submission().cq_overflow();
-            let reaped_early = ring.reads.ready_len();
+            let overflowed = ring.kernel.ring.submission().cq_overflow();
+            let reaped_early = ring.flight.reads.ready_len();
             let mut done = Vec::new();
             while ring.in_flight() > 0 {
                 ring.reap(true, &mut done).unwrap();
             }
             assert_eq!(
-                ring.ring.completion().overflow(),
+                ring.kernel.ring.completion().overflow(),
                 0,
                 "no completion dropped"
             );
             eprintln!(
                 "fixed {}: overflowed {overflowed}, {reaped_early} reaped while submitting",
-                ring.fixed
+                ring.kernel.fixed
             );
             assert_eq!(done.len(), READS);
             let mut seen = HashSet::new();
@@ -263,7 +263,7 @@ fn small_files(n: usize) -> (tempfile::TempDir, Vec<PathBuf>) {
 /// kernel cannot.
 fn opening_ring<'a>(pool: &Pool) -> Option<Ring<'a>> {
     let ring = small_ring(pool, false);
-    if !ring.opens.can_open() {
+    if !ring.flight.opens.can_open() {
         skip_refused("io_uring opens", "this kernel has no IORING_OP_OPENAT");
         return None;
     }
@@ -334,7 +334,7 @@ fn shutdown_with_opens_in_flight_leaves_no_descriptor_open() {
             }
             ring.submit().unwrap();
             if case == 1 {
-                while ring.opens.any_in_kernel() {
+                while ring.flight.opens.any_in_kernel() {
                     ring.reap(true, &mut Vec::new()).unwrap();
                 }
                 assert_eq!(fds_under(&root), paths.len(), "opened, not collected");
@@ -388,7 +388,7 @@ fn a_read_id_in_flight_or_among_the_tags_panics_before_it_is_queued() {
                 .expect_err("a read under a bad id is refused");
             let msg = panic_message(panic);
             assert!(msg.contains(why), "{id:#x}: {msg}");
-            assert!(ring.ring.submission().is_empty(), "{id:#x}: nothing queued");
+            assert!(!ring.kernel.queued(), "{id:#x}: nothing queued");
             assert_eq!(ring.in_flight(), 1, "{id:#x}: only the first read");
         }
         let mut done = Vec::new();
@@ -433,7 +433,7 @@ fn a_second_open_of_a_file_in_flight_panics_before_it_is_queued() {
         let msg = panic_message(panic);
         assert!(msg.contains("already being opened"), "{msg}");
         assert_eq!(
-            ring.ring.submission().len(),
+            ring.kernel.ring.submission().len(),
             1,
             "only the first open queued"
         );

@@ -1,24 +1,83 @@
-//! The ring's dealings with the kernel that need no `unsafe`: waiting for completions,
-//! retrying while the kernel is busy, and keeping the kernel's workers off the thread's CPU
-//! (`WorkersApart`). Pushing an entry, which hands the kernel what it names, stays in
-//! `uring.rs`.
+//! The ring's handle on the kernel (`Kernel`), the part that needs no `unsafe`: submitting
+//! what is queued, retrying while the kernel is busy, waiting for completions, and keeping
+//! the kernel's workers off the thread's CPU (`WorkersApart`). Pushing an entry, which hands
+//! the kernel what it names, and closing the ring stay in `uring.rs`.
 
 use std::io;
 use std::thread::ThreadId;
 use std::time::Instant;
 
-use io_uring::{types, IoUring};
+use io_uring::{types, CompletionQueue, IoUring};
 
 use crate::sys::other_cpus;
 
+use super::Kernel;
+
 /// Tries of a submission the kernel answers with `EBUSY`/`EAGAIN` before giving up.
-pub(super) const BUSY_TRIES: u32 = 64;
+const BUSY_TRIES: u32 = 64;
+
+impl Kernel {
+    /// Whether entries are queued and not yet submitted.
+    pub(super) fn queued(&mut self) -> bool {
+        !self.ring.submission().is_empty()
+    }
+
+    /// Whether the ring returned an error (it is broken after the first).
+    pub(super) fn is_broken(&self) -> bool {
+        self.broken.is_some()
+    }
+
+    /// The error the ring broke with, as an error of its own; `Ok` if it did not break.
+    pub(super) fn check(&self) -> io::Result<()> {
+        match &self.broken {
+            Some(e) => Err(io::Error::new(e.kind(), e.to_string())),
+            None => Ok(()),
+        }
+    }
+
+    /// The completions there, to be reaped.
+    pub(super) fn completions(&mut self) -> CompletionQueue<'_> {
+        self.ring.completion()
+    }
+
+    /// `io_uring_enter` for what is queued; while the kernel is busy, `reap` takes the
+    /// completions there, to make room.
+    pub(super) fn submit(&mut self, mut reap: impl FnMut(CompletionQueue<'_>)) -> io::Result<()> {
+        self.check()?;
+        let mut tries = 0;
+        loop {
+            match self.ring.submit() {
+                Ok(_) => return Ok(()),
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                Err(e) if is_busy(&e) && tries < BUSY_TRIES => {
+                    tries += 1;
+                    reap(self.ring.completion());
+                }
+                Err(e) => {
+                    self.broken = Some(io::Error::new(e.kind(), e.to_string()));
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Blocks in the kernel until at least one completion is there, or returns an error of
+    /// kind `TimedOut` once `deadline` has passed (see `wait_one_until`).
+    pub(super) fn wait(&mut self, deadline: Option<Instant>) -> io::Result<()> {
+        wait_one_until(&mut self.ring, deadline)
+    }
+
+    /// Undoes what `WorkersApart::ask` set for this ring, where it is the last to rely on it.
+    pub(super) fn undo_workers_apart(&self) {
+        self.workers_apart.undo(&self.ring);
+    }
+}
 
 /// Blocks in the kernel until at least one completion is there, or returns an error of
 /// kind `TimedOut` once `deadline` has passed (`None`: never). The bound needs
 /// `IORING_FEAT_EXT_ARG` (Linux 5.11), a wait with a timeout; without it the wait is not
-/// bounded. Needs nothing of the `Ring` but its `IoUring`.
-pub(super) fn wait_one_until(ring: &mut IoUring, deadline: Option<Instant>) -> io::Result<()> {
+/// bounded. Needs nothing of the `Kernel` but its `IoUring`.
+fn wait_one_until(ring: &mut IoUring, deadline: Option<Instant>) -> io::Result<()> {
     let deadline = deadline.filter(|_| ring.params().is_feature_ext_arg());
     let mut tries = 0;
     loop {
@@ -54,7 +113,7 @@ pub(super) fn wait_one_until(ring: &mut IoUring, deadline: Option<Instant>) -> i
     }
 }
 
-pub(super) fn is_busy(e: &io::Error) -> bool {
+fn is_busy(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EAGAIN))
 }
 
@@ -93,7 +152,7 @@ impl WorkersApart {
     }
 
     /// Undoes `ask`, on the thread it was made for, once no other ring there relies on it.
-    pub(super) fn undo(&self, ring: &IoUring) {
+    fn undo(&self, ring: &IoUring) {
         if self.set_on != Some(std::thread::current().id()) {
             return;
         }
