@@ -457,3 +457,7 @@ impl Drop for Ring<'_> {
 #[cfg(test)]
 #[path = "uring_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "uring_bytes_tests.rs"]
+mod bytes_tests;
