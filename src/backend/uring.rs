@@ -9,9 +9,6 @@
 //!   read's id is below the tags of opens and cancels and unique among reads in flight,
 //!   checked in every build before its entry is queued.
 //! - Every open handed to the kernel keeps its path in `opens` until its completion is reaped.
-//!
-//! `in_flight.rs` keeps the reads (`Reads`) and opens (`Opens`) the ring has; this file alone
-//! hands them to the kernel and turns their completions back into loans and descriptors.
 //! - At most `depth` reads, `depth` opens and `depth` cancels are in flight (plus one cancel
 //!   each on shutdown), and the completion queue holds `8 * depth`, so it cannot overflow
 //!   (and the kernel keeps overflow anyway: `FEAT_NODROP`).
@@ -19,38 +16,45 @@
 //!   failed), the ring itself, their loans, paths and descriptors are leaked, never closed or
 //!   freed (the pool leaks its memory with the loans): the kernel may still write into them.
 //!   The engine leaks the whole ring in that case anyway (`Engine::drain`).
+//!
+//! `in_flight.rs` keeps the reads (`Reads`) and opens (`Opens`) the ring has; this file alone
+//! hands them to the kernel and turns their completions back into loans and descriptors. The
+//! ring is three types, each with the state it owns: `Kernel`, the `IoUring` handle, builds
+//! and pushes entries here and, in `kernel.rs`, submits them, retrying while the kernel is
+//! busy, and waits for completions; `InFlight`, the reads, opens and cancels the kernel has,
+//! hands them over and reaps them here and, in `reap.rs`, collects completions; `Ring`, the
+//! [`Io`] interface, delegates to the two and closes or leaks the ring when dropped.
 #![allow(unsafe_code)]
 
 mod in_flight;
+mod kernel;
+mod reap;
 
 use std::fs::File;
 use std::io;
 use std::mem::{self, ManuallyDrop};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd};
 use std::path::Path;
-use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
-use io_uring::{opcode, squeue, types, IoUring};
+use io_uring::{opcode, squeue, types, CompletionQueue, IoUring};
 
 use crate::consts::Backend;
 use crate::error::Error;
-use crate::io::{FromCache, Io, OpenResult, Opened, ReadDone, ReadReq};
+use crate::io::{FromCache, Io, KernelRead, OpenResult, Opened, ReadDone, ReadReq};
 use crate::pool::Pool;
 use crate::source::Source;
-use crate::sys::other_cpus;
 
 use super::setup::{check_features, set_up};
 use super::RingConfig;
 use in_flight::{Opens, Reads};
+use kernel::WorkersApart;
 
 /// The `user_data` of cancel requests; read ids never reach it.
 const CANCEL: u64 = u64::MAX;
 /// Set in the `user_data` of opens (with the file's id in the low bits); read ids never
 /// reach it.
 const OPEN: u64 = 1 << 62;
-/// Tries of a submission the kernel answers with `EBUSY`/`EAGAIN` before giving up.
-const BUSY_TRIES: u32 = 64;
 /// The largest buffer the kernel registers as one.
 const MAX_REGISTERED: usize = 1 << 30;
 
@@ -77,76 +81,45 @@ fn round_trip(ring: &mut IoUring) -> io::Result<()> {
     Ok(())
 }
 
-/// The ring and the reads it has in flight.
+/// The ring and the reads it has in flight: the [`Io`] interface over the ring's handle on
+/// the kernel and what the kernel has.
 pub(crate) struct Ring<'a> {
-    // Drop order: `Drop for Ring` leaks `reads` and `opens` if anything is still in flight,
-    // then `ring` closes. `ManuallyDrop` keeps the ring's own drop explicit there.
+    // Drop order: `Drop for Ring` leaks what is in flight, and the kernel's ring with it, if
+    // anything is; else it closes the ring, which is `ManuallyDrop` to keep that explicit.
+    kernel: Kernel,
+    flight: InFlight<'a>,
+}
+
+/// The ring's handle on the kernel: the `IoUring`, what it was set up with, and whether it
+/// broke. Builds and pushes entries (here), submits them and waits (`kernel.rs`).
+struct Kernel {
+    /// Closed only by `Drop for Ring` (of this ring, or of the one `rebind` moves it to), and
+    /// only once nothing is in flight.
     ring: ManuallyDrop<IoUring>,
-    reads: Reads<'a>,
-    opens: Opens,
-    cancels: usize,
-    depth: usize,
     /// Whether the pool is registered (reads are `READ_FIXED` with buffer index 0).
     fixed: bool,
     /// The first error the ring returned; it is broken after that.
     broken: Option<io::Error>,
+    /// Whether this ring asked the kernel's workers off its thread's CPU.
     workers_apart: WorkersApart,
 }
 
-/// Whether a ring asked its thread's kernel workers to keep off that thread's CPU, and on
-/// which thread, to be undone when the ring goes.
-#[derive(Debug, Default)]
-struct WorkersApart {
-    /// Asked already (once a ring, whatever came of it: a refusal is not asked again).
-    asked: bool,
-    /// The thread the setting was made for, where the kernel took it.
-    set_on: Option<ThreadId>,
-}
-
-thread_local! {
-    /// Rings of this thread whose setting stands: the last to go undoes it.
-    static APART_RINGS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-impl WorkersApart {
-    /// Before the ring's first read handed to kernel workers, asks for the thread's workers
-    /// to keep off the CPU it runs on now: the kernel starts them beside the thread whose
-    /// copies they take over, where they only take turns with it. The setting is the
-    /// thread's (Linux 5.14; the kernel has none for one ring), so it is undone when the
-    /// last ring of the thread that asked goes, on that thread; a ring that moved to another
-    /// thread, or that was leaked, leaves it. Not for a ring with a submission thread, whose
-    /// workers are that thread's, shared with other rings.
-    fn ask(&mut self, ring: &IoUring) {
-        if std::mem::replace(&mut self.asked, true) || ring.params().is_setup_sqpoll() {
-            return;
-        }
-        let Some(cpus) = other_cpus() else { return };
-        if ring.submitter().register_iowq_aff(&cpus).is_ok() {
-            self.set_on = Some(std::thread::current().id());
-            APART_RINGS.with(|n| n.set(n.get() + 1));
-        }
-    }
-
-    /// Undoes `ask`, on the thread it was made for, once no other ring there relies on it.
-    fn undo(&self, ring: &IoUring) {
-        if self.set_on != Some(std::thread::current().id()) {
-            return;
-        }
-        let left = APART_RINGS.with(|n| {
-            n.set(n.get().saturating_sub(1));
-            n.get()
-        });
-        if left == 0 {
-            let _ = ring.submitter().unregister_iowq_aff();
-        }
-    }
+/// What the kernel has of the ring: reads, opens and cancels, handed over and reaped here;
+/// what came back is collected in `reap.rs`.
+struct InFlight<'a> {
+    reads: Reads<'a>,
+    opens: Opens,
+    /// Cancels the kernel has.
+    cancels: usize,
+    /// The most opens, and cancels, the kernel has at once (the engine keeps the reads to it).
+    depth: usize,
 }
 
 impl std::fmt::Debug for Ring<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Ring")
-            .field("in_flight", &self.reads.len())
-            .field("fixed", &self.fixed)
+            .field("in_flight", &self.flight.reads.len())
+            .field("fixed", &self.kernel.fixed)
             .finish_non_exhaustive()
     }
 }
@@ -155,8 +128,18 @@ impl<'a> Ring<'a> {
     /// Sets up the ring for `pool` (the memory every read lands in), registering the pool
     /// where asked and permitted.
     pub(crate) fn new(config: RingConfig, pool: &Pool) -> io::Result<Ring<'a>> {
-        let depth = config.depth;
-        let mut ring = set_up(depth, config.sq_poll)?;
+        let (kernel, can_open) = Kernel::new(config, pool)?;
+        Ok(Ring {
+            kernel,
+            flight: InFlight::new(config.depth as usize, can_open),
+        })
+    }
+}
+
+impl Kernel {
+    /// Sets up the ring (see [`Ring::new`]); whether it can open files too.
+    fn new(config: RingConfig, pool: &Pool) -> io::Result<(Kernel, bool)> {
+        let mut ring = set_up(config.depth, config.sq_poll)?;
         let can_open = check_features(&mut ring, round_trip)?;
         let (base, len) = pool.as_raw_parts();
         let fixed = config.register && len <= MAX_REGISTERED && {
@@ -165,8 +148,8 @@ impl<'a> Ring<'a> {
                 iov_len: len,
             };
             // SAFETY: registering only pins the pages; the kernel writes into them only for the
-            // READ_FIXED requests `read` submits, each of which names a loan of this pool, and
-            // the pool never frees its memory while a loan is out (invariant above).
+            // READ_FIXED requests `read_entry` builds, each of which names a loan of this pool,
+            // and the pool never frees its memory while a loan is out (invariant above).
             unsafe { ring.submitter().register_buffers(&[iov]) }.is_ok()
         };
         if let Some(workers) = config.io_workers.filter(|&workers| workers > 0) {
@@ -176,160 +159,18 @@ impl<'a> Ring<'a> {
                 .submitter()
                 .register_iowq_max_workers(&mut [workers, 1]);
         }
-        Ok(Ring {
+        let kernel = Kernel {
             ring: ManuallyDrop::new(ring),
-            reads: Reads::with_capacity(depth as usize),
-            opens: Opens::new(can_open),
-            cancels: 0,
-            depth: depth as usize,
             fixed,
             broken: None,
             workers_apart: WorkersApart::default(),
-        })
-    }
-
-    /// Puts an entry in the submission queue, submitting to make room if it is full.
-    ///
-    /// # Safety
-    ///
-    /// Every buffer and descriptor the entry names must stay valid until its completion is
-    /// reaped.
-    unsafe fn push(&mut self, entry: &squeue::Entry) -> io::Result<()> {
-        loop {
-            // SAFETY: the caller keeps what `entry` names valid until its completion is reaped.
-            if unsafe { self.ring.submission().push(entry) }.is_ok() {
-                return Ok(());
-            }
-            self.submit_queued()?;
-        }
-    }
-
-    /// `io_uring_enter` for what is queued, reaping into `ready` when the kernel is busy.
-    fn submit_queued(&mut self) -> io::Result<()> {
-        if let Some(e) = &self.broken {
-            return Err(io::Error::new(e.kind(), e.to_string()));
-        }
-        let mut tries = 0;
-        loop {
-            match self.ring.submit() {
-                Ok(_) => return Ok(()),
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
-                Err(e) if is_busy(&e) && tries < BUSY_TRIES => {
-                    tries += 1;
-                    let mut ready = self.reads.lend_ready();
-                    self.drain(&mut ready);
-                    self.reads.put_ready(ready);
-                }
-                Err(e) => {
-                    self.broken = Some(io::Error::new(e.kind(), e.to_string()));
-                    return Err(e);
-                }
-            }
-        }
-    }
-
-    /// Moves every completion in the completion queue to `out`.
-    fn drain(&mut self, out: &mut Vec<ReadDone<'a>>) {
-        for cqe in self.ring.completion() {
-            if cqe.user_data() == CANCEL {
-                self.cancels -= 1;
-                continue;
-            }
-            if cqe.user_data() & OPEN != 0 {
-                // SAFETY: a successful open's result is a new descriptor, owned by nobody
-                // else; the `File` takes it over and closes it.
-                let own = |fd| unsafe { File::from_raw_fd(fd) };
-                self.opens.completed(cqe.user_data(), cqe.result(), own);
-                continue;
-            }
-            let read = self.reads.completed(cqe.user_data());
-            // SAFETY: this is the completion of the read `read` stands for (its id is the
-            // entry's `user_data`, unique among reads in flight): the kernel is done with it.
-            out.push(read.done(cqe.result(), |loan| unsafe { loan.reaped() }));
-        }
-    }
-
-    /// Collects completions; with `wait` and none there, waits for one until its deadline
-    /// (`None`: for good). `Ok(false)`: the deadline passed with nothing collected.
-    fn reap_by(
-        &mut self,
-        wait: Option<Option<Instant>>,
-        out: &mut Vec<ReadDone<'a>>,
-    ) -> io::Result<bool> {
-        let before = out.len();
-        self.reads.take_ready(out);
-        self.drain(out);
-        match wait {
-            Some(deadline) if out.len() == before && !self.opens.any_opened() => {
-                if let Some(e) = &self.broken {
-                    return Err(io::Error::new(e.kind(), e.to_string()));
-                }
-                match wait_one_until(&mut self.ring, deadline) {
-                    Err(e) if e.kind() == io::ErrorKind::TimedOut => return Ok(false),
-                    waited => waited?,
-                }
-                self.drain(out);
-                // A wait that timed out returns as one that was woken: only the clock tells.
-                let late = deadline.is_some_and(|d| Instant::now() >= d);
-                return Ok(!(late && out.len() == before && !self.opens.any_opened()));
-            }
-            _ if !self.ring.submission().is_empty() => self.submit_queued()?,
-            _ => {}
-        }
-        Ok(true)
-    }
-}
-
-/// Blocks in the kernel until at least one completion is there, or returns an error of
-/// kind `TimedOut` once `deadline` has passed (`None`: never). The bound needs
-/// `IORING_FEAT_EXT_ARG` (Linux 5.11), a wait with a timeout; without it the wait is not
-/// bounded. Needs nothing of the `Ring` but its `IoUring`.
-fn wait_one_until(ring: &mut IoUring, deadline: Option<Instant>) -> io::Result<()> {
-    let deadline = deadline.filter(|_| ring.params().is_feature_ext_arg());
-    let mut tries = 0;
-    loop {
-        let waited = match deadline {
-            None => ring.submit_and_wait(1),
-            Some(deadline) => {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        "no completion before the deadline",
-                    ));
-                }
-                let timeout = types::Timespec::from(left);
-                let args = types::SubmitArgs::new().timespec(&timeout);
-                ring.submitter().submit_with_args(1, &args)
-            }
         };
-        match waited {
-            Ok(_) => return Ok(()),
-            // Timed out: the caller reaps what came meanwhile, then finds no time left.
-            Err(e) if e.raw_os_error() == Some(libc::ETIME) => return Ok(()),
-            Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
-            // Completions are waiting to be reaped: reap them.
-            Err(e) if is_busy(&e) && tries < BUSY_TRIES => {
-                tries += 1;
-                if !ring.completion().is_empty() {
-                    return Ok(());
-                }
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-fn is_busy(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EAGAIN))
-}
-
-impl<'a> Io<'a> for Ring<'a> {
-    fn backend(&self) -> Backend {
-        Backend::IoUring
+        Ok((kernel, can_open))
     }
 
-    fn read(&mut self, req: ReadReq<'a>) {
+    /// The entry that reads `req` into its region (`READ_FIXED` where the pool is registered;
+    /// by kernel workers where it asks), and the read it becomes, which names that region.
+    fn read_entry<'a>(&mut self, req: ReadReq<'a>) -> (squeue::Entry, KernelRead<'a>) {
         let (id, fd, len, offset) = (
             req.id(),
             types::Fd(req.fd().raw()),
@@ -354,23 +195,31 @@ impl<'a> Io<'a> for Ring<'a> {
         } else {
             entry
         };
-        self.reads.check_id(id);
-        // SAFETY: `ptr..ptr+len` lies in the request's region (`ReadReq::new` checks it), and
-        // the read, region and `FdRef` with it, goes into `reads` right below (its id free there
-        // and below the tags: checked above), where it stays until `drain` reaps this id's
-        // completion. With `fixed`, the address lies in the registered pool (every loan is a
-        // region of it).
-        match unsafe { self.push(&entry) } {
-            Ok(()) => self.reads.sent(id, read),
-            // Not queued (the ring is broken): keep it to hand back on shutdown.
-            Err(_) => self.reads.not_sent(read),
+        (entry, read)
+    }
+
+    /// Puts an entry in the submission queue, submitting to make room if it is full (`reap`
+    /// takes completions while the kernel is busy: see `submit`).
+    ///
+    /// # Safety
+    ///
+    /// Every buffer and descriptor the entry names must stay valid until its completion is
+    /// reaped.
+    unsafe fn push(
+        &mut self,
+        entry: &squeue::Entry,
+        mut reap: impl FnMut(CompletionQueue<'_>),
+    ) -> io::Result<()> {
+        loop {
+            // SAFETY: the caller keeps what `entry` names valid until its completion is reaped.
+            if unsafe { self.ring.submission().push(entry) }.is_ok() {
+                return Ok(());
+            }
+            self.submit(&mut reap)?;
         }
     }
 
-    fn registered(&self) -> bool {
-        self.fixed
-    }
-
+    /// The ring's descriptor, where it has a submission thread, for other rings to share it.
     fn sq_poll_ring(&self) -> Option<File> {
         if !self.ring.params().is_setup_sqpoll() {
             return None;
@@ -381,14 +230,57 @@ impl<'a> Io<'a> for Ring<'a> {
         fd.try_clone_to_owned().ok().map(File::from)
     }
 
-    fn read_if_cached(&mut self, req: ReadReq<'a>) -> FromCache<'a> {
-        // Copied while this thread waits in the call, as the ring's inline completion would
-        // be, without a submission and a completion to go through.
-        req.read_cached(|done| self.reads.push_ready(done))
+    /// Moves the ring out, into a `Kernel` of its own, leaving `self` a shell.
+    ///
+    /// # Safety
+    ///
+    /// `self` must never be used nor closed again: the ring is closed only by the new one.
+    unsafe fn take(&mut self) -> Kernel {
+        // SAFETY: the ring is taken out once, here, and never closed through `self` (the
+        // caller's promise).
+        let ring = unsafe { ManuallyDrop::take(&mut self.ring) };
+        Kernel {
+            ring: ManuallyDrop::new(ring),
+            fixed: self.fixed,
+            broken: self.broken.take(),
+            workers_apart: mem::take(&mut self.workers_apart),
+        }
     }
 
-    fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> bool {
-        if self.broken.is_some() {
+    /// Closes the ring.
+    ///
+    /// # Safety
+    ///
+    /// Called once, and only when nothing in flight names the ring's memory or ours.
+    unsafe fn close(&mut self) {
+        // SAFETY: once (the caller's promise), and nothing in flight any more.
+        unsafe { ManuallyDrop::drop(&mut self.ring) };
+    }
+}
+
+impl<'a> InFlight<'a> {
+    /// Hands `req` to the kernel: the read stays in `reads` until `drain` reaps its
+    /// completion, or (never queued, the ring broken) until shutdown.
+    fn read(&mut self, kernel: &mut Kernel, req: ReadReq<'a>) {
+        let id = req.id();
+        let (entry, read) = kernel.read_entry(req);
+        self.reads.check_id(id);
+        // SAFETY: the entry reads into `ptr..ptr+len` (`read_entry`), which lies in the
+        // request's region (`ReadReq::new` checks it), and the read, region and `FdRef` with it,
+        // goes into `reads` right below (its id free there and below the tags: checked above),
+        // where it stays until `drain` reaps this id's completion. With `fixed`, the address
+        // lies in the registered pool (every loan is a region of it).
+        match unsafe { kernel.push(&entry, |cq| self.drain_ready(cq)) } {
+            Ok(()) => self.reads.sent(id, read),
+            // Not queued (the ring is broken): keep it to hand back on shutdown.
+            Err(_) => self.reads.not_sent(read),
+        }
+    }
+
+    /// Hands the kernel an open of `path` for file `file`; `false` where it is to be opened
+    /// here instead.
+    fn start_open(&mut self, kernel: &mut Kernel, file: u64, path: &Path, direct: bool) -> bool {
+        if kernel.is_broken() {
             return false;
         }
         let Some((entry, open)) = self.opens.prepare(file, path, direct, self.depth) else {
@@ -397,56 +289,55 @@ impl<'a> Io<'a> for Ring<'a> {
         // SAFETY: the path the entry names lives on the heap, owned by the `CString` in `open`
         // (moving it does not move the bytes), which goes into `opens` right below and stays
         // there until `drain` reaps this open's completion.
-        if unsafe { self.push(&entry) }.is_err() {
+        if unsafe { kernel.push(&entry, |cq| self.drain_ready(cq)) }.is_err() {
             return false;
         }
         self.opens.sent(open);
         true
     }
 
-    fn take_opened(&mut self, out: &mut Vec<(u64, OpenResult)>) {
-        self.opens.take_opened(out);
-    }
-
-    fn open(&mut self, source: &Source<'a>, direct: bool) -> Result<Opened<'a>, Error> {
-        self.opens.open_here(source, direct)
-    }
-
-    fn cancel(&mut self, id: u64) {
+    /// Asks the kernel to cancel the read `id`, where it has it and fewer than `depth`
+    /// cancels.
+    fn cancel(&mut self, kernel: &mut Kernel, id: u64) {
         if self.cancels >= self.depth || !self.reads.has(id) {
             return; // Best effort: the read completes on its own.
         }
         let entry = opcode::AsyncCancel::new(id).build().user_data(CANCEL);
         // SAFETY: a cancel names no buffer or descriptor, only the id of a read.
-        if unsafe { self.push(&entry) }.is_ok() {
+        if unsafe { kernel.push(&entry, |cq| self.drain_ready(cq)) }.is_ok() {
             self.cancels += 1;
         }
     }
 
-    fn submit(&mut self) -> io::Result<()> {
-        if self.ring.submission().is_empty() {
-            return Ok(());
+    /// Moves every completion in the completion queue `cq` to `out`.
+    fn drain(&mut self, cq: CompletionQueue<'_>, out: &mut Vec<ReadDone<'a>>) {
+        for cqe in cq {
+            if cqe.user_data() == CANCEL {
+                self.cancels -= 1;
+                continue;
+            }
+            if cqe.user_data() & OPEN != 0 {
+                // SAFETY: a successful open's result is a new descriptor, owned by nobody
+                // else; the `File` takes it over and closes it.
+                let own = |fd| unsafe { File::from_raw_fd(fd) };
+                self.opens.completed(cqe.user_data(), cqe.result(), own);
+                continue;
+            }
+            let read = self.reads.completed(cqe.user_data());
+            // SAFETY: this is the completion of the read `read` stands for (its id is the
+            // entry's `user_data`, unique among reads in flight): the kernel is done with it.
+            out.push(read.done(cqe.result(), |loan| unsafe { loan.reaped() }));
         }
-        self.submit_queued()
     }
 
-    fn reap(&mut self, wait: bool, out: &mut Vec<ReadDone<'a>>) -> io::Result<()> {
-        self.reap_by(wait.then_some(None), out).map(drop)
-    }
-
-    fn reap_until(
+    /// Cancels everything the kernel has and waits, for at most `timeout`, until every read
+    /// and open is back: the reads to `out`, the files opened closed.
+    fn shutdown(
         &mut self,
-        deadline: Option<Instant>,
+        kernel: &mut Kernel,
         out: &mut Vec<ReadDone<'a>>,
-    ) -> io::Result<bool> {
-        self.reap_by(Some(deadline), out)
-    }
-
-    fn in_flight(&self) -> usize {
-        self.reads.len() + self.opens.len()
-    }
-
-    fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>, timeout: Duration) -> io::Result<()> {
+        timeout: Duration,
+    ) -> io::Result<()> {
         let deadline = Instant::now().checked_add(timeout);
         // SAFETY: these reads never reached the kernel (`push` failed for each).
         let unsent = self.reads.take_unsent().into_iter();
@@ -456,42 +347,93 @@ impl<'a> Io<'a> for Ring<'a> {
         for id in ids {
             let entry = opcode::AsyncCancel::new(id).build().user_data(CANCEL);
             // SAFETY: a cancel names no buffer or descriptor.
-            unsafe { self.push(&entry) }?;
+            unsafe { kernel.push(&entry, |cq| self.drain_ready(cq)) }?;
             self.cancels += 1;
         }
         // Pushing may have submitted, and a busy kernel reaped into `ready` meanwhile.
         self.reads.take_ready(out);
-        while self.reads.any_in_kernel() || self.opens.any_in_kernel() {
-            self.drain(out);
-            if self.reads.any_in_kernel() || self.opens.any_in_kernel() {
-                // A read of a hung device or mount may never complete, cancelled or not.
-                wait_one_until(&mut self.ring, deadline)?;
-            }
+        self.wait_all(kernel, out, deadline)
+    }
+}
+
+impl<'a> Io<'a> for Ring<'a> {
+    fn backend(&self) -> Backend {
+        Backend::IoUring
+    }
+
+    fn read(&mut self, req: ReadReq<'a>) {
+        self.flight.read(&mut self.kernel, req);
+    }
+
+    fn registered(&self) -> bool {
+        self.kernel.fixed
+    }
+
+    fn sq_poll_ring(&self) -> Option<File> {
+        self.kernel.sq_poll_ring()
+    }
+
+    fn read_if_cached(&mut self, req: ReadReq<'a>) -> FromCache<'a> {
+        // Copied while this thread waits in the call, as the ring's inline completion would
+        // be, without a submission and a completion to go through.
+        req.read_cached(|done| self.flight.reads.push_ready(done))
+    }
+
+    fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> bool {
+        self.flight.start_open(&mut self.kernel, file, path, direct)
+    }
+
+    fn take_opened(&mut self, out: &mut Vec<(u64, OpenResult)>) {
+        self.flight.opens.take_opened(out);
+    }
+
+    fn open(&mut self, source: &Source<'a>, direct: bool) -> Result<Opened<'a>, Error> {
+        self.flight.opens.open_here(source, direct)
+    }
+
+    fn cancel(&mut self, id: u64) {
+        self.flight.cancel(&mut self.kernel, id);
+    }
+
+    fn submit(&mut self) -> io::Result<()> {
+        if !self.kernel.queued() {
+            return Ok(());
         }
-        // Files opened for nothing: closed here.
-        self.opens.close_opened();
-        Ok(())
+        self.kernel.submit(|cq| self.flight.drain_ready(cq))
+    }
+
+    fn reap(&mut self, wait: bool, out: &mut Vec<ReadDone<'a>>) -> io::Result<()> {
+        let wait = wait.then_some(None);
+        self.flight.reap(&mut self.kernel, wait, out).map(drop)
+    }
+
+    fn reap_until(
+        &mut self,
+        deadline: Option<Instant>,
+        out: &mut Vec<ReadDone<'a>>,
+    ) -> io::Result<bool> {
+        self.flight.reap(&mut self.kernel, Some(deadline), out)
+    }
+
+    fn in_flight(&self) -> usize {
+        self.flight.len()
+    }
+
+    fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>, timeout: Duration) -> io::Result<()> {
+        self.flight.shutdown(&mut self.kernel, out, timeout)
     }
 
     fn rebind<'b>(self: Box<Self>) -> Box<dyn Io<'b> + 'b> {
         assert_eq!(self.in_flight(), 0, "rebinding a ring with reads in flight");
         // Never dropped: its `Drop` would close the ring, which moves on below.
         let mut old = ManuallyDrop::new(*self);
-        // Empty (nothing in flight); dropped for their allocations, as they name `'a`.
-        drop(mem::take(&mut old.reads));
         // SAFETY: the ring is taken out of `old` once, here, and `old` is never dropped (it is
-        // `ManuallyDrop`), so the ring is closed only by the rebound `Ring`; nothing is in
-        // flight on it (asserted above).
-        let ring = unsafe { ManuallyDrop::take(&mut old.ring) };
+        // `ManuallyDrop`) nor used again, so the ring is closed only by the rebound `Ring`;
+        // nothing is in flight on it (asserted above).
+        let kernel = unsafe { old.kernel.take() };
         let rebound: Ring<'b> = Ring {
-            ring: ManuallyDrop::new(ring),
-            reads: Reads::with_capacity(old.depth),
-            opens: mem::replace(&mut old.opens, Opens::new(false)),
-            cancels: old.cancels,
-            depth: old.depth,
-            fixed: old.fixed,
-            broken: old.broken.take(),
-            workers_apart: mem::take(&mut old.workers_apart),
+            kernel,
+            flight: old.flight.rebind(),
         };
         Box::new(rebound)
     }
@@ -499,20 +441,23 @@ impl<'a> Io<'a> for Ring<'a> {
 
 impl Drop for Ring<'_> {
     fn drop(&mut self) {
-        self.workers_apart.undo(&self.ring);
-        if self.reads.any_in_kernel() || self.opens.any_in_kernel() {
+        self.kernel.undo_workers_apart();
+        if self.flight.any_in_kernel() {
             // Reads and opens the kernel may still be doing: never free their loans or paths,
             // nor close their descriptors (leaking the loans makes the pool leak its memory
             // too), nor the ring they complete into, whose memory the kernel writes.
-            self.reads.leak();
-            self.opens.leak();
+            self.flight.leak();
             return;
         }
         // SAFETY: dropped exactly once, here, and nothing in flight names our memory any more.
-        unsafe { ManuallyDrop::drop(&mut self.ring) };
+        unsafe { self.kernel.close() };
     }
 }
 
 #[cfg(test)]
 #[path = "uring_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "uring_bytes_tests.rs"]
+mod bytes_tests;

@@ -1,6 +1,7 @@
 //! The io_uring backend against the kernel: more reads queued than the completion queue
-//! holds, cancels, and shutdown with reads and opens in flight. Each test is skipped, saying
-//! why, where io_uring is refused (and fails instead under `READAHEAD_REQUIRE_URING=1`: see
+//! holds, cancels, and shutdown with reads and opens in flight (the bytes that come back:
+//! `uring_bytes_tests.rs`, which shares the helpers here). Each test is skipped, saying why,
+//! where io_uring is refused (and fails instead under `READAHEAD_REQUIRE_URING=1`: see
 //! `crate::tests`).
 
 use std::collections::HashSet;
@@ -19,13 +20,13 @@ use crate::consts::DEFAULT_DRAIN_TIMEOUT;
 use crate::engine::tests::fds_under;
 use crate::source::FdRef;
 use crate::sys::{status_flags, Opener};
-use crate::tests::{direct_io_on, disk_tempdir, io_uring_here, skip_refused};
+use crate::tests::{io_uring_here, skip_refused};
 
 /// Reads of this size, each into its own region.
-const BLOCK: usize = 4096;
+pub(super) const BLOCK: usize = 4096;
 
 /// A ring of depth 2, so its completion queue holds 16.
-fn small_ring<'a>(pool: &Pool, register: bool) -> Ring<'a> {
+pub(super) fn small_ring<'a>(pool: &Pool, register: bool) -> Ring<'a> {
     let config = RingConfig {
         depth: 2,
         register,
@@ -33,7 +34,7 @@ fn small_ring<'a>(pool: &Pool, register: bool) -> Ring<'a> {
         sq_poll: None,
     };
     let ring = Ring::new(config, pool).unwrap();
-    assert_eq!(ring.ring.params().cq_entries(), 2 * CQ_PER_DEPTH);
+    assert_eq!(ring.kernel.ring.params().cq_entries(), 2 * CQ_PER_DEPTH);
     ring
 }
 
@@ -66,7 +67,12 @@ fn blocks_file(blocks: usize) -> (Arc<File>, Vec<u8>) {
 
 /// A read of block `block` of `file` into a region of its own, as `Engine::schedule` builds
 /// it.
-fn read_block(pool: &mut Pool, id: u64, file: &Arc<File>, block: usize) -> ReadReq<'static> {
+pub(super) fn read_block(
+    pool: &mut Pool,
+    id: u64,
+    file: &Arc<File>,
+    block: usize,
+) -> ReadReq<'static> {
     let region = pool.alloc(BLOCK).expect("room for every block");
     let fd = FdRef::new(file.clone());
     ReadReq::new(
@@ -124,20 +130,20 @@ fn more_reads_than_the_completion_queue_holds_all_complete_once() {
             }
             ring.submit().unwrap();
             assert_eq!(ring.in_flight(), READS);
-            let overflowed = ring.ring.submission().cq_overflow();
-            let reaped_early = ring.reads.ready_len();
+            let overflowed = ring.kernel.ring.submission().cq_overflow();
+            let reaped_early = ring.flight.reads.ready_len();
             let mut done = Vec::new();
             while ring.in_flight() > 0 {
                 ring.reap(true, &mut done).unwrap();
             }
             assert_eq!(
-                ring.ring.completion().overflow(),
+                ring.kernel.ring.completion().overflow(),
                 0,
                 "no completion dropped"
             );
             eprintln!(
                 "fixed {}: overflowed {overflowed}, {reaped_early} reaped while submitting",
-                ring.fixed
+                ring.kernel.fixed
             );
             assert_eq!(done.len(), READS);
             let mut seen = HashSet::new();
@@ -263,7 +269,7 @@ fn small_files(n: usize) -> (tempfile::TempDir, Vec<PathBuf>) {
 /// kernel cannot.
 fn opening_ring<'a>(pool: &Pool) -> Option<Ring<'a>> {
     let ring = small_ring(pool, false);
-    if !ring.opens.can_open() {
+    if !ring.flight.opens.can_open() {
         skip_refused("io_uring opens", "this kernel has no IORING_OP_OPENAT");
         return None;
     }
@@ -334,7 +340,7 @@ fn shutdown_with_opens_in_flight_leaves_no_descriptor_open() {
             }
             ring.submit().unwrap();
             if case == 1 {
-                while ring.opens.any_in_kernel() {
+                while ring.flight.opens.any_in_kernel() {
                     ring.reap(true, &mut Vec::new()).unwrap();
                 }
                 assert_eq!(fds_under(&root), paths.len(), "opened, not collected");
@@ -388,7 +394,7 @@ fn a_read_id_in_flight_or_among_the_tags_panics_before_it_is_queued() {
                 .expect_err("a read under a bad id is refused");
             let msg = panic_message(panic);
             assert!(msg.contains(why), "{id:#x}: {msg}");
-            assert!(ring.ring.submission().is_empty(), "{id:#x}: nothing queued");
+            assert!(!ring.kernel.queued(), "{id:#x}: nothing queued");
             assert_eq!(ring.in_flight(), 1, "{id:#x}: only the first read");
         }
         let mut done = Vec::new();
@@ -433,7 +439,7 @@ fn a_second_open_of_a_file_in_flight_panics_before_it_is_queued() {
         let msg = panic_message(panic);
         assert!(msg.contains("already being opened"), "{msg}");
         assert_eq!(
-            ring.ring.submission().len(),
+            ring.kernel.ring.submission().len(),
             1,
             "only the first open queued"
         );
@@ -448,157 +454,4 @@ fn a_second_open_of_a_file_in_flight_panics_before_it_is_queued() {
         drop(ring);
         drop(dir);
     });
-}
-
-/// Files read through the engine on the real ring, with every region filled with a sentinel
-/// byte before each read into it: every byte out is the file's, and no sentinel (a byte no
-/// read wrote) ever comes out. Cold and cached, buffered and direct (on the disk, checked to
-/// read with `O_DIRECT`), pool reused many times.
-#[test]
-fn the_real_ring_never_exposes_a_byte_no_read_wrote() {
-    if !io_uring_here() {
-        return;
-    }
-    const SENTINEL: u8 = 0xA5;
-    let dir = disk_tempdir();
-    let sizes = [0, 1, 4095, 4096, 4097, 65_536, 100_000, 300_001, 7];
-    let files: Vec<(PathBuf, Vec<u8>)> = sizes
-        .iter()
-        .enumerate()
-        .map(|(i, &len)| {
-            let p = dir.path().join(format!("f{i}"));
-            // Every byte below 0x80, so never the sentinel.
-            let data: Vec<u8> = (0..len).map(|j| ((j * 31 + i * 7) % 127) as u8).collect();
-            std::fs::write(&p, &data).unwrap();
-            (p, data)
-        })
-        .collect();
-    for (direct, cold) in [(false, false), (false, true), (true, true)] {
-        if direct && !direct_io_on(&files[1].0) {
-            continue;
-        }
-        if cold {
-            for (p, _) in &files {
-                let f = File::open(p).unwrap();
-                f.sync_all().unwrap();
-                // SAFETY: a plain syscall on a descriptor `f` keeps open; no memory is passed.
-                unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-                // On the disk the pages go; where they stay, the "cold" reads would be cached
-                // ones: said (or failed, see `skip_refused`) rather than claimed.
-                let len = f.metadata().unwrap().len();
-                if len > 0 && crate::sys::page_cache_holds(&f, 0, len) == Some(true) {
-                    skip_refused(
-                        "a cold read",
-                        format_args!("{} stays cached after eviction", p.display()),
-                    );
-                }
-            }
-        }
-        let pool = Pool::with_capacity(64 << 10).unwrap();
-        let config = RingConfig {
-            depth: 8,
-            register: direct,
-            io_workers: None,
-            sq_poll: None,
-        };
-        let ring = Ring::new(config, &pool).unwrap();
-        let limits = crate::engine::Limits {
-            read_size: 12 << 10,
-            direct,
-            depth: 8,
-            max_open: 3,
-            cold_window: 32 << 10,
-            warm_window: 32 << 10,
-            inline_window: 32 << 10,
-            small_window: 32 << 10,
-            offload_depth: 2,
-            offload: true,
-            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
-        };
-        let mut e = crate::engine::Engine::new(Box::new(ring), pool, limits);
-        e.set_poison(SENTINEL);
-        for (p, _) in &files {
-            e.push(crate::source::Source::Path(p.as_path().into()), 0, u64::MAX)
-                .unwrap();
-        }
-        for (i, (p, data)) in files.iter().enumerate() {
-            let mut got = Vec::new();
-            loop {
-                let chunk = e.fill_buf().unwrap();
-                if chunk.is_empty() {
-                    break;
-                }
-                assert!(
-                    !chunk.contains(&SENTINEL),
-                    "{}: a byte no read wrote",
-                    p.display()
-                );
-                // Uneven bites, so regions are consumed across their ends.
-                let n = chunk.len().min(1 + got.len() % 5000);
-                got.extend_from_slice(&chunk[..n]);
-                e.consume(n);
-            }
-            assert!(
-                got == *data,
-                "direct {direct}, cold {cold}: {} differs",
-                p.display()
-            );
-            assert_eq!(e.move_to_next_file().unwrap(), i + 1 < files.len());
-        }
-        let reads_direct = e.stats().reads_direct;
-        assert_eq!(reads_direct > 0, direct, "direct {direct}: {reads_direct}");
-    }
-}
-
-#[test]
-fn a_read_copied_at_once_comes_back_only_from_the_page_cache() {
-    if !io_uring_here() {
-        return;
-    }
-    let dir = disk_tempdir();
-    let path = dir.path().join("f");
-    let data: Vec<u8> = (0..16 * BLOCK).map(|i| (i % 241) as u8).collect();
-    std::fs::write(&path, &data).unwrap();
-    let file = Arc::new(File::open(&path).unwrap());
-    let mut pool = Pool::with_capacity(16 * BLOCK).unwrap();
-    let mut ring = small_ring(&pool, false);
-    // Just written, so cached: taken, and its completion comes with the next reap, whole.
-    let req = read_block(&mut pool, 1, &file, 3);
-    assert!(matches!(
-        ring.read_if_cached(req),
-        FromCache::Taken { all: true }
-    ));
-    assert_eq!(ring.in_flight(), 1);
-    let mut done = Vec::new();
-    ring.reap(false, &mut done).unwrap();
-    assert_eq!((done.len(), done[0].result), (1, BLOCK as i32));
-    let region = pool.reclaim(done.pop().unwrap().loan);
-    assert_eq!(pool.bytes(&region, 0..BLOCK), &data[3 * BLOCK..4 * BLOCK]);
-    pool.free(region);
-    // Evicted: handed back untouched, to go through the ring.
-    file.sync_all().unwrap();
-    // SAFETY: a plain syscall on a descriptor `file` keeps open; no memory is passed.
-    unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    if crate::sys::page_cache_holds(&file, 0, data.len() as u64) == Some(true) {
-        skip_refused(
-            "a cold read",
-            format_args!("{} stays cached after eviction", path.display()),
-        );
-        return;
-    }
-    let req = read_block(&mut pool, 2, &file, 5);
-    let FromCache::Missed(req) = ring.read_if_cached(req) else {
-        panic!("nothing of it is cached");
-    };
-    assert_eq!(ring.in_flight(), 0);
-    ring.read(req);
-    ring.submit().unwrap();
-    let mut done = Vec::new();
-    while done.is_empty() {
-        ring.reap(true, &mut done).unwrap();
-    }
-    assert_eq!(done[0].result, BLOCK as i32);
-    let region = pool.reclaim(done.pop().unwrap().loan);
-    assert_eq!(pool.bytes(&region, 0..BLOCK), &data[5 * BLOCK..6 * BLOCK]);
-    pool.free(region);
 }

@@ -1,0 +1,167 @@
+//! The ring's handle on the kernel (`Kernel`), the part that needs no `unsafe`: submitting
+//! what is queued, retrying while the kernel is busy, waiting for completions, and keeping
+//! the kernel's workers off the thread's CPU (`WorkersApart`). Pushing an entry, which hands
+//! the kernel what it names, and closing the ring stay in `uring.rs`.
+
+use std::io;
+use std::thread::ThreadId;
+use std::time::Instant;
+
+use io_uring::{types, CompletionQueue, IoUring};
+
+use crate::sys::other_cpus;
+
+use super::Kernel;
+
+/// Tries of a submission the kernel answers with `EBUSY`/`EAGAIN` before giving up.
+const BUSY_TRIES: u32 = 64;
+
+impl Kernel {
+    /// Whether entries are queued and not yet submitted.
+    pub(super) fn queued(&mut self) -> bool {
+        !self.ring.submission().is_empty()
+    }
+
+    /// Whether the ring returned an error (it is broken after the first).
+    pub(super) fn is_broken(&self) -> bool {
+        self.broken.is_some()
+    }
+
+    /// The error the ring broke with, as an error of its own; `Ok` if it did not break.
+    pub(super) fn check(&self) -> io::Result<()> {
+        match &self.broken {
+            Some(e) => Err(io::Error::new(e.kind(), e.to_string())),
+            None => Ok(()),
+        }
+    }
+
+    /// The completions there, to be reaped.
+    pub(super) fn completions(&mut self) -> CompletionQueue<'_> {
+        self.ring.completion()
+    }
+
+    /// `io_uring_enter` for what is queued; while the kernel is busy, `reap` takes the
+    /// completions there, to make room.
+    pub(super) fn submit(&mut self, mut reap: impl FnMut(CompletionQueue<'_>)) -> io::Result<()> {
+        self.check()?;
+        let mut tries = 0;
+        loop {
+            match self.ring.submit() {
+                Ok(_) => return Ok(()),
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                Err(e) if is_busy(&e) && tries < BUSY_TRIES => {
+                    tries += 1;
+                    reap(self.ring.completion());
+                }
+                Err(e) => {
+                    self.broken = Some(io::Error::new(e.kind(), e.to_string()));
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Blocks in the kernel until at least one completion is there, or returns an error of
+    /// kind `TimedOut` once `deadline` has passed (see `wait_one_until`).
+    pub(super) fn wait(&mut self, deadline: Option<Instant>) -> io::Result<()> {
+        wait_one_until(&mut self.ring, deadline)
+    }
+
+    /// Undoes what `WorkersApart::ask` set for this ring, where it is the last to rely on it.
+    pub(super) fn undo_workers_apart(&self) {
+        self.workers_apart.undo(&self.ring);
+    }
+}
+
+/// Blocks in the kernel until at least one completion is there, or returns an error of
+/// kind `TimedOut` once `deadline` has passed (`None`: never). The bound needs
+/// `IORING_FEAT_EXT_ARG` (Linux 5.11), a wait with a timeout; without it the wait is not
+/// bounded. Needs nothing of the `Kernel` but its `IoUring`.
+fn wait_one_until(ring: &mut IoUring, deadline: Option<Instant>) -> io::Result<()> {
+    let deadline = deadline.filter(|_| ring.params().is_feature_ext_arg());
+    let mut tries = 0;
+    loop {
+        let waited = match deadline {
+            None => ring.submit_and_wait(1),
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "no completion before the deadline",
+                    ));
+                }
+                let timeout = types::Timespec::from(left);
+                let args = types::SubmitArgs::new().timespec(&timeout);
+                ring.submitter().submit_with_args(1, &args)
+            }
+        };
+        match waited {
+            Ok(_) => return Ok(()),
+            // Timed out: the caller reaps what came meanwhile, then finds no time left.
+            Err(e) if e.raw_os_error() == Some(libc::ETIME) => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+            // Completions are waiting to be reaped: reap them.
+            Err(e) if is_busy(&e) && tries < BUSY_TRIES => {
+                tries += 1;
+                if !ring.completion().is_empty() {
+                    return Ok(());
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn is_busy(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EAGAIN))
+}
+
+/// Whether a ring asked its thread's kernel workers to keep off that thread's CPU, and on
+/// which thread, to be undone when the ring goes.
+#[derive(Debug, Default)]
+pub(super) struct WorkersApart {
+    /// Asked already (once a ring, whatever came of it: a refusal is not asked again).
+    asked: bool,
+    /// The thread the setting was made for, where the kernel took it.
+    set_on: Option<ThreadId>,
+}
+
+thread_local! {
+    /// Rings of this thread whose setting stands: the last to go undoes it.
+    static APART_RINGS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+impl WorkersApart {
+    /// Before the ring's first read handed to kernel workers, asks for the thread's workers
+    /// to keep off the CPU it runs on now: the kernel starts them beside the thread whose
+    /// copies they take over, where they only take turns with it. The setting is the
+    /// thread's (Linux 5.14; the kernel has none for one ring), so it is undone when the
+    /// last ring of the thread that asked goes, on that thread; a ring that moved to another
+    /// thread, or that was leaked, leaves it. Not for a ring with a submission thread, whose
+    /// workers are that thread's, shared with other rings.
+    pub(super) fn ask(&mut self, ring: &IoUring) {
+        if std::mem::replace(&mut self.asked, true) || ring.params().is_setup_sqpoll() {
+            return;
+        }
+        let Some(cpus) = other_cpus() else { return };
+        if ring.submitter().register_iowq_aff(&cpus).is_ok() {
+            self.set_on = Some(std::thread::current().id());
+            APART_RINGS.with(|n| n.set(n.get() + 1));
+        }
+    }
+
+    /// Undoes `ask`, on the thread it was made for, once no other ring there relies on it.
+    fn undo(&self, ring: &IoUring) {
+        if self.set_on != Some(std::thread::current().id()) {
+            return;
+        }
+        let left = APART_RINGS.with(|n| {
+            n.set(n.get().saturating_sub(1));
+            n.get()
+        });
+        if left == 0 {
+            let _ = ring.submitter().unregister_iowq_aff();
+        }
+    }
+}
