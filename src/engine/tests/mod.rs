@@ -1,6 +1,7 @@
 //! The engine against a scripted completion source, with no kernel ring involved: the
 //! source and its log, the test files, and the helpers the tests in the files below share.
 
+mod access;
 mod cache;
 mod direct;
 mod drop;
@@ -580,25 +581,4 @@ fn assert_exact(got: &[Result<Vec<u8>, String>], want: &[Vec<u8>]) {
 fn assert_pool_empty(e: &Engine<'_>) {
     assert_eq!(e.pool().used(), 0, "every region is back");
     assert_eq!(e.pool().lent(), 0);
-}
-
-/// What the tests ask of an engine beyond what the reader does.
-impl<'a> Engine<'a> {
-    /// Queues a whole file, or its range `start..start + limit`.
-    pub(crate) fn push(&mut self, source: Source<'a>, start: u64, limit: u64) -> io::Result<()> {
-        self.push_range(source, start, limit, false)
-    }
-
-    fn core_mut(&mut self) -> &mut Core<'a> {
-        &mut self.stream.ahead.core
-    }
-
-    pub(crate) fn pool(&self) -> &Pool {
-        &self.stream.ahead.core.pool
-    }
-
-    /// Tests: every region is filled with `byte` before it is read into.
-    pub(crate) fn set_poison(&mut self, byte: u8) {
-        self.core_mut().poison = Some(byte);
-    }
 }
