@@ -1,7 +1,8 @@
 //! The layout rules of ARCHITECTURE.md, checked on the crate's own sources: no file under
-//! `src/` over 600 lines, no function over 60, and no type over 150 lines of code (its
-//! definition and every `impl` of it, doc comments, comments and blank lines not counted;
-//! unit tests not counted).
+//! `src/` over 600 lines, no function over 60 and no type over 150 lines of code (its
+//! definition and every `impl` of it; doc comments, comments and blank lines not counted).
+//! Unit tests (`tests.rs`, `*_tests.rs`, `tests/` directories, `mod tests`) are held to
+//! the file size alone.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -49,9 +50,7 @@ fn files_functions_and_types_stay_within_their_sizes() {
                 }
                 continue;
             }
-            let code = (start..=end)
-                .filter(|&i| !s.code[i].trim().is_empty())
-                .count();
+            let code = (start..=end).filter(|&i| is_code(&s.raw[i])).count();
             let entry = types.entry((module(&s.path), name)).or_default();
             entry.0 += code;
             entry.1.push(format!("{}:{}", s.path.display(), start + 1));
@@ -67,6 +66,12 @@ fn files_functions_and_types_stay_within_their_sizes() {
         "the layout rules of ARCHITECTURE.md are broken:\n{}",
         problems.join("\n")
     );
+}
+
+/// A line of code: not blank, not a comment (a line of a string's text counts).
+fn is_code(line: &str) -> bool {
+    let line = line.trim_start();
+    !line.is_empty() && !line.starts_with("//")
 }
 
 fn rust_files(dir: &Path) -> Vec<PathBuf> {

@@ -15,7 +15,7 @@
 //! - If the ring is dropped with reads or opens still in flight (a drain that timed out or
 //!   failed), the ring itself, their loans, paths and descriptors are leaked, never closed or
 //!   freed (the pool leaks its memory with the loans): the kernel may still write into them.
-//!   The engine leaks the whole ring in that case anyway (`Engine::drain`).
+//!   The engine leaks the whole ring in that case anyway (`Core::drain`).
 //!
 //! `in_flight.rs` keeps the reads (`Reads`) and opens (`Opens`) the ring has; this file alone
 //! hands them to the kernel and turns their completions back into loans and descriptors. The

@@ -65,8 +65,8 @@ fn blocks_file(blocks: usize) -> (Arc<File>, Vec<u8>) {
     (Arc::new(file), data)
 }
 
-/// A read of block `block` of `file` into a region of its own, as `Engine::schedule` builds
-/// it.
+/// A read of block `block` of `file` into a region of its own, as the engine's scheduler
+/// builds it (`Read::lend`).
 pub(super) fn read_block(
     pool: &mut Pool,
     id: u64,

@@ -3,20 +3,23 @@
 //! It knows nothing of the kernel: reads go through the [`Io`] trait, which the io_uring
 //! backend, the `pread` backend and the tests' scripted completion source implement.
 //!
-//! It is built in layers, each owning its state and using only the layer below it:
+//! It is built in layers, each owning its state and built on the one below it; the state
+//! they share (the backend, the pool, the queue, the chunks, the counters) is the `Core`'s,
+//! which every layer reaches, each part through its own interface:
 //!
 //! | type | file | job | state |
 //! |---|---|---|---|
-//! | `Engine` | `mod.rs`, `records.rs` | what the reader calls; records copied out of the pool | [`records::Spill`] |
-//! | `Stream` | `stream.rs` | the current file's bytes: `fill_buf`, `consume`, move on, activate | `exposed` |
+//! | `Engine` | `mod.rs`, `records.rs` | what the reader calls: `fill_buf` and `consume` (the spill's bytes first), records copied out of the pool, `skip` | [`records::Spill`] |
+//! | `Stream` | `stream.rs` | the current file's bytes in the pool: `fill`, `consume`, move on, activate | `exposed` |
 //! | `ReadAhead` | `wait.rs` | refilling, waiting (bounded: `hung`), draining | the scheduler, completions, `unread`, `hung` |
 //! | `Core` | `core.rs` | what the layers share: backend, pool, queue, chunks, counters; dropping reads | - |
 //!
 //! Beside them, each with the state it owns: `issue` (which read goes next:
 //! [`issue::Scheduler`]), `policy` (the read policy's decisions: [`policy::Policy`]), `opens`
 //! (descriptors: [`opens::Opens`]), `complete` (completions: [`complete::Completions`]),
-//! `chunks` (reads in flight or waiting, and orphans: [`chunks::Chunks`]), and `front` (what
-//! the current file's chunks hold, computed without changing anything).
+//! `chunks` (reads in flight or waiting, and orphans: [`chunks::Chunks`]), and `front` (the
+//! current file's chunks: how many of their bytes lie together, whether a skip may pass,
+//! moving the consumer through them).
 //!
 //! Invariants:
 //! - Reads are issued in queue order: all of a file's reads before any of the next file's.
@@ -130,7 +133,7 @@ pub(super) struct ReadAhead<'a> {
     /// The first error of a file dropped before any caller was given it (see
     /// `unread_error`), until the reader's `take_unread_error` takes it.
     unread: Option<Error>,
-    /// Whether a wait gave up on a read that may never complete (see `hung`).
+    /// Whether a wait gave up on a read that may never complete (see `wait.rs`).
     hung: bool,
 }
 

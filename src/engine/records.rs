@@ -41,12 +41,17 @@ impl Spill {
         amt
     }
 
-    /// Passes over up to `n` waiting bytes, handing out none; how many.
+    /// Passes over up to `n` waiting bytes; how many.
     fn skip(&mut self, n: u64) -> u64 {
         let n = n.min(self.pending() as u64);
-        self.exposed = 0;
         self.pass(n as usize);
         n
+    }
+
+    /// Nothing is handed out any more (the consumer's position moves another way, or a call
+    /// to hand bytes out failed).
+    fn hide(&mut self) {
+        self.exposed = 0;
     }
 
     fn pass(&mut self, n: usize) {
@@ -159,6 +164,8 @@ fn fill_at_least<'s>(
             format!("fill_buf_at_least({n}): more than the pool holds ({capacity} bytes); raise buffer_size"),
         ));
     }
+    // From here on, an error hands out nothing: `consume` then takes nothing.
+    spill.hide();
     stream.ahead.sched.policy_mut().set_records();
     if spill.pending() == 0 {
         // Most records lie inside the front chunk: no run to measure, no waiting.
@@ -181,6 +188,7 @@ fn fill_at_least<'s>(
 /// Passes over `n` bytes of the current file: those waiting in the spill first.
 fn skip(stream: &mut Stream<'_>, spill: &mut Spill, n: u64) -> io::Result<u64> {
     stream.hide();
+    spill.hide();
     let in_file = n.saturating_sub(spill.pending() as u64);
     if in_file > 0 && ensure_sized(stream)? {
         front::check_passable(&stream.ahead.core, in_file)?;

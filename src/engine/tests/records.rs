@@ -211,3 +211,40 @@ fn a_skip_past_the_end_of_a_file_cut_after_it_was_opened_is_an_error() {
     assert!(e.move_to_next_file().unwrap());
     assert_exact(&read_all(&mut e), &f.data[1..]);
 }
+
+#[test]
+fn after_a_call_that_failed_consume_takes_nothing() {
+    // A record copied out into the spill is handed out; then a longer one, or a skip, fails
+    // at the file's error. That call handed out nothing, so `consume` may take nothing.
+    let f = files(&[200_000, 3000]);
+    let mut failed_skips = 0;
+    for skip in [false, true] {
+        for order in ORDERS {
+            let io = fail_at(6 * 4096, 4096, libc::EIO).ordered(order);
+            let mut e = engine(io, 5 * 4096, 4096);
+            queue_paths(&mut e, &f);
+            let len = loop {
+                let spilled = e.stats().bytes_spilled;
+                let len = e.fill_buf_at_least(1000).unwrap().len();
+                if e.stats().bytes_spilled > spilled {
+                    break len;
+                }
+                e.consume(len.min(501));
+            };
+            let at = e.file_offset();
+            let failed = if skip {
+                e.skip(190_000).is_err()
+            } else {
+                e.fill_buf_at_least(5 * 4096).is_err()
+            };
+            // A skip fails only where the read that failed came back before it.
+            assert!(failed || skip, "{order:?}: the call passes the error");
+            failed_skips += usize::from(failed && skip);
+            e.consume(len);
+            if failed {
+                assert_eq!(e.file_offset(), at, "{order:?}, skip {skip}: consume moved");
+            }
+        }
+    }
+    assert!(failed_skips > 0, "no skip failed");
+}
