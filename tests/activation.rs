@@ -222,4 +222,4 @@ fn activating_then_reading_with_fill_buf_and_moving_on() {
     }
 }
 
-// Random sequences of activation among every other operation: see the model in `model.rs`.
+// Random sequences of activation among every other operation: see the model in `model/`.
