@@ -1,8 +1,8 @@
-//! The layout rules of ARCHITECTURE.md, checked on the crate's own sources: no file under
-//! `src/` over 600 lines, no function over 60 and no type over 150 lines of code (its
-//! definition and every `impl` of it; doc comments, comments and blank lines not counted).
-//! Unit tests (`tests.rs`, `*_tests.rs`, `tests/` directories, `mod tests`) are held to
-//! the file size alone.
+//! The layout rules of ARCHITECTURE.md, checked on the crate's own sources: no source file
+//! over 600 lines (`src/`, `tests/`, `benches/`, `examples/`); in `src/`, no function over 60
+//! lines and no type over 150 lines of code (its definition and every `impl` of it; doc
+//! comments, comments and blank lines not counted). Unit tests (`tests.rs`, `*_tests.rs`,
+//! `tests/` directories, `mod tests`) are held to the file size alone.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -26,14 +26,21 @@ fn files_functions_and_types_stay_within_their_sizes() {
     let mut problems = Vec::new();
     // Types are known by module and name: `engine::Opens` is not `backend::Opens`.
     let mut types: BTreeMap<(String, String), (usize, Vec<String>)> = BTreeMap::new();
-    for s in &sources {
-        if s.raw.len() > MAX_FILE_LINES {
-            problems.push(format!(
-                "{}: {} lines (at most {MAX_FILE_LINES})",
-                s.path.display(),
-                s.raw.len()
-            ));
+    for dir in ["src", "tests", "benches", "examples"] {
+        for path in rust_files(Path::new(dir)) {
+            let lines = fs::read_to_string(&path)
+                .expect("a source file")
+                .lines()
+                .count();
+            if lines > MAX_FILE_LINES {
+                problems.push(format!(
+                    "{}: {lines} lines (at most {MAX_FILE_LINES})",
+                    path.display()
+                ));
+            }
         }
+    }
+    for s in &sources {
         if is_test_file(&s.path) {
             continue;
         }
