@@ -140,13 +140,12 @@ impl Scheduler {
 
     /// Opens the file at `idx` (the earliest with work) or issues its next read.
     fn step(&mut self, core: &mut Core<'_>, idx: usize) -> Step {
-        let capped = idx > 0 && self.opens.descriptors(core) >= self.opens.max_open(&self.limits);
         let entry = core.queue.get_mut(idx).expect("index from the queue");
         if entry.fd().is_some() {
             return self.issue_read(core, idx);
         }
         // Reads go in queue order: the next ones wait for this file's open.
-        if entry.status().is_opening() || capped {
+        if entry.status().is_opening() || (idx > 0 && self.opens.at_cap(core, &self.limits)) {
             return Step::Blocked;
         }
         if self.opens.start_open(core, idx, &self.limits) {

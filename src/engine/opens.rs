@@ -81,33 +81,21 @@ impl Cap {
             self.opened_since = 0;
         }
     }
-}
 
-impl Cap {
     /// The process ran out of descriptors opening the file at `idx`, with `held` held or
     /// being opened: the reader keeps fewer open from now on, and opens the file again
-    /// later. The current file is opened again at once, after closing files opened ahead
-    /// that nothing was read from yet; it fails only if the process has no descriptor left
-    /// for it.
-    fn out_of_descriptors(
-        &mut self,
-        core: &mut Core<'_>,
-        idx: usize,
-        held: usize,
-        limits: &Limits,
-    ) {
+    /// later. The current file is to be opened again at once, after closing files opened
+    /// ahead that nothing was read from yet (it fails only if the process has no descriptor
+    /// left for it): whether it is that one.
+    fn out_of_descriptors(&mut self, core: &mut Core<'_>, idx: usize, held: usize) -> bool {
         core.queue.reopen_from(idx);
         // What the process let the reader hold: the cap from now on.
         self.lower(held);
         if idx > 0 {
-            return;
+            return false;
         }
         release_unread_ahead(core);
-        let entry = core.queue.get_mut(0).expect("the current file");
-        let opened = core.io.open(&entry.source, limits.direct);
-        if set_opened(core, 0, opened) {
-            self.opened(limits.max_open);
-        }
+        true
     }
 }
 
@@ -150,6 +138,11 @@ impl Opens {
         self.cap.lowered.unwrap_or(limits.max_open)
     }
 
+    /// Whether the reader holds or is opening as many descriptors as it may now.
+    pub(super) fn at_cap(&self, core: &Core<'_>, limits: &Limits) -> bool {
+        self.descriptors(core) >= self.max_open(limits)
+    }
+
     /// Takes the opens the backend finished.
     pub(super) fn handle_opened(&mut self, core: &mut Core<'_>, limits: &Limits) {
         let mut opened = mem::take(&mut self.opened);
@@ -187,7 +180,7 @@ impl Opens {
     pub(super) fn open_ahead(&mut self, core: &mut Core<'_>, limits: &Limits) -> bool {
         let mut i = core.queue.open_from();
         let mut started = false;
-        while self.descriptors(core) < self.max_open(limits) {
+        while !self.at_cap(core, limits) {
             let Some(entry) = core.queue.get_mut(i) else {
                 break;
             };
@@ -246,8 +239,11 @@ impl Opens {
             Ok((file, flags)) => finish_open(file, flags, direct, path),
             Err(libc::EMFILE | libc::ENFILE) => {
                 let held = self.descriptors(core);
-                self.cap.out_of_descriptors(core, idx, held, limits);
-                return;
+                if !self.cap.out_of_descriptors(core, idx, held) {
+                    return;
+                }
+                let current = core.queue.get_mut(idx).expect("the current file");
+                core.io.open(&current.source, direct)
             }
             // Refused O_NOATIME (not the owner) or O_DIRECT (the filesystem): opened here,
             // which goes on without them (and without O_NOATIME from then on: the backend
