@@ -216,11 +216,19 @@ impl ReaderBuilder {
         self
     }
 
-    /// The longest a reader waits for the kernel: for a read it needs while reading, and,
-    /// when it is dropped, [`rebind`](crate::SequentialFileReader::rebind)ed or
+    /// The longest a reader waits for the kernel: for a file's open (and its size), for a
+    /// read it needs while reading, and, when it is dropped,
+    /// [`rebind`](crate::SequentialFileReader::rebind)ed or
     /// [`close`](crate::SequentialFileReader::close)d, for the reads it has in flight to
     /// come back once cancelled. Default [`DEFAULT_DRAIN_TIMEOUT`]; more than 0.
     /// [`Duration::MAX`] waits as long as they take.
+    ///
+    /// Opens, and the `pread` backend's reads, are made on helper threads (see
+    /// [`helper_threads`](crate::helper_threads)), so that one a hung mount never answers
+    /// blocks a helper thread, not the caller: an open that has not returned after this long
+    /// fails its file with an error of kind [`TimedOut`](std::io::ErrorKind::TimedOut)
+    /// naming it, and the reader goes on with the next. Opens started together time out
+    /// together.
     ///
     /// The kernel writes into the reader's buffer pool until each read's completion is
     /// reaped, so the pool cannot be freed before. A read of a hung device or mount (an NFS
@@ -238,10 +246,9 @@ impl ReaderBuilder {
     /// so reading on soon waits for it again: drop the reader and build another, as a
     /// [`Scan`](crate::Scan) does for its thread (keeping the other files' outcomes).
     ///
-    /// The bound needs `IORING_FEAT_EXT_ARG` (Linux 5.11): on older kernels the wait is not
-    /// bounded. Ignored by [`Backend::Pread`], which reads on the caller's thread and so has
-    /// nothing in flight when it is dropped (its reads of a hung mount hang the caller
-    /// instead: a blocked `pread` cannot be bounded from its own thread).
+    /// On io_uring the bound needs `IORING_FEAT_EXT_ARG` (Linux 5.11): on older kernels the
+    /// wait for a read is not bounded. With [`Backend::Pread`] a read waited for this long is
+    /// given up the same way: the helper thread that makes it keeps its region of the pool.
     pub fn drain_timeout(mut self, timeout: Duration) -> Self {
         self.drain_timeout = timeout;
         self

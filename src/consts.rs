@@ -90,5 +90,8 @@ pub(crate) const OFFLOAD_MIN: usize = 64 << 10;
 /// system call): often enough to notice a change within a few files.
 pub(crate) const SMALL_READS_PER_HINT: u64 = 16;
 /// How many times a read is retried after `EINTR`, `EAGAIN`, `ECANCELED` or `EFAULT`, or an
-/// open through the ring after `EINTR`, `EAGAIN` or `ECANCELED`, before its file fails.
+/// open after `EINTR` or `EAGAIN`, before its file fails.
 pub(crate) const MAX_RETRIES: u32 = 16;
+/// Opens a reader has under way at once, at most, each on a helper thread: enough for a
+/// directory of small cold files to keep the device busy while few threads wait.
+pub(crate) const OPEN_DEPTH: usize = 4;

@@ -20,6 +20,9 @@ use crate::pool::{KernelLoan, Loan};
 use crate::source::{FdRef, Source};
 use crate::sys::{self, Opener};
 
+mod thread_opens;
+pub(crate) use thread_opens::ThreadOpens;
+
 /// One read for a backend: `len` bytes of `fd` at `offset`, into `loan` from `buf_off`.
 #[derive(Debug)]
 pub(crate) struct ReadReq<'a> {
@@ -70,6 +73,7 @@ impl<'a> ReadReq<'a> {
     pub(crate) fn fd(&self) -> &FdRef<'a> {
         &self.fd
     }
+    #[cfg(test)]
     pub(crate) fn is_direct(&self) -> bool {
         self.direct
     }
@@ -109,6 +113,25 @@ impl<'a> ReadReq<'a> {
         (read, ptr.wrapping_add(self.buf_off))
     }
 
+    /// The same read, free to go to a helper thread: its descriptor borrows nothing.
+    pub(crate) fn detach(self) -> ReadReq<'static> {
+        self.attach()
+    }
+
+    /// The same read, for a reader of another lifetime.
+    pub(crate) fn attach<'b>(self) -> ReadReq<'b> {
+        ReadReq {
+            id: self.id,
+            fd: self.fd.attach(),
+            direct: self.direct,
+            offload: self.offload,
+            offset: self.offset,
+            loan: self.loan,
+            buf_off: self.buf_off,
+            len: self.len,
+        }
+    }
+
     /// The completion of this read: bytes read, or `-errno`.
     pub(crate) fn done(self, result: i32) -> ReadDone<'a> {
         ReadDone {
@@ -142,6 +165,9 @@ impl<'a> ReadReq<'a> {
     /// one where only the front was cached) to `ready`. Linux only.
     #[cfg(target_os = "linux")]
     pub(crate) fn read_cached(mut self, ready: impl FnOnce(ReadDone<'a>)) -> FromCache<'a> {
+        if self.fd.may_hang() {
+            return FromCache::Refused(self);
+        }
         let (off, len) = (self.buf_off, self.len);
         let buf = &mut self.loan.as_mut_slice()[off..off + len];
         match sys::read_cached_at(self.fd.file(), buf, self.offset) {
@@ -200,11 +226,25 @@ pub(crate) struct ReadDone<'a> {
     pub(crate) _fd: FdRef<'a>,
 }
 
-/// What came of an open the backend started: the file and the flags it was opened with, or
-/// `errno`.
-pub(crate) type OpenResult = Result<(File, i32), i32>;
+impl ReadDone<'_> {
+    /// The same completion, for the reader of another lifetime that issued it.
+    pub(crate) fn attach<'b>(self) -> ReadDone<'b> {
+        ReadDone {
+            id: self.id,
+            result: self.result,
+            direct: self.direct,
+            offload: self.offload,
+            loan: self.loan,
+            _fd: self._fd.attach(),
+        }
+    }
+}
+
+/// What came of an open the backend started: the file set up for reading, or why not.
+pub(crate) type OpenResult<'a> = Result<Opened<'a>, Error>;
 
 /// A file set up for reading.
+#[derive(Debug)]
 pub(crate) struct Opened<'a> {
     pub(crate) fd: FdRef<'a>,
     pub(crate) direct: bool,
@@ -253,7 +293,19 @@ pub(crate) trait Io<'a>: Send {
         false
     }
     /// Opens started by `start_open` that completed: (file id, what came of it).
-    fn take_opened(&mut self, _out: &mut Vec<(u64, OpenResult)>) {}
+    fn take_opened(&mut self, _out: &mut Vec<(u64, OpenResult<'a>)>) {}
+    /// Where opens are made apart from reads: blocks until one started by `start_open`
+    /// completes, or until the earliest under way has taken `drain_timeout` (it completes
+    /// failed with `TimedOut` then), and returns `true`. `false` where the backend's opens
+    /// complete with its reads (`reap`), or none is under way.
+    fn wait_opens(&mut self) -> bool {
+        false
+    }
+    /// Opens under way so long that they no longer count against the reader's depth of
+    /// opens (most likely hung: see `ThreadOpens::slow`).
+    fn slow_opens(&self) -> usize {
+        0
+    }
     /// Whether the pool is registered with the kernel (reads are `READ_FIXED`).
     fn registered(&self) -> bool {
         false
@@ -333,33 +385,98 @@ impl<'a> Io<'a> for Detached {
     }
 }
 
-/// Opens (for a path, or to get `O_DIRECT`) and sizes a queued file, with `opener`'s flags.
+/// Opens (for a path, or to get `O_DIRECT`) and sizes a queued file, with `opener`'s flags,
+/// on this thread (for scripted backends).
+#[cfg(test)]
 pub(crate) fn open_source<'a>(
     source: &Source<'a>,
     direct: bool,
     opener: &mut Opener,
 ) -> Result<Opened<'a>, Error> {
-    match source {
-        Source::Path(path) => {
-            let (file, flags) = opener.open(path, direct).map_err(|source| Error::Open {
-                path: FileName::Path(path.to_path_buf()),
-                source,
-            })?;
-            finish_open(file, flags, direct, path)
+    ToOpen::of(source)?.open(direct, opener).map(Opened::attach)
+}
+
+/// A queued file as its open needs it, owning all of it, so that the open can be made on
+/// another thread and given up there (see `helpers`).
+#[derive(Debug)]
+pub(crate) enum ToOpen {
+    Path(Box<Path>),
+    /// A file handed in: the reader's own (`dup`: a duplicate of the caller's, counted and
+    /// closed as the files the reader opens are), or one the caller gave it.
+    File {
+        file: Arc<File>,
+        dup: bool,
+    },
+}
+
+impl ToOpen {
+    /// What opening `source` needs. A borrowed file is duplicated here, as its number is
+    /// the caller's to close (see `FdRef`); duplicating asks nothing of its filesystem.
+    pub(crate) fn of(source: &Source<'_>) -> Result<ToOpen, Error> {
+        Ok(match source {
+            Source::Path(path) => ToOpen::Path(path.clone()),
+            Source::Owned(file) => ToOpen::File {
+                file: file.clone(),
+                dup: false,
+            },
+            Source::Borrowed(file) => ToOpen::File {
+                file: Arc::new(file.try_clone().map_err(|source| Error::Open {
+                    path: sys::name_of(file),
+                    source,
+                })?),
+                dup: true,
+            },
+        })
+    }
+
+    /// How errors name the file.
+    pub(crate) fn name(&self) -> FileName {
+        match self {
+            ToOpen::Path(path) => FileName::Path(path.to_path_buf()),
+            ToOpen::File { file, .. } => sys::name_of(file),
         }
-        Source::Borrowed(f) => handed_in(f, None, direct, opener),
-        Source::Owned(f) => handed_in(f, Some(f.clone()), direct, opener),
+    }
+
+    /// Opens and sizes the file with `opener`'s flags.
+    pub(crate) fn open(&self, direct: bool, opener: &mut Opener) -> Result<Opened<'static>, Error> {
+        match self {
+            ToOpen::Path(path) => {
+                let (file, flags) = opener.open(path, direct).map_err(|source| Error::Open {
+                    path: FileName::Path(path.to_path_buf()),
+                    source,
+                })?;
+                finish_open(file, flags, direct, path)
+            }
+            ToOpen::File { file, dup } => handed_in(file, *dup, direct, opener),
+        }
+        .map(|mut opened| {
+            let may_hang = sys::may_hang(opened.fd.file());
+            opened.fd = opened.fd.with_may_hang(may_hang);
+            opened
+        })
     }
 }
 
-/// Sizes a file handed in (`owned` where the reader owns it, `None` where it is borrowed),
-/// first reopened for direct I/O where asked and possible.
-fn handed_in<'a>(
-    file: &File,
-    owned: Option<Arc<File>>,
+impl Opened<'_> {
+    /// The same file, for a reader of another lifetime: its descriptor borrows nothing.
+    pub(crate) fn attach<'b>(self) -> Opened<'b> {
+        Opened {
+            fd: self.fd.attach(),
+            direct: self.direct,
+            opened_here: self.opened_here,
+            size: self.size,
+        }
+    }
+}
+
+/// Sizes a file handed in (`dup`: the reader's duplicate of the caller's), first reopened
+/// for direct I/O where asked and possible.
+fn handed_in(
+    file: &Arc<File>,
+    dup: bool,
     direct: bool,
     opener: &mut Opener,
-) -> Result<Opened<'a>, Error> {
+) -> Result<Opened<'static>, Error> {
     let name = || sys::name_of(file);
     if let Some((reopened, flags)) = direct.then(|| sys::reopen_direct(file, opener)).flatten() {
         let size = sys::file_size(&reopened).map_err(|e| e.naming(name()))?;
@@ -375,36 +492,24 @@ fn handed_in<'a>(
         });
     }
     let size = sys::file_size(file).map_err(|e| e.naming(name()))?;
-    // A borrowed file is read through a duplicate (see `FdRef`), counted, closed and, where
-    // the process has no descriptor to spare (`EMFILE`), waited for or failed alone, as the
-    // files the reader opens are.
-    let (fd, opened_here) = match owned {
-        Some(f) => (f, false),
-        None => {
-            let dup = file.try_clone().map_err(|source| Error::Open {
-                path: name(),
-                source,
-            })?;
-            (Arc::new(dup), true)
-        }
-    };
     Ok(Opened {
-        fd: FdRef::new(fd),
+        fd: FdRef::new(file.clone()),
         direct: false,
-        opened_here,
+        // A duplicate is counted, closed and, where the process has no descriptor to spare
+        // (`EMFILE`), waited for or failed alone, as the files the reader opens are.
+        opened_here: dup,
         size,
     })
 }
 
-/// Sizes a file just opened from `path` (here or by the ring) with `flags` from an
-/// [`Opener`], where direct I/O was asked (`direct`) or not, and clears the `O_NONBLOCK` it
-/// was opened with.
-pub(crate) fn finish_open<'a>(
+/// Sizes a file just opened from `path` with `flags` from an [`Opener`], where direct I/O
+/// was asked (`direct`) or not, and clears the `O_NONBLOCK` it was opened with.
+pub(crate) fn finish_open(
     file: File,
     flags: i32,
     direct: bool,
     path: &Path,
-) -> Result<Opened<'a>, Error> {
+) -> Result<Opened<'static>, Error> {
     let name = || FileName::Path(path.to_path_buf());
     let size = sys::file_size(&file).map_err(|e| e.naming(name()))?;
     sys::clear_nonblock(&file, flags).map_err(|source| Error::Open {

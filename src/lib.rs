@@ -62,6 +62,7 @@ mod consts;
 mod engine;
 mod entry;
 mod error;
+mod helpers;
 mod io;
 mod pool;
 mod queue;
@@ -131,6 +132,23 @@ pub fn io_uring_available() -> std::io::Result<()> {
 /// ```
 pub fn drains_abandoned() -> u64 {
     stats::drains_abandoned()
+}
+
+/// Helper threads of this process now: the threads on which readers open files, and the
+/// `pread` backend reads them, so that a call a hung mount never answers blocks a helper
+/// thread and not the reader's caller. An idle one exits after a few seconds; one stuck in
+/// such a call stays until the kernel answers (or for good), and counts here. At most 1,024
+/// run at once; past that, opens and `pread` reads fail with an error that says why, until
+/// some return.
+///
+/// # Examples
+///
+/// ```
+/// // After a scan of a hung mount, what it left behind:
+/// eprintln!("{} helper threads", readahead::helper_threads());
+/// ```
+pub fn helper_threads() -> usize {
+    helpers::running()
 }
 
 #[cfg(doctest)]

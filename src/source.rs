@@ -49,6 +49,9 @@ impl Source<'_> {
 #[derive(Debug, Clone)]
 pub(crate) struct FdRef<'a> {
     file: Arc<File>,
+    /// Whether its filesystem may never answer a call (see `sys::may_hang`): its reads are
+    /// never copied on the reader's thread (`RWF_NOWAIT` is no promise there).
+    may_hang: bool,
     /// The lifetime of the reader's borrowed files, which requests and backends carry; the
     /// descriptor itself borrows nothing.
     _reader: PhantomData<&'a File>,
@@ -58,12 +61,37 @@ impl FdRef<'_> {
     pub(crate) fn new(file: Arc<File>) -> Self {
         FdRef {
             file,
+            may_hang: false,
             _reader: PhantomData,
         }
     }
 
+    /// A descriptor of a file that lies where calls may never be answered, or not.
+    pub(crate) fn with_may_hang(self, may_hang: bool) -> Self {
+        FdRef { may_hang, ..self }
+    }
+
+    /// Whether its reads must never be copied on the reader's thread.
+    pub(crate) fn may_hang(&self) -> bool {
+        self.may_hang
+    }
+
     pub(crate) fn file(&self) -> &File {
         &self.file
+    }
+
+    /// The file, to hand to a helper thread.
+    pub(crate) fn shared(&self) -> Arc<File> {
+        self.file.clone()
+    }
+
+    /// The same descriptor, for requests of another lifetime (it borrows nothing).
+    pub(crate) fn attach<'b>(self) -> FdRef<'b> {
+        FdRef {
+            file: self.file,
+            may_hang: self.may_hang,
+            _reader: PhantomData,
+        }
     }
 
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone

@@ -248,9 +248,9 @@ fn errors_display_lowercase_without_a_trailing_period() {
 
 /// `take_unread_error` returns the first file error nobody read (a file moved past before
 /// its error came out), naming the file, once; and `None` once every error was seen. `close`
-/// says only how the shutdown went. The portable backend
-/// opens a path as soon as it is queued, so its failure is known before the move (through
-/// the ring the open is under way then; the engine's tests cover that order).
+/// says only how the shutdown went. A file handed in is set up as soon as it is queued
+/// first, so the failure of a directory handed in is known before the move (a path's open
+/// is under way then, on a helper thread; the engine's tests cover that order).
 #[test]
 fn take_unread_error_returns_the_first_error_nobody_read() {
     let dir = tempdir();
@@ -263,14 +263,15 @@ fn take_unread_error_returns_the_first_error_nobody_read() {
             .build()
             .unwrap()
     };
+    let directory = std::fs::File::open(dir.path()).unwrap();
     let mut r = build(Backend::Pread);
-    r.push(&missing).unwrap();
+    r.push(&directory).unwrap();
     r.push(&good).unwrap();
     assert_eq!(r.stats().files_failed, 1, "known, not read");
     r.move_to_next_file().unwrap();
     assert_eq!(r.read_to_end(&mut Vec::new()).unwrap(), 10_000);
-    let err = r.take_unread_error().expect("the missing file's error");
-    assert_names(&err, &missing.display().to_string());
+    let err = r.take_unread_error().expect("the directory's error");
+    assert_names(&err, &dir.path().display().to_string());
     assert!(r.take_unread_error().is_none(), "taken");
     r.close().unwrap();
     // With the error read, nothing is left to say.

@@ -1,8 +1,10 @@
 //! The backends: each implements [`Io`](crate::io::Io) and never reaches into the engine.
 //!
-//! - `uring`: one io_uring ring, reads and opens submitted and reaped in batches (Linux
-//!   only); `setup` makes the ring and checks what the kernel allows.
-//! - [`sync`]: plain `pread` on the calling thread, with read-ahead hints (everywhere).
+//! - `uring`: one io_uring ring, reads submitted and reaped in batches (Linux only); `setup`
+//!   makes the ring and checks what the kernel allows.
+//! - [`sync`]: plain `pread` on helper threads (everywhere).
+//!
+//! Both open files on helper threads ([`ThreadOpens`](crate::io::ThreadOpens)).
 
 #[cfg(target_os = "linux")]
 mod setup;
@@ -27,6 +29,8 @@ pub(crate) struct RingConfig<'c> {
     /// A submission thread polling for this long when idle, shared with the ring of
     /// `File` (an io_uring descriptor) where there is one.
     pub(crate) sq_poll: Option<(Duration, Option<&'c File>)>,
+    /// The longest an open (on a helper thread) is waited for: the reader's `drain_timeout`.
+    pub(crate) open_timeout: Duration,
 }
 
 /// A ring for `pool`, or why the kernel refuses one.

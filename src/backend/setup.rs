@@ -8,17 +8,16 @@ use std::time::Duration;
 
 use io_uring::{opcode, register::Probe, IoUring};
 
-/// Completion queue entries per submission queue entry: reads, opens and cancels are each
-/// bounded by the depth, so they always fit.
+/// Completion queue entries per submission queue entry: reads and cancels are each bounded
+/// by the depth, so they always fit.
 pub(crate) const CQ_PER_DEPTH: u32 = 8;
 
-/// Checks the ring can read; whether it can also open files (`IORING_OP_OPENAT`, 5.6).
-/// `round_trip` takes one request through the ring and back (it needs the `unsafe` the ring's
-/// module keeps).
+/// Checks the ring can read and cancel. `round_trip` takes one request through the ring and
+/// back (it needs the `unsafe` the ring's module keeps).
 pub(super) fn check_features(
     ring: &mut IoUring,
     round_trip: fn(&mut IoUring) -> io::Result<()>,
-) -> io::Result<bool> {
+) -> io::Result<()> {
     if !ring.params().is_feature_nodrop() {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
@@ -40,11 +39,11 @@ pub(super) fn check_features(
                     "the kernel's io_uring lacks IORING_OP_READ (needs Linux 5.6 or later)",
                 ));
             }
-            Ok(probe.is_supported(opcode::OpenAt::CODE))
+            Ok(())
         }
         // Registering refused (a seccomp filter on io_uring_register): a kernel with
         // IORING_FEAT_RW_CUR_POS is 5.6 or later, which has every opcode used here.
-        Err(_) if ring.params().is_feature_rw_cur_pos() => Ok(true),
+        Err(_) if ring.params().is_feature_rw_cur_pos() => Ok(()),
         Err(e) => Err(e),
     }
 }

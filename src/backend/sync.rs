@@ -1,29 +1,125 @@
-//! The portable backend: the same reads as plain `pread(2)` on the consumer's thread, with
-//! read-ahead hints (`posix_fadvise(WILLNEED)`, `F_RDADVISE` on macOS; see `sys`) so the
-//! kernel reads ahead while the consumer works. The only backend off Linux, and the fallback
-//! where io_uring is refused.
+//! The portable backend: the same reads as plain `pread(2)`, each on a helper thread (see
+//! `helpers`), so that a read a hung mount never answers holds a helper thread, not the
+//! reader's: the reader waits for it at most `drain_timeout`, as for the ring's. Reads the
+//! page cache holds are copied at once on the caller's thread (Linux). The only backend off
+//! Linux, and the fallback where io_uring is refused.
 
 use std::collections::VecDeque;
 use std::io;
-use std::time::Duration;
+use std::path::Path;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use crate::consts::Backend;
 use crate::error::Error;
+use crate::helpers;
 #[cfg(target_os = "linux")]
 use crate::io::FromCache;
-use crate::io::{open_source, Io, Opened, ReadDone, ReadReq};
-use crate::source::Source;
-use crate::sys::{fadvise_willneed, read_at, Opener};
+use crate::io::{Io, OpenResult, Opened, ReadDone, ReadReq, ThreadOpens, ToOpen};
+use crate::source::{FdRef, Source};
+use crate::sys::read_at;
 
-/// Reads with `pread`, one at a time, when the consumer waits.
-#[derive(Debug, Default)]
+/// Reads on helper threads at once per reader, at most: enough for the device to have
+/// depth while files come from it, each read as large as the ring's.
+const READ_THREADS: usize = 4;
+
+/// Reads with `pread` on helper threads, as many at once as [`READ_THREADS`].
+#[derive(Debug)]
 pub(crate) struct SyncIo<'a> {
-    /// Reads handed over, in order; each is done when the consumer waits for it.
-    pending: VecDeque<ReadReq<'a>>,
-    /// Reads done (or cancelled) and not yet collected.
+    /// Reads handed over, waiting for a helper thread, in order.
+    waiting: VecDeque<ReadReq<'a>>,
+    /// Reads on helper threads.
+    running: usize,
+    /// Where helper threads send the reads they finished.
+    tx: Sender<ReadDone<'static>>,
+    rx: Receiver<ReadDone<'static>>,
+    /// Reads done (or cancelled, or copied at once) and not yet collected.
     finished: Vec<ReadDone<'a>>,
-    /// The flags paths are opened with, and what the kernel refused of them.
-    opener: Opener,
+    opens: ThreadOpens,
+}
+
+impl SyncIo<'_> {
+    /// Reads on helper threads, whose opens are waited for at most `open_timeout`.
+    pub(crate) fn new(open_timeout: Duration) -> Self {
+        let (tx, rx) = mpsc::channel();
+        SyncIo {
+            waiting: VecDeque::new(),
+            running: 0,
+            tx,
+            rx,
+            finished: Vec::new(),
+            opens: ThreadOpens::new(open_timeout),
+        }
+    }
+}
+
+impl<'a> SyncIo<'a> {
+    /// Hands waiting reads to helper threads while fewer than [`READ_THREADS`] run. Where no
+    /// helper thread can be had and none runs, the read fails with why.
+    fn start_waiting(&mut self) {
+        while self.running < READ_THREADS {
+            let Some(req) = self.waiting.pop_front() else {
+                return;
+            };
+            // The read comes back out of the slot where the job never runs.
+            let slot = Arc::new(Mutex::new(Some(req.detach())));
+            let (theirs, tx) = (slot.clone(), self.tx.clone());
+            let job = move || {
+                let taken = theirs.lock().unwrap_or_else(PoisonError::into_inner).take();
+                if let Some(req) = taken {
+                    // The reader may have gone: the loan then stays out, and its pool leaked.
+                    let _ = tx.send(pread_all(req));
+                }
+            };
+            if helpers::spawn(job).is_ok() {
+                self.running += 1;
+                continue;
+            }
+            let req = (slot.lock().unwrap_or_else(PoisonError::into_inner).take())
+                .expect("the job never ran")
+                .attach();
+            if self.running > 0 {
+                // Tried again as a running read finishes.
+                self.waiting.push_front(req);
+                return;
+            }
+            self.finished.push(req.done(-libc::EAGAIN));
+        }
+    }
+
+    /// Takes a read a helper thread finished, and starts the next waiting.
+    fn finished_one(&mut self, done: ReadDone<'static>) {
+        self.running -= 1;
+        self.finished.push(done.attach());
+        self.start_waiting();
+    }
+
+    /// Collects the reads finished; where none is and `deadline` is given, waits for one until
+    /// it (`None`: for good). `false`: the deadline passed with nothing collected.
+    fn collect(&mut self, deadline: Option<Option<Instant>>) -> bool {
+        while let Ok(done) = self.rx.try_recv() {
+            self.finished_one(done);
+        }
+        let Some(deadline) = deadline else {
+            return true;
+        };
+        if !self.finished.is_empty() || self.running == 0 {
+            return true;
+        }
+        let got = match deadline {
+            None => self.rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(at) => (self.rx).recv_timeout(at.saturating_duration_since(Instant::now())),
+        };
+        match got {
+            Ok(done) => {
+                self.finished_one(done);
+                true
+            }
+            Err(RecvTimeoutError::Timeout) => false,
+            Err(RecvTimeoutError::Disconnected) => unreachable!("`self.tx` is never dropped"),
+        }
+    }
 }
 
 impl<'a> Io<'a> for SyncIo<'a> {
@@ -32,23 +128,21 @@ impl<'a> Io<'a> for SyncIo<'a> {
     }
 
     fn read(&mut self, req: ReadReq<'a>) {
-        // Tell the kernel now, so its readahead runs while the consumer works on earlier bytes.
-        if !req.is_direct() {
-            fadvise_willneed(req.fd().file(), req.offset(), req.len() as u64);
-        }
-        self.pending.push_back(req);
+        self.waiting.push_back(req);
+        self.start_waiting();
     }
 
     /// A cached read is done at once, as std's `read` would do it, into the region just
-    /// consumed; one that must wait for the device is left to `reap`, after its hint.
+    /// consumed; one that must wait for the device goes to a helper thread.
     #[cfg(target_os = "linux")]
     fn read_if_cached(&mut self, req: ReadReq<'a>) -> FromCache<'a> {
         req.read_cached(|done| self.finished.push(done))
     }
 
+    /// Where the read still waits for a helper thread; one a helper thread has completes.
     fn cancel(&mut self, id: u64) {
-        if let Some(i) = self.pending.iter().position(|r| r.id() == id) {
-            let req = self.pending.remove(i).expect("found");
+        if let Some(i) = self.waiting.iter().position(|r| r.id() == id) {
+            let req = self.waiting.remove(i).expect("found");
             self.finished.push(req.done(-libc::ECANCELED));
         }
     }
@@ -58,28 +152,69 @@ impl<'a> Io<'a> for SyncIo<'a> {
     }
 
     fn reap(&mut self, wait: bool, out: &mut Vec<ReadDone<'a>>) -> io::Result<()> {
-        if wait && self.finished.is_empty() {
-            if let Some(req) = self.pending.pop_front() {
-                self.finished.push(pread_all(req));
-            }
-        }
+        self.collect(wait.then_some(None));
         out.append(&mut self.finished);
         Ok(())
     }
 
-    fn in_flight(&self) -> usize {
-        self.pending.len() + self.finished.len()
+    fn reap_until(
+        &mut self,
+        deadline: Option<Instant>,
+        out: &mut Vec<ReadDone<'a>>,
+    ) -> io::Result<bool> {
+        let collected = self.collect(Some(deadline));
+        out.append(&mut self.finished);
+        Ok(collected)
     }
 
-    /// Never waits: reads are done on the caller's thread, so none is in flight here.
-    fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>, _timeout: Duration) -> io::Result<()> {
+    fn in_flight(&self) -> usize {
+        self.waiting.len() + self.running + self.finished.len()
+    }
+
+    /// Cancels the reads waiting and waits for those on helper threads, at most `timeout`.
+    fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>, timeout: Duration) -> io::Result<()> {
+        let cancelled = self.waiting.drain(..).map(|r| r.done(-libc::ECANCELED));
+        out.extend(cancelled);
         out.append(&mut self.finished);
-        out.extend(self.pending.drain(..).map(|r| r.done(-libc::ECANCELED)));
+        let deadline = Instant::now().checked_add(timeout);
+        self.opens.close_all(deadline);
+        // `collect` waits only while nothing is collected: each turn hands it all over.
+        while self.running > 0 {
+            let collected = self.collect(Some(deadline));
+            out.append(&mut self.finished);
+            if !collected {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("{} reads did not return within {timeout:?}", self.running),
+                ));
+            }
+        }
         Ok(())
     }
 
     fn open(&mut self, source: &Source<'a>, direct: bool) -> Result<Opened<'a>, Error> {
-        open_source(source, direct, &mut self.opener)
+        let opened = self.opens.open(ToOpen::of(source)?, direct);
+        opened.map(Opened::attach)
+    }
+
+    fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> bool {
+        self.opens.start(file, path, direct)
+    }
+
+    fn take_opened(&mut self, out: &mut Vec<(u64, OpenResult<'a>)>) {
+        self.opens.take(out);
+    }
+
+    fn wait_opens(&mut self) -> bool {
+        self.opens.wait()
+    }
+
+    fn slow_opens(&self) -> usize {
+        self.opens.slow()
+    }
+
+    fn size_now(&mut self, fd: &FdRef<'a>) -> Option<u64> {
+        self.opens.size(fd)
     }
 
     fn rebind<'b>(self: Box<Self>) -> Box<dyn Io<'b> + 'b> {
@@ -88,10 +223,7 @@ impl<'a> Io<'a> for SyncIo<'a> {
             0,
             "rebinding a backend with reads in flight"
         );
-        Box::new(SyncIo {
-            opener: self.opener,
-            ..SyncIo::default()
-        })
+        Box::new(SyncIo::new(self.opens.timeout()))
     }
 }
 

@@ -8,22 +8,25 @@
 //!   and only `drain` turns one back into a completion, for the completion it reaped. A
 //!   read's id is below the tags of opens and cancels and unique among reads in flight,
 //!   checked in every build before its entry is queued.
-//! - Every open handed to the kernel keeps its path in `opens` until its completion is reaped.
-//! - At most `depth` reads, `depth` opens and `depth` cancels are in flight (plus one cancel
-//!   each on shutdown), and the completion queue holds `8 * depth`, so it cannot overflow
-//!   (and the kernel keeps overflow anyway: `FEAT_NODROP`).
-//! - If the ring is dropped with reads or opens still in flight (a drain that timed out or
-//!   failed), the ring itself, their loans, paths and descriptors are leaked, never closed or
-//!   freed (the pool leaks its memory with the loans): the kernel may still write into them.
-//!   The engine leaks the whole ring in that case anyway (`Core::drain`).
+//! - At most `depth` reads and `depth` cancels are in flight (plus one cancel each on
+//!   shutdown), and the completion queue holds `8 * depth`, so it cannot overflow (and the
+//!   kernel keeps overflow anyway: `FEAT_NODROP`).
+//! - If the ring is dropped with reads still in flight (a drain that timed out or failed),
+//!   the ring itself, their loans and descriptors are leaked, never closed or freed (the pool
+//!   leaks its memory with the loans): the kernel may still write into them. The engine
+//!   leaks the whole ring in that case anyway (`Core::drain`).
 //!
-//! `in_flight.rs` keeps the reads (`Reads`) and opens (`Opens`) the ring has; this file alone
-//! hands them to the kernel and turns their completions back into loans and descriptors. The
-//! ring is three types, each with the state it owns: `Kernel`, the `IoUring` handle, builds
-//! and pushes entries here and, in `kernel.rs`, submits them, retrying while the kernel is
-//! busy, and waits for completions; `InFlight`, the reads, opens and cancels the kernel has,
-//! hands them over and reaps them here and, in `reap.rs`, collects completions; `Ring`, the
-//! [`Io`] interface, delegates to the two and closes or leaks the ring when dropped.
+//! Files are not opened through the ring: an `IORING_OP_OPENAT` first tries the open on the
+//! submitting thread, which a FUSE mount's open can block for good. They are opened on
+//! helper threads, as by the `pread` backend ([`ThreadOpens`]).
+//!
+//! `in_flight.rs` keeps the reads the ring has (`Reads`); this file alone hands them to the
+//! kernel and turns their completions back into loans. The ring is three types, each with
+//! the state it owns: `Kernel`, the `IoUring` handle, builds and pushes entries here and, in
+//! `kernel.rs`, submits them, retrying while the kernel is busy, and waits for completions;
+//! `InFlight`, the reads and cancels the kernel has, hands them over and reaps them here and,
+//! in `reap.rs`, collects completions; `Ring`, the [`Io`] interface, delegates to the two
+//! (and opens files on helper threads) and closes or leaks the ring when dropped.
 #![allow(unsafe_code)]
 
 mod in_flight;
@@ -33,7 +36,7 @@ mod reap;
 use std::fs::File;
 use std::io;
 use std::mem::{self, ManuallyDrop};
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd};
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -41,20 +44,19 @@ use io_uring::{opcode, squeue, types, CompletionQueue, IoUring};
 
 use crate::consts::Backend;
 use crate::error::Error;
-use crate::io::{FromCache, Io, KernelRead, OpenResult, Opened, ReadDone, ReadReq};
+use crate::io::{
+    FromCache, Io, KernelRead, OpenResult, Opened, ReadDone, ReadReq, ThreadOpens, ToOpen,
+};
 use crate::pool::Pool;
-use crate::source::Source;
+use crate::source::{FdRef, Source};
 
 use super::setup::{check_features, set_up};
 use super::RingConfig;
-use in_flight::{Opens, Reads};
+use in_flight::Reads;
 use kernel::WorkersApart;
 
 /// The `user_data` of cancel requests; read ids never reach it.
 const CANCEL: u64 = u64::MAX;
-/// Set in the `user_data` of opens (with the file's id in the low bits); read ids never
-/// reach it.
-const OPEN: u64 = 1 << 62;
 /// The largest buffer the kernel registers as one.
 const MAX_REGISTERED: usize = 1 << 30;
 
@@ -88,6 +90,8 @@ pub(crate) struct Ring<'a> {
     // anything is; else it closes the ring, which is `ManuallyDrop` to keep that explicit.
     kernel: Kernel,
     flight: InFlight<'a>,
+    /// Opens, on helper threads.
+    opens: ThreadOpens,
 }
 
 /// The ring's handle on the kernel: the `IoUring`, what it was set up with, and whether it
@@ -104,14 +108,13 @@ struct Kernel {
     workers_apart: WorkersApart,
 }
 
-/// What the kernel has of the ring: reads, opens and cancels, handed over and reaped here;
-/// what came back is collected in `reap.rs`.
+/// What the kernel has of the ring: reads and cancels, handed over and reaped here; what
+/// came back is collected in `reap.rs`.
 struct InFlight<'a> {
     reads: Reads<'a>,
-    opens: Opens,
     /// Cancels the kernel has.
     cancels: usize,
-    /// The most opens, and cancels, the kernel has at once (the engine keeps the reads to it).
+    /// The most cancels the kernel has at once (the engine keeps the reads to it).
     depth: usize,
 }
 
@@ -128,19 +131,20 @@ impl<'a> Ring<'a> {
     /// Sets up the ring for `pool` (the memory every read lands in), registering the pool
     /// where asked and permitted.
     pub(crate) fn new(config: RingConfig, pool: &Pool) -> io::Result<Ring<'a>> {
-        let (kernel, can_open) = Kernel::new(config, pool)?;
+        let kernel = Kernel::new(config, pool)?;
         Ok(Ring {
             kernel,
-            flight: InFlight::new(config.depth as usize, can_open),
+            flight: InFlight::new(config.depth as usize),
+            opens: ThreadOpens::new(config.open_timeout),
         })
     }
 }
 
 impl Kernel {
-    /// Sets up the ring (see [`Ring::new`]); whether it can open files too.
-    fn new(config: RingConfig, pool: &Pool) -> io::Result<(Kernel, bool)> {
+    /// Sets up the ring (see [`Ring::new`]).
+    fn new(config: RingConfig, pool: &Pool) -> io::Result<Kernel> {
         let mut ring = set_up(config.depth, config.sq_poll)?;
-        let can_open = check_features(&mut ring, round_trip)?;
+        check_features(&mut ring, round_trip)?;
         let (base, len) = pool.as_raw_parts();
         let fixed = config.register && len <= MAX_REGISTERED && {
             let iov = libc::iovec {
@@ -153,7 +157,7 @@ impl Kernel {
             unsafe { ring.submitter().register_buffers(&[iov]) }.is_ok()
         };
         if let Some(workers) = config.io_workers.filter(|&workers| workers > 0) {
-            // Bounded workers serve reads and opens of files; the unbounded ones, anything
+            // Bounded workers serve reads of files; the unbounded ones, anything
             // else (a pipe handed in), which a reader of files rarely needs: one is enough.
             let _ = ring
                 .submitter()
@@ -165,7 +169,7 @@ impl Kernel {
             broken: None,
             workers_apart: WorkersApart::default(),
         };
-        Ok((kernel, can_open))
+        Ok(kernel)
     }
 
     /// The entry that reads `req` into its region (`READ_FIXED` where the pool is registered;
@@ -181,6 +185,7 @@ impl Kernel {
         if offload {
             self.workers_apart.ask(&self.ring);
         }
+
         let (read, ptr) = req.into_kernel();
         let entry = if self.fixed {
             opcode::ReadFixed::new(fd, ptr, len, 0)
@@ -277,25 +282,6 @@ impl<'a> InFlight<'a> {
         }
     }
 
-    /// Hands the kernel an open of `path` for file `file`; `false` where it is to be opened
-    /// here instead.
-    fn start_open(&mut self, kernel: &mut Kernel, file: u64, path: &Path, direct: bool) -> bool {
-        if kernel.is_broken() {
-            return false;
-        }
-        let Some((entry, open)) = self.opens.prepare(file, path, direct, self.depth) else {
-            return false; // Opened here instead.
-        };
-        // SAFETY: the path the entry names lives on the heap, owned by the `CString` in `open`
-        // (moving it does not move the bytes), which goes into `opens` right below and stays
-        // there until `drain` reaps this open's completion.
-        if unsafe { kernel.push(&entry, |cq| self.drain_ready(cq)) }.is_err() {
-            return false;
-        }
-        self.opens.sent(open);
-        true
-    }
-
     /// Asks the kernel to cancel the read `id`, where it has it and fewer than `depth`
     /// cancels.
     fn cancel(&mut self, kernel: &mut Kernel, id: u64) {
@@ -316,13 +302,6 @@ impl<'a> InFlight<'a> {
                 self.cancels -= 1;
                 continue;
             }
-            if cqe.user_data() & OPEN != 0 {
-                // SAFETY: a successful open's result is a new descriptor, owned by nobody
-                // else; the `File` takes it over and closes it.
-                let own = |fd| unsafe { File::from_raw_fd(fd) };
-                self.opens.completed(cqe.user_data(), cqe.result(), own);
-                continue;
-            }
             let read = self.reads.completed(cqe.user_data());
             // SAFETY: this is the completion of the read `read` stands for (its id is the
             // entry's `user_data`, unique among reads in flight): the kernel is done with it.
@@ -331,7 +310,7 @@ impl<'a> InFlight<'a> {
     }
 
     /// Cancels everything the kernel has and waits, for at most `timeout`, until every read
-    /// and open is back: the reads to `out`, the files opened closed.
+    /// is back, to `out`.
     fn shutdown(
         &mut self,
         kernel: &mut Kernel,
@@ -343,7 +322,7 @@ impl<'a> InFlight<'a> {
         let unsent = self.reads.take_unsent().into_iter();
         out.extend(unsent.map(|r| r.done(-libc::ECANCELED, |loan| unsafe { loan.reaped() })));
         self.reads.take_ready(out);
-        let ids: Vec<u64> = self.reads.ids().chain(self.opens.tags()).collect();
+        let ids: Vec<u64> = self.reads.ids().collect();
         for id in ids {
             let entry = opcode::AsyncCancel::new(id).build().user_data(CANCEL);
             // SAFETY: a cancel names no buffer or descriptor.
@@ -380,15 +359,28 @@ impl<'a> Io<'a> for Ring<'a> {
     }
 
     fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> bool {
-        self.flight.start_open(&mut self.kernel, file, path, direct)
+        self.opens.start(file, path, direct)
     }
 
-    fn take_opened(&mut self, out: &mut Vec<(u64, OpenResult)>) {
-        self.flight.opens.take_opened(out);
+    fn take_opened(&mut self, out: &mut Vec<(u64, OpenResult<'a>)>) {
+        self.opens.take(out);
+    }
+
+    fn wait_opens(&mut self) -> bool {
+        self.opens.wait()
+    }
+
+    fn slow_opens(&self) -> usize {
+        self.opens.slow()
+    }
+
+    fn size_now(&mut self, fd: &FdRef<'a>) -> Option<u64> {
+        self.opens.size(fd)
     }
 
     fn open(&mut self, source: &Source<'a>, direct: bool) -> Result<Opened<'a>, Error> {
-        self.flight.opens.open_here(source, direct)
+        let opened = self.opens.open(ToOpen::of(source)?, direct);
+        opened.map(Opened::attach)
     }
 
     fn cancel(&mut self, id: u64) {
@@ -420,6 +412,7 @@ impl<'a> Io<'a> for Ring<'a> {
     }
 
     fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>, timeout: Duration) -> io::Result<()> {
+        self.opens.close_all(Instant::now().checked_add(timeout));
         self.flight.shutdown(&mut self.kernel, out, timeout)
     }
 
@@ -434,6 +427,7 @@ impl<'a> Io<'a> for Ring<'a> {
         let rebound: Ring<'b> = Ring {
             kernel,
             flight: old.flight.rebind(),
+            opens: ThreadOpens::new(old.opens.timeout()),
         };
         Box::new(rebound)
     }
@@ -443,8 +437,8 @@ impl Drop for Ring<'_> {
     fn drop(&mut self) {
         self.kernel.undo_workers_apart();
         if self.flight.any_in_kernel() {
-            // Reads and opens the kernel may still be doing: never free their loans or paths,
-            // nor close their descriptors (leaking the loans makes the pool leak its memory
+            // Reads the kernel may still be doing: never free their loans, nor close their
+            // descriptors (leaking the loans makes the pool leak its memory
             // too), nor the ring they complete into, whose memory the kernel writes.
             self.flight.leak();
             return;

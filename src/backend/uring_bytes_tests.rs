@@ -69,6 +69,7 @@ fn the_real_ring_never_exposes_a_byte_no_read_wrote() {
             register: direct,
             io_workers: None,
             sq_poll: None,
+            open_timeout: crate::consts::DEFAULT_DRAIN_TIMEOUT,
         };
         let ring = Ring::new(config, &pool).unwrap();
         let limits = crate::engine::Limits {

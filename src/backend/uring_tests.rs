@@ -1,5 +1,5 @@
 //! The io_uring backend against the kernel: more reads queued than the completion queue
-//! holds, cancels, and shutdown with reads and opens in flight (the bytes that come back:
+//! holds, cancels, and shutdown with reads in flight (the bytes that come back:
 //! `uring_bytes_tests.rs`, which shares the helpers here). Each test is skipped, saying why,
 //! where io_uring is refused (and fails instead under `READAHEAD_REQUIRE_URING=1`: see
 //! `crate::tests`).
@@ -7,20 +7,15 @@
 use std::collections::HashSet;
 use std::io::Write;
 use std::panic::AssertUnwindSafe;
-use std::path::PathBuf;
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
-use std::os::fd::AsRawFd;
-
 use super::*;
 use crate::backend::setup::CQ_PER_DEPTH;
 use crate::consts::DEFAULT_DRAIN_TIMEOUT;
-use crate::engine::tests::fds_under;
 use crate::source::FdRef;
-use crate::sys::{status_flags, Opener};
-use crate::tests::{io_uring_here, skip_refused};
+use crate::tests::io_uring_here;
 
 /// Reads of this size, each into its own region.
 pub(super) const BLOCK: usize = 4096;
@@ -32,6 +27,7 @@ pub(super) fn small_ring<'a>(pool: &Pool, register: bool) -> Ring<'a> {
         register,
         io_workers: None,
         sq_poll: None,
+        open_timeout: DEFAULT_DRAIN_TIMEOUT,
     };
     let ring = Ring::new(config, pool).unwrap();
     assert_eq!(ring.kernel.ring.params().cq_entries(), 2 * CQ_PER_DEPTH);
@@ -251,112 +247,6 @@ fn shutdown_after_the_completion_queue_overflowed_returns_every_loan() {
     }
 }
 
-/// A directory of `n` small files, as `/proc/self/fd` names them.
-fn small_files(n: usize) -> (tempfile::TempDir, Vec<PathBuf>) {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().canonicalize().unwrap();
-    let paths = (0..n)
-        .map(|i| {
-            let p = root.join(format!("f{i}"));
-            std::fs::write(&p, [i as u8; 100]).unwrap();
-            p
-        })
-        .collect();
-    (dir, paths)
-}
-
-/// A ring that can open files, or `None` (having said why: see `skip_refused`) where this
-/// kernel cannot.
-fn opening_ring<'a>(pool: &Pool) -> Option<Ring<'a>> {
-    let ring = small_ring(pool, false);
-    if !ring.flight.opens.can_open() {
-        skip_refused("io_uring opens", "this kernel has no IORING_OP_OPENAT");
-        return None;
-    }
-    Some(ring)
-}
-
-#[test]
-fn opens_come_back_as_files_or_errnos() {
-    if !io_uring_here() {
-        return;
-    }
-    let (dir, paths) = small_files(2);
-    let root = paths[0].parent().unwrap().to_path_buf();
-    within(10, "opening", move || {
-        let pool = Pool::with_capacity(BLOCK).unwrap();
-        let Some(mut ring) = opening_ring(&pool) else {
-            return;
-        };
-        assert!(ring.start_open(3, &paths[1], false));
-        assert!(ring.start_open(5, &root.join("missing"), false));
-        assert!(!ring.start_open(6, &paths[0], false), "two opens at once");
-        ring.submit().unwrap();
-        let mut opened = Vec::new();
-        while ring.in_flight() > 0 {
-            ring.reap(true, &mut Vec::new()).unwrap();
-            ring.take_opened(&mut opened);
-        }
-        opened.sort_by_key(|(id, _)| *id);
-        let [(3, Ok((file, opened_with))), (5, Err(errno))] = &opened[..] else {
-            panic!("{opened:?}")
-        };
-        assert_eq!(*errno, libc::ENOENT);
-        let link = format!("/proc/self/fd/{}", file.as_raw_fd());
-        assert_eq!(std::fs::read_link(link).unwrap(), paths[1]);
-        let flags = status_flags(file).unwrap();
-        assert_eq!(flags & libc::O_ACCMODE, libc::O_RDONLY);
-        assert_ne!(flags & libc::O_NONBLOCK, 0, "as `Opener::flags` asks");
-        assert_eq!(*opened_with, Opener::default().flags(false));
-        assert_eq!(fds_under(&root), 1);
-        drop(opened);
-        assert_eq!(fds_under(&root), 0);
-        drop(ring);
-        drop(dir);
-    });
-}
-
-#[test]
-fn shutdown_with_opens_in_flight_leaves_no_descriptor_open() {
-    if !io_uring_here() {
-        return;
-    }
-    let (dir, paths) = small_files(2);
-    let root = paths[0].parent().unwrap().to_path_buf();
-    within(20, "shutting down", move || {
-        // Opens just started; opens completed but not collected; and opens with a read of a
-        // pipe that never completes on its own.
-        for case in 0..3 {
-            let (pipe, _writer) = idle_pipe();
-            let mut pool = Pool::with_capacity(BLOCK).unwrap();
-            let Some(mut ring) = opening_ring(&pool) else {
-                return;
-            };
-            for (i, p) in paths.iter().enumerate() {
-                assert!(ring.start_open(i as u64, p, false));
-            }
-            if case == 2 {
-                ring.read(read_pipe(&mut pool, 0, &pipe));
-            }
-            ring.submit().unwrap();
-            if case == 1 {
-                while ring.flight.opens.any_in_kernel() {
-                    ring.reap(true, &mut Vec::new()).unwrap();
-                }
-                assert_eq!(fds_under(&root), paths.len(), "opened, not collected");
-            }
-            let mut done = Vec::new();
-            ring.shutdown(&mut done, DEFAULT_DRAIN_TIMEOUT).unwrap();
-            assert_eq!(ring.in_flight(), 0);
-            assert_eq!(fds_under(&root), 0, "case {case}");
-            assert_eq!(done.len(), usize::from(case == 2));
-            give_back(&mut pool, done);
-            drop(ring);
-        }
-        drop(dir);
-    });
-}
-
 /// The message of a panic caught by `catch_unwind`.
 fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
     match panic.downcast::<String>() {
@@ -367,7 +257,7 @@ fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
-/// A read whose id is already in flight, or lies among the tags of opens and cancels, panics
+/// A read whose id is already in flight, or is the tag of cancels, panics
 /// in every build before its entry is queued: the kernel never gets its region, and the read
 /// in flight under that id completes alone, its region intact.
 #[test]
@@ -378,15 +268,14 @@ fn a_read_id_in_flight_or_among_the_tags_panics_before_it_is_queued() {
     let (file, data) = blocks_file(4);
     within(10, "checking read ids", move || {
         // One region for each read, taken in order: the refused ones follow the first.
-        let mut pool = Pool::with_capacity(4 * BLOCK).unwrap();
+        let mut pool = Pool::with_capacity(3 * BLOCK).unwrap();
         let (base, _) = pool.as_raw_parts();
         let mut ring = small_ring(&pool, false);
         ring.read(read_block(&mut pool, 7, &file, 0));
         ring.submit().unwrap();
         for (id, block, why) in [
             (7, 1, "already in flight"),
-            (OPEN | 7, 2, "among the tags"),
-            (CANCEL, 3, "among the tags"),
+            (CANCEL, 2, "the tag of cancels"),
         ] {
             let req = read_block(&mut pool, id, &file, block);
             let again = &mut ring;
@@ -408,50 +297,13 @@ fn a_read_id_in_flight_or_among_the_tags_panics_before_it_is_queued() {
         let region = pool.reclaim(done.pop().unwrap().loan);
         assert!(pool.bytes(&region, 0..BLOCK) == &data[..BLOCK]);
         // SAFETY: the pool (and its mapping) lives, and no read of the refused regions (the
-        // three after the first; their loans leaked with the panics) reached the kernel
+        // two after the first; their loans leaked with the panics) reached the kernel
         // (checked above), so nothing writes these bytes.
-        let refused = unsafe { std::slice::from_raw_parts(base.add(BLOCK), 3 * BLOCK) };
+        let refused = unsafe { std::slice::from_raw_parts(base.add(BLOCK), 2 * BLOCK) };
         assert!(
             refused.iter().all(|&b| b == 0),
             "the kernel wrote a refused region"
         );
         drop(ring);
-    });
-}
-
-/// A second open of a file whose open is in flight panics before its entry is queued: the
-/// first one's path stays with the kernel until its completion, which comes back alone.
-#[test]
-fn a_second_open_of_a_file_in_flight_panics_before_it_is_queued() {
-    if !io_uring_here() {
-        return;
-    }
-    let (dir, paths) = small_files(1);
-    within(10, "checking open ids", move || {
-        let pool = Pool::with_capacity(BLOCK).unwrap();
-        let Some(mut ring) = opening_ring(&pool) else {
-            return;
-        };
-        assert!(ring.start_open(3, &paths[0], false));
-        let (again, path) = (&mut ring, &paths[0]);
-        let panic = std::panic::catch_unwind(AssertUnwindSafe(|| again.start_open(3, path, false)))
-            .expect_err("a second open of file 3 is refused");
-        let msg = panic_message(panic);
-        assert!(msg.contains("already being opened"), "{msg}");
-        assert_eq!(
-            ring.kernel.ring.submission().len(),
-            1,
-            "only the first open queued"
-        );
-        ring.submit().unwrap();
-        let mut opened = Vec::new();
-        while ring.in_flight() > 0 {
-            ring.reap(true, &mut Vec::new()).unwrap();
-            ring.take_opened(&mut opened);
-        }
-        assert!(matches!(&opened[..], [(3, Ok(_))]), "{opened:?}");
-        drop(opened);
-        drop(ring);
-        drop(dir);
     });
 }

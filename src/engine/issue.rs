@@ -67,6 +67,11 @@ impl Scheduler {
         &mut self.policy
     }
 
+    /// Opens the backend has started and not yet returned.
+    pub(super) fn opens_in_flight(&self) -> usize {
+        self.opens.in_flight()
+    }
+
     #[cfg(test)]
     pub(super) fn opens(&self) -> &Opens {
         &self.opens

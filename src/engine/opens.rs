@@ -2,13 +2,11 @@
 //! the cap on descriptors held, running out of them, and closing what is done.
 
 use std::collections::HashMap;
-use std::io;
-use std::mem;
 
 use super::{Core, Limits};
-use crate::consts::{DIRECT_ALIGN, MAX_RETRIES};
+use crate::consts::{DIRECT_ALIGN, MAX_RETRIES, OPEN_DEPTH};
 use crate::error::Error;
-use crate::io::{finish_open, OpenResult, Opened};
+use crate::io::{OpenResult, Opened};
 use crate::source::Source;
 
 /// Opens under way, and the cap on descriptors.
@@ -16,8 +14,6 @@ use crate::source::Source;
 pub(super) struct Opens {
     /// Opens the backend has started and not yet returned.
     in_flight: usize,
-    /// Opens returned by the backend, being handled (kept to reuse its allocation).
-    opened: Vec<(u64, OpenResult)>,
     cap: Cap,
     retries: Retries,
 }
@@ -28,11 +24,10 @@ struct Retries(HashMap<u64, u32>);
 
 impl Retries {
     /// Whether the open of file `id`, which came back with `result`, is to be started
-    /// again: where it failed with a passing error (`EINTR`, `EAGAIN`, or `ECANCELED`: the
-    /// thread that submitted it exited while a kernel worker held it), `MAX_RETRIES` times
+    /// again: where it failed with a passing error (`EINTR`, `EAGAIN`), `MAX_RETRIES` times
     /// at most.
-    fn again(&mut self, id: u64, result: &OpenResult) -> bool {
-        let passing = matches!(result, Err(libc::EINTR | libc::EAGAIN | libc::ECANCELED));
+    fn again(&mut self, id: u64, result: &OpenResult<'_>) -> bool {
+        let passing = matches!(errno(result), Some(libc::EINTR | libc::EAGAIN));
         let tries = self.0.entry(id).or_default();
         if !passing || *tries >= MAX_RETRIES {
             self.0.remove(&id);
@@ -107,7 +102,6 @@ impl Opens {
     }
 
     /// Opens the backend has started and not yet returned.
-    #[cfg(test)]
     pub(super) fn in_flight(&self) -> usize {
         self.in_flight
     }
@@ -138,14 +132,17 @@ impl Opens {
         self.cap.lowered.unwrap_or(limits.max_open)
     }
 
-    /// Whether the reader holds or is opening as many descriptors as it may now.
+    /// Whether the reader holds or is opening as many descriptors as it may now, or has as
+    /// many opens under way as it may have ([`OPEN_DEPTH`], not counting those so slow that
+    /// they most likely hung: the opens behind them go on).
     pub(super) fn at_cap(&self, core: &Core<'_>, limits: &Limits) -> bool {
-        self.descriptors(core) >= self.max_open(limits)
+        let opening = self.in_flight.saturating_sub(core.io.slow_opens());
+        self.descriptors(core) >= self.max_open(limits) || opening >= OPEN_DEPTH
     }
 
     /// Takes the opens the backend finished.
     pub(super) fn handle_opened(&mut self, core: &mut Core<'_>, limits: &Limits) {
-        let mut opened = mem::take(&mut self.opened);
+        let mut opened = Vec::new();
         core.io.take_opened(&mut opened);
         for (id, result) in opened.drain(..) {
             self.in_flight -= 1;
@@ -158,7 +155,6 @@ impl Opens {
                 None => self.retries.forget(id),
             }
         }
-        self.opened = opened;
     }
 
     /// Starts opening the path at `idx` through the backend, if it can; whether it did.
@@ -202,7 +198,7 @@ impl Opens {
         &mut self,
         core: &mut Core<'_>,
         idx: usize,
-        result: &OpenResult,
+        result: &OpenResult<'_>,
         limits: &Limits,
     ) -> bool {
         let id = core.queue.get_mut(idx).expect("index from the queue").id;
@@ -222,22 +218,18 @@ impl Opens {
     }
 
     /// Takes the result of an open the backend did for the file at `idx`.
-    fn finish_open(
+    fn finish_open<'a>(
         &mut self,
-        core: &mut Core<'_>,
+        core: &mut Core<'a>,
         idx: usize,
-        result: OpenResult,
+        result: OpenResult<'a>,
         limits: &Limits,
     ) {
         let direct = limits.direct;
         let entry = core.queue.get_mut(idx).expect("index from the queue");
         entry.set_open_returned();
-        let Source::Path(path) = &entry.source else {
-            unreachable!("only paths are opened by the backend")
-        };
-        let opened = match result {
-            Ok((file, flags)) => finish_open(file, flags, direct, path),
-            Err(libc::EMFILE | libc::ENFILE) => {
+        let opened = match errno(&result) {
+            Some(libc::EMFILE | libc::ENFILE) => {
                 let held = self.descriptors(core);
                 if !self.cap.out_of_descriptors(core, idx, held) {
                     return;
@@ -245,14 +237,11 @@ impl Opens {
                 let current = core.queue.get_mut(idx).expect("the current file");
                 core.io.open(&current.source, direct)
             }
-            // Refused O_NOATIME (not the owner) or O_DIRECT (the filesystem): opened here,
+            // Refused O_NOATIME (not the owner) or O_DIRECT (the filesystem): opened again,
             // which goes on without them (and without O_NOATIME from then on: the backend
             // remembers).
-            Err(libc::EPERM | libc::EINVAL) => core.io.open(&entry.source, direct),
-            Err(errno) => Err(Error::Open {
-                path: entry.name(),
-                source: io::Error::from_raw_os_error(errno),
-            }),
+            Some(libc::EPERM | libc::EINVAL) => core.io.open(&entry.source, direct),
+            _ => result,
         };
         self.opened(core, idx, opened, limits);
     }
@@ -322,6 +311,14 @@ fn release_unread_ahead(core: &mut Core<'_>) {
         }
     }
     core.queue.looked_at_until(1);
+}
+
+/// The `errno` an open failed with, if it failed with one.
+fn errno(result: &OpenResult<'_>) -> Option<i32> {
+    match result {
+        Err(Error::Open { source, .. }) => source.raw_os_error(),
+        _ => None,
+    }
 }
 
 fn is_out_of_descriptors(e: &Error) -> bool {

@@ -111,8 +111,8 @@ impl<'a> Stream<'a> {
         let issued = core.chunks.front().is_some_and(|c| c.file() == id);
         let failed = core.queue.front().is_some_and(|f| f.error().is_some());
         if !issued && !failed {
-            if core.io.in_flight() == 0 {
-                if core.drop_read_ahead() {
+            if !self.ahead.anything_in_flight() {
+                if self.ahead.core.drop_read_ahead() {
                     return Ok(Front::Again);
                 }
                 return Err(io::Error::other(

@@ -63,8 +63,8 @@ impl<'a> ReadAhead<'a> {
     pub(super) fn refill(&mut self) -> io::Result<()> {
         if self.core.io.in_flight() > 0 {
             self.completions.reap(&mut self.core)?;
-            self.handle_done();
         }
+        self.handle_done();
         self.sched.schedule_unless_ahead(&mut self.core)?;
         self.submit_continuations()
     }
@@ -88,7 +88,7 @@ impl<'a> ReadAhead<'a> {
             self.schedule()?;
             let front = self.core.queue.front().expect("still current");
             if !front.status().is_sized() && front.error().is_none() {
-                if self.core.io.in_flight() == 0 {
+                if !self.anything_in_flight() {
                     return Err(io::Error::other(
                         "readahead: the current file could not be opened (this is a bug)",
                     ));
@@ -96,6 +96,11 @@ impl<'a> ReadAhead<'a> {
                 self.wait()?;
             }
         }
+    }
+
+    /// Whether a read or an open is under way: something to wait for.
+    pub(super) fn anything_in_flight(&self) -> bool {
+        self.core.io.in_flight() > 0 || self.sched.opens_in_flight() > 0
     }
 
     /// Handles every completion reaped, and every open the backend finished.
@@ -118,11 +123,20 @@ impl<'a> ReadAhead<'a> {
     /// (the read it waited for is left in flight) and the engine counts as hung.
     pub(super) fn wait(&mut self) -> io::Result<()> {
         debug_assert!(
-            self.core.io.in_flight() > 0,
+            self.anything_in_flight(),
             "waiting with nothing in flight would hang"
         );
         if self.sched.help(&mut self.core) {
             return self.refill();
+        }
+        let opening = (self.core.queue.front()).is_some_and(|f| f.status().is_opening());
+        // The current file waits for its open, which a timeout fails, not for reads of the
+        // files behind it: those are reaped once it is open. With no read in flight, what
+        // can come is an open.
+        if (opening || self.core.io.in_flight() == 0) && self.core.io.wait_opens() {
+            self.handle_done();
+            self.schedule()?;
+            return self.submit_continuations();
         }
         let start = Instant::now();
         let timeout = self.sched.limits().drain_timeout;

@@ -64,15 +64,16 @@ fn pick_backend<'a>(config: &ReaderBuilder, pool: &Pool) -> Result<Box<dyn Io<'a
         register: config.registered_buffers.unwrap_or(config.direct_io),
         io_workers: config.io_workers,
         sq_poll: config.sq_poll.map(|idle| (idle, shared)),
+        open_timeout: config.drain_timeout,
     };
     Ok(match config.backend {
-        Backend::Pread => Box::new(SyncIo::default()),
+        Backend::Pread => Box::new(SyncIo::new(config.drain_timeout)),
         choice => match backend::ring(ring_config, pool) {
             Ok(ring) => ring,
             Err(source) if choice == Backend::IoUring => {
                 return Err(Error::IoUringUnavailable { source })
             }
-            Err(_) => Box::new(SyncIo::default()),
+            Err(_) => Box::new(SyncIo::new(config.drain_timeout)),
         },
     })
 }
@@ -80,13 +81,7 @@ fn pick_backend<'a>(config: &ReaderBuilder, pool: &Pool) -> Result<Box<dyn Io<'a
 /// What the engine works by, from the checked settings and the backend picked.
 fn limits(config: &ReaderBuilder, backend: Backend) -> Limits {
     let window = |size: usize| size.max(config.read_size).min(config.buffer_size);
-    // `pread` reads a range only when the consumer waits for it, right before it consumes
-    // it: its windows while files come from the device bound only how far its read-ahead
-    // hints go.
-    let device_window = |size: usize| match backend {
-        Backend::Pread => config.buffer_size,
-        _ => window(size),
-    };
+    let device_window = window;
     Limits {
         read_size: config.read_size,
         direct: config.direct_io,

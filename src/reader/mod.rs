@@ -61,8 +61,8 @@ use crate::stats::Stats;
 /// [`ReaderBuilder::drain_timeout`] (30 s by default) the drop gives up and returns, leaking
 /// the pool and the ring rather than freeing memory the kernel may still write into, and
 /// counts it in [`drains_abandoned`](crate::drains_abandoned). [`close`](Self::close) does the
-/// same and says whether it had to. With [`Backend::Pread`] nothing is in flight when the reader is dropped
-/// (it reads on the caller's thread), so dropping it never waits.
+/// same and says whether it had to. With [`Backend::Pread`] the reads in flight are those of
+/// its helper threads, waited for the same way.
 ///
 /// # Examples
 ///
@@ -444,17 +444,18 @@ impl<'a> SequentialFileReader<'a> {
     /// # Examples
     ///
     /// ```
-    /// use readahead::{Backend, SequentialFileReader};
+    /// use readahead::SequentialFileReader;
     ///
     /// # fn main() -> std::io::Result<()> {
     /// # let dir = tempfile::tempdir()?;
-    /// let missing = dir.path().join("missing");
-    /// // `pread` opens a path as it is queued, so its failure is known before the move.
-    /// let mut reader = SequentialFileReader::builder().backend(Backend::Pread).build()?;
-    /// reader.push(&missing)?;
+    /// // A directory handed in fails as it is queued first: its failure is known before the
+    /// // move (a path is opened on a helper thread, and may not be by then).
+    /// let directory = std::fs::File::open(dir.path())?;
+    /// let mut reader = SequentialFileReader::new()?;
+    /// reader.push(&directory)?;
     /// reader.move_to_next_file()?; // moved past, its error never read
-    /// let err = reader.take_unread_error().expect("the missing file's error");
-    /// assert!(err.to_string().contains(&*missing.to_string_lossy()));
+    /// let err = reader.take_unread_error().expect("the directory's error");
+    /// assert!(err.to_string().contains(&*dir.path().to_string_lossy()));
     /// assert!(reader.take_unread_error().is_none(), "taken");
     /// reader.close()?;
     /// # Ok(())

@@ -80,17 +80,19 @@ const IN_TRANSIT: usize = 32;
 ///   closure stops the scan: the other threads stop before their next file, every thread's
 ///   closure is waited for, and the panic is raised again on the caller's thread, as
 ///   [`std::thread::scope`] does.
-/// - **Hung mounts**: a read the kernel has not completed after the reader's
+/// - **Hung mounts**: an open, or a read, the kernel has not completed after the reader's
 ///   [`drain_timeout`](ReaderBuilder::drain_timeout) (an NFS server gone, a FUSE daemon
-///   stuck) fails its file with [`TimedOut`](io::ErrorKind::TimedOut), naming it. Its
-///   thread then gives its reader up (the ring and pool leaked, counted in
+///   stuck) fails its file with [`TimedOut`](io::ErrorKind::TimedOut), naming it, on both
+///   backends. Opens (and sizing the file) and `pread` reads are made on helper threads
+///   ([`crate::helper_threads`]), so none blocks a scan thread; opens started together time
+///   out together, so ten hung opens cost about one timeout. After a hung read, its thread
+///   gives its reader up (the pool leaked, and on io_uring the ring, counted in
 ///   [`crate::drains_abandoned`]) and queues the files behind into a new one, so every other
-///   file keeps its outcome, and the call returns. A thread whose read the kernel still holds
-///   cannot exit (Linux waits for its io_uring workers): the scan waits for its closure, not
-///   for the thread, which is left to exit once the read ends. This needs io_uring and Linux
-///   5.11: a `pread` ([`Backend::Pread`]) blocks its thread in the kernel, where nothing
-///   bounds it, and a scan cannot return before its closures do, since they borrow the
-///   caller's data.
+///   file keeps its outcome, and the call returns. The pools left behind count against
+///   [`memory`](Self::memory) once more: past it, the scan stops with an error of kind
+///   [`OutOfMemory`](io::ErrorKind::OutOfMemory) saying so. A thread whose io_uring read
+///   the kernel still holds cannot exit (Linux waits for its workers): the scan waits for
+///   its closure, not for the thread, which exits once the read ends.
 /// - **Progress and cancelling**: a [`ScanHandle`] ([`handle`](Self::handle)) reads the
 ///   counters while the scan runs and cancels it from any thread; files taken from the input
 ///   but not started are reported as [`Outcome::NotRun`].
@@ -430,7 +432,8 @@ where
         let ScanMap { scan, init, f } = self;
         let work = Work::new(scan.entries);
         let state = &*scan.handle.state;
-        let builders = Builders::new(budget::share(scan.builder, scan.memory, threads));
+        let base = budget::share(scan.builder, scan.memory, threads);
+        let builders = Builders::new(base, scan.memory);
         let shared = Shared {
             work: &work,
             state,

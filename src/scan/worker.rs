@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::mem;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::{Mutex, PoisonError};
 
@@ -23,13 +24,49 @@ pub(super) struct Builders {
     base: ReaderBuilder,
     /// With a shared submission thread: the settings that attach to it, once there is one.
     attach: Option<Mutex<Option<ReaderBuilder>>>,
+    /// The pool bytes the readers given up on a hung read left behind, so far.
+    left_behind: AtomicUsize,
+    /// How many they may leave behind: the scan's memory budget, again.
+    budget: usize,
 }
 
 impl Builders {
-    /// Readers from `base`, sharing one submission thread where it asks for one.
-    pub(super) fn new(base: ReaderBuilder) -> Self {
+    /// Readers from `base`, sharing one submission thread where it asks for one; those given
+    /// up may leave `budget` bytes of pools behind together.
+    pub(super) fn new(base: ReaderBuilder, budget: usize) -> Self {
         let attach = base.sq_poll.is_some().then(Mutex::default);
-        Builders { base, attach }
+        Builders {
+            base,
+            attach,
+            left_behind: AtomicUsize::new(0),
+            budget,
+        }
+    }
+
+    /// Counts a reader given up on a hung read, whose pool stays behind for good (the
+    /// kernel may still write into it).
+    ///
+    /// # Errors
+    ///
+    /// Where the pools left behind pass the budget: the scan then stops, rather than leave
+    /// more memory behind.
+    fn leave_behind(&self) -> io::Result<()> {
+        let pool = self.buffer_size();
+        let total = self.left_behind.fetch_add(pool, Ordering::Relaxed) + pool;
+        if total <= self.budget {
+            return Ok(());
+        }
+        Err(io::Error::new(
+            io::ErrorKind::OutOfMemory,
+            format!(
+                "readahead: the scan gave up {} readers on reads a hung mount never completed, \
+                 leaving {} MiB of their pools behind, more than its memory budget ({} MiB, \
+                 `Scan::memory`); it stops rather than leave more",
+                total / pool,
+                total >> 20,
+                self.budget >> 20
+            ),
+        ))
     }
 
     /// The pool size of every reader.
@@ -236,6 +273,7 @@ impl<'a> Readers<'a> {
         let old = self.current.take().expect("the reader that hung");
         let (stats, backend) = (old.stats(), old.backend());
         let behind = old.abandon();
+        builders.leave_behind()?;
         let retired = self.retired.get_or_insert((Stats::default(), backend));
         retired.0.add(&stats);
         self.given_up += 1;

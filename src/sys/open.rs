@@ -49,6 +49,11 @@ pub(crate) struct Opener {
 }
 
 impl Opener {
+    /// Takes in what the kernel refused `other` (a copy that opened on another thread).
+    pub(crate) fn learn(&mut self, other: Opener) {
+        self.noatime_refused |= other.noatime_refused;
+    }
+
     /// The flags to open with: `O_RDONLY | O_CLOEXEC | O_NONBLOCK`, `O_NOATIME` (Linux) until
     /// it is refused, and `O_DIRECT` where asked and the platform has it. Whoever opens with
     /// them clears `O_NONBLOCK` after ([`clear_nonblock`]).
@@ -57,8 +62,6 @@ impl Opener {
         if self.noatime_refused {
             flags &= !NOATIME;
         }
-        #[cfg(test)]
-        counts::open_tried(flags);
         flags
     }
 
@@ -85,11 +88,7 @@ impl Opener {
             match open(flags) {
                 Ok(f) => return Ok((f, flags)),
                 Err(e) => match e.raw_os_error().and_then(|n| self.refused(flags, n)) {
-                    Some(fewer) => {
-                        flags = fewer;
-                        #[cfg(test)]
-                        counts::open_tried(flags);
-                    }
+                    Some(fewer) => flags = fewer,
                     None => return Err(e),
                 },
             }
@@ -98,31 +97,25 @@ impl Opener {
 }
 
 #[cfg(test)]
-pub(crate) mod counts {
-    use std::cell::Cell;
-    use std::thread::LocalKey;
+mod tests {
+    use super::*;
 
-    thread_local! {
-        /// `fcntl` calls.
-        pub(crate) static FCNTL: Cell<usize> = const { Cell::new(0) };
-        /// Opens tried with `O_NOATIME`.
-        pub(crate) static NOATIME_OPENS: Cell<usize> = const { Cell::new(0) };
-    }
-
-    /// Counts one more.
-    pub(crate) fn bump(count: &'static LocalKey<Cell<usize>>) {
-        count.with(|c| c.set(c.get() + 1));
-    }
-
-    /// Counts an open about to be tried with `flags`.
-    pub(crate) fn open_tried(flags: i32) {
-        if super::has(flags, super::NOATIME) {
-            bump(&NOATIME_OPENS);
+    #[test]
+    fn a_refused_noatime_is_remembered_and_learned_by_another_copy() {
+        let mut opener = Opener::default();
+        let mut copy = opener;
+        let flags = copy.flags(false);
+        if !has(flags, NOATIME) {
+            return; // No O_NOATIME on this platform.
         }
-    }
-
-    /// The count so far, set back to 0.
-    pub(crate) fn take(count: &'static LocalKey<Cell<usize>>) -> usize {
-        count.with(|c| c.replace(0))
+        assert_eq!(copy.refused(flags, libc::EPERM), Some(flags & !NOATIME));
+        assert!(!has(copy.flags(false), NOATIME), "not tried again");
+        assert!(
+            has(opener.flags(false), NOATIME),
+            "the original tries it yet"
+        );
+        opener.learn(copy);
+        assert!(!has(opener.flags(false), NOATIME), "learned from the copy");
+        assert_eq!(opener.refused(flags & !NOATIME, libc::EPERM), None, "final");
     }
 }

@@ -1,7 +1,6 @@
 //! The system calls of every Unix. Where platforms differ, each function says which does what:
 //! `O_NOATIME` and `cachestat(2)` are Linux's; `O_DIRECT` is Linux's and FreeBSD's, where
-//! macOS has `fcntl(F_NOCACHE)`; read-ahead hints are `posix_fadvise` on Linux and FreeBSD and
-//! `fcntl(F_RDADVISE)` on macOS; a descriptor's path comes from `/proc/self/fd` on Linux and
+//! macOS has `fcntl(F_NOCACHE)`; a descriptor's path comes from `/proc/self/fd` on Linux and
 //! `fcntl(F_GETPATH)` on macOS. Each `unsafe` call says what it relies on.
 #![allow(unsafe_code)]
 
@@ -18,8 +17,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::consts::PAGE;
 use crate::error::FileName;
 
-#[cfg(test)]
-use super::open::counts;
 use super::open::{has, Opener, DIRECT};
 use super::SizeError;
 
@@ -270,8 +267,6 @@ fn device_size(_file: &File) -> io::Result<u64> {
 
 /// `fcntl(file, cmd, arg)` with an integer argument: what it returns, or the error.
 fn fcntl(file: &File, cmd: i32, arg: i32) -> io::Result<i32> {
-    #[cfg(test)]
-    counts::bump(&counts::FCNTL);
     // SAFETY: an fcntl whose argument is an integer, not a pointer, on a descriptor `file`
     // keeps open: no memory of ours is read or written.
     let ret = unsafe { libc::fcntl(file.as_raw_fd(), cmd, arg) };
@@ -279,6 +274,40 @@ fn fcntl(file: &File, cmd: i32, arg: i32) -> io::Result<i32> {
         return Err(io::Error::last_os_error());
     }
     Ok(ret)
+}
+
+/// Whether `file` lies on a filesystem whose calls may wait on a server or a daemon for good
+/// (FUSE, NFS, SMB, Ceph, 9P, AFS), rather than on a local device: its reads are never
+/// copied on the reader's thread. Asked once a file, on a helper thread (see `helpers`), as
+/// `fstatfs` itself may ask the server.
+#[cfg(target_os = "linux")]
+pub(crate) fn may_hang(file: &File) -> bool {
+    const REMOTE: [i64; 9] = [
+        0x6573_5546, // FUSE
+        0x6969,      // NFS
+        0x517b,      // SMB
+        0xfe53_4d42, // SMB2
+        0xff53_4d42, // CIFS
+        0x00c3_6400, // Ceph
+        0x0102_1997, // 9P
+        0x5346_414f, // AFS
+        0x6b41_4653, // kAFS
+    ];
+    // SAFETY: `statfs` is plain old data, which the kernel fills; the descriptor is open.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: the kernel writes one `statfs` into `fs`, borrowed mutably for the call.
+    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut fs) } != 0 {
+        return true; // Cannot tell: the cautious answer.
+    }
+    // `f_type`'s integer type differs between the C libraries.
+    #[allow(clippy::unnecessary_cast)]
+    REMOTE.contains(&(fs.f_type as i64))
+}
+
+/// Off Linux, every file is read as one on a local device.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn may_hang(_file: &File) -> bool {
+    false
 }
 
 /// The descriptor's status flags (`fcntl(F_GETFL)`): access mode, `O_NONBLOCK`, ...
@@ -311,44 +340,6 @@ pub(crate) fn clear_direct(file: &File) -> io::Result<()> {
 #[cfg(target_vendor = "apple")]
 pub(crate) fn clear_direct(file: &File) -> io::Result<()> {
     fcntl(file, libc::F_NOCACHE, 0).map(drop)
-}
-
-/// Tells the kernel a range of a file will be read soon (`POSIX_FADV_WILLNEED`), so its
-/// readahead starts now. A hint: failures are ignored.
-#[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
-pub(crate) fn fadvise_willneed(file: &File, offset: u64, len: u64) {
-    let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
-        return;
-    };
-    // SAFETY: a plain syscall on a descriptor `file` keeps open; it touches no memory of ours.
-    unsafe { libc::posix_fadvise(file.as_raw_fd(), offset, len, libc::POSIX_FADV_WILLNEED) };
-}
-
-/// Tells the kernel a range of a file will be read soon (`fcntl(F_RDADVISE)`), so its
-/// readahead starts now. A hint: failures are ignored.
-#[cfg(target_vendor = "apple")]
-pub(crate) fn fadvise_willneed(file: &File, offset: u64, len: u64) {
-    let Ok(ra_offset) = libc::off_t::try_from(offset) else {
-        return;
-    };
-    let advice = libc::radvisory {
-        ra_offset,
-        ra_count: i32::try_from(len).unwrap_or(i32::MAX),
-    };
-    // SAFETY: the kernel reads `advice`, live and of the layout `F_RDADVISE` takes, for the
-    // length of the call; the descriptor is open (`file`).
-    unsafe { libc::fcntl(file.as_raw_fd(), libc::F_RDADVISE, &advice as *const _) };
-}
-
-/// No read-ahead hint on this platform: the kernel's own readahead does what it does.
-#[cfg(not(any(
-    target_os = "linux",
-    target_os = "android",
-    target_os = "freebsd",
-    target_vendor = "apple"
-)))]
-pub(crate) fn fadvise_willneed(_file: &File, _offset: u64, _len: u64) {
-    // Nothing to ask for.
 }
 
 /// `cachestat(2)` (Linux 6.5). New system calls share one number on most architectures;
@@ -526,23 +517,6 @@ impl Drop for Mapping {
         // the memory any more (see the type's docs: it is forgotten, not dropped, otherwise).
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
     }
-}
-
-/// Makes this process `uid` and `gid` (from root), for tests of what a user who owns no
-/// file gets. Every thread of the process changes with it.
-#[cfg(test)]
-pub(crate) fn become_user(uid: u32, gid: u32) -> io::Result<()> {
-    // SAFETY: setgroups with no groups reads no memory; setgid and setuid take integers.
-    // All three change only the process's credentials.
-    let failed = unsafe {
-        libc::setgroups(0, std::ptr::null()) != 0
-            || libc::setgid(gid) != 0
-            || libc::setuid(uid) != 0
-    };
-    if failed {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -30,6 +30,9 @@ pub(crate) fn raw_fd(file: &File) -> RawFd {
 pub(crate) struct Opener;
 
 impl Opener {
+    /// Takes in what the kernel refused another copy: nothing here.
+    pub(crate) fn learn(&mut self, _other: Opener) {}
+
     /// Opens `path` for reading. Returns the file and its flags: none here.
     pub(crate) fn open(&mut self, path: &Path, _direct: bool) -> io::Result<(File, i32)> {
         Ok((OpenOptions::new().read(true).open(path)?, 0))
@@ -82,11 +85,6 @@ pub(crate) fn clear_nonblock(_file: &File, _flags: i32) -> io::Result<()> {
 /// Nothing to turn off: files are never opened for direct I/O here.
 pub(crate) fn clear_direct(_file: &File) -> io::Result<()> {
     Ok(())
-}
-
-/// No read-ahead hint on this platform.
-pub(crate) fn fadvise_willneed(_file: &File, _offset: u64, _len: u64) {
-    // Nothing to ask for.
 }
 
 /// One page of the pool, aligned as a page.

@@ -74,6 +74,12 @@ pub struct Faults {
     /// [`Serve::DirectIo`] (or `O_DIRECT`) the kernel reads inline, so the thread that
     /// submits the read hangs in `io_uring_enter` itself, as it would in `pread`.
     pub hang_at: Option<u64>,
+    /// Every open of this file gets no answer until [`FaultMount::release_hung`] (or the
+    /// mount ends): a hung mount's open, which blocks the thread that asked in the kernel.
+    pub hang_open: bool,
+    /// Every `getattr` of this file (an `fstat` of it: attributes are never cached here) gets
+    /// no answer until [`FaultMount::release_hung`], as [`hang_open`](Self::hang_open).
+    pub hang_getattr: bool,
 }
 
 /// One file of the filesystem.
@@ -178,6 +184,8 @@ pub struct FsStats {
     pub short_replies: u64,
     /// Reads held without an answer (see [`Faults::hang_at`]).
     pub hung_reads: u64,
+    /// Opens and `getattr`s held without an answer (see [`Faults::hang_open`]).
+    pub hung_calls: u64,
 }
 
 impl std::ops::Add for FsStats {
@@ -192,6 +200,7 @@ impl std::ops::Add for FsStats {
             slow_reads: self.slow_reads + o.slow_reads,
             short_replies: self.short_replies + o.short_replies,
             hung_reads: self.hung_reads + o.hung_reads,
+            hung_calls: self.hung_calls + o.hung_calls,
         }
     }
 }

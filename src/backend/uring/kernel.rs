@@ -22,11 +22,6 @@ impl Kernel {
         !self.ring.submission().is_empty()
     }
 
-    /// Whether the ring returned an error (it is broken after the first).
-    pub(super) fn is_broken(&self) -> bool {
-        self.broken.is_some()
-    }
-
     /// The error the ring broke with, as an error of its own; `Ok` if it did not break.
     pub(super) fn check(&self) -> io::Result<()> {
         match &self.broken {

@@ -1,7 +1,7 @@
 //! What the kernel has of the ring (`InFlight`), the part that needs no `unsafe`: collecting
-//! completions, waiting for them, counting and leaking what is in flight. Handing reads,
-//! opens and cancels to the kernel, and turning what it reaped back into loans and
-//! descriptors (`drain`), stay in `uring.rs`.
+//! completions, waiting for them, counting and leaking what is in flight. Handing reads and
+//! cancels to the kernel, and turning what it reaped back into loans (`drain`), stay in
+//! `uring.rs`.
 
 use std::io;
 use std::mem;
@@ -11,15 +11,14 @@ use io_uring::CompletionQueue;
 
 use crate::io::ReadDone;
 
-use super::in_flight::{Opens, Reads};
+use super::in_flight::Reads;
 use super::{InFlight, Kernel};
 
 impl<'a> InFlight<'a> {
-    /// Nothing in flight yet, for a ring of `depth` that can open files or not.
-    pub(super) fn new(depth: usize, can_open: bool) -> Self {
+    /// Nothing in flight yet, for a ring of `depth`.
+    pub(super) fn new(depth: usize) -> Self {
         InFlight {
             reads: Reads::with_capacity(depth),
-            opens: Opens::new(can_open),
             cancels: 0,
             depth,
         }
@@ -45,7 +44,7 @@ impl<'a> InFlight<'a> {
         self.reads.take_ready(out);
         self.drain(kernel.completions(), out);
         match wait {
-            Some(deadline) if out.len() == before && !self.opens.any_opened() => {
+            Some(deadline) if out.len() == before => {
                 kernel.check()?;
                 match kernel.wait(deadline) {
                     Err(e) if e.kind() == io::ErrorKind::TimedOut => return Ok(false),
@@ -54,7 +53,7 @@ impl<'a> InFlight<'a> {
                 self.drain(kernel.completions(), out);
                 // A wait that timed out returns as one that was woken: only the clock tells.
                 let late = deadline.is_some_and(|d| Instant::now() >= d);
-                return Ok(!(late && out.len() == before && !self.opens.any_opened()));
+                return Ok(!(late && out.len() == before));
             }
             _ if kernel.queued() => kernel.submit(|cq| self.drain_ready(cq))?,
             _ => {}
@@ -62,9 +61,8 @@ impl<'a> InFlight<'a> {
         Ok(true)
     }
 
-    /// Reaps into `out` until the kernel has no read or open left, waiting until `deadline`
-    /// at most (a read of a hung device or mount may never complete, cancelled or not); then
-    /// closes the files opened for nothing.
+    /// Reaps into `out` until the kernel has no read left, waiting until `deadline` at most
+    /// (a read of a hung device or mount may never complete, cancelled or not).
     pub(super) fn wait_all(
         &mut self,
         kernel: &mut Kernel,
@@ -77,35 +75,30 @@ impl<'a> InFlight<'a> {
                 kernel.wait(deadline)?;
             }
         }
-        self.opens.close_opened();
         Ok(())
     }
 
-    /// Reads and opens handed over and not yet collected, wherever they are.
+    /// Reads handed over and not yet collected, wherever they are.
     pub(super) fn len(&self) -> usize {
-        self.reads.len() + self.opens.len()
+        self.reads.len()
     }
 
-    /// Whether the kernel has any read or open.
+    /// Whether the kernel has any read.
     pub(super) fn any_in_kernel(&self) -> bool {
-        self.reads.any_in_kernel() || self.opens.any_in_kernel()
+        self.reads.any_in_kernel()
     }
 
-    /// Reads and opens the kernel may still do: never freed (see `Reads::leak`,
-    /// `Opens::leak`).
+    /// Reads the kernel may still do: never freed (see `Reads::leak`).
     pub(super) fn leak(&mut self) {
         self.reads.leak();
-        self.opens.leak();
     }
 
-    /// The same opens, cancels and depth, for reads of another lifetime. Nothing may be in
-    /// flight.
+    /// The same cancels and depth, for reads of another lifetime. Nothing may be in flight.
     pub(super) fn rebind<'b>(&mut self) -> InFlight<'b> {
         // Empty (nothing in flight); dropped for their allocations, as they name `'a`.
         drop(mem::take(&mut self.reads));
         InFlight {
             reads: Reads::with_capacity(self.depth),
-            opens: mem::replace(&mut self.opens, Opens::new(false)),
             cancels: self.cancels,
             depth: self.depth,
         }

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::mem;
 
 use super::*;
-use crate::io::{open_source, FromCache, OpenResult};
+use crate::io::{finish_open, open_source, FromCache, OpenResult};
 use crate::source::RawFd;
 use crate::sys::Opener;
 use crate::tests::disk_tempdir;
@@ -136,7 +136,7 @@ struct Scripted<'a> {
     /// Errnos the next opens of a path get, in turn; after them it is really opened.
     open_errors: HashMap<PathBuf, VecDeque<i32>>,
     /// Opens completed and not yet taken.
-    opened: Vec<(u64, OpenResult)>,
+    opened: Vec<(u64, OpenResult<'a>)>,
     /// The flags paths are opened with.
     opener: Opener,
     /// The directory whose descriptors `Log::peak_descriptors` counts.
@@ -221,14 +221,19 @@ impl<'a> Scripted<'a> {
             .get_mut(&call.path)
             .and_then(VecDeque::pop_front);
         let flags = self.opener.flags(call.direct);
-        let result = match scripted {
-            Some(errno) => Err(errno),
+        let opened = match scripted {
+            Some(errno) => Err(io::Error::from_raw_os_error(errno)),
             None => OpenOptions::new()
                 .read(true)
                 .custom_flags(flags)
-                .open(&call.path)
-                .map(|file| (file, flags))
-                .map_err(|e| e.raw_os_error().expect("an OS error")),
+                .open(&call.path),
+        };
+        let result = match opened {
+            Ok(file) => finish_open(file, flags, call.direct, &call.path).map(Opened::attach),
+            Err(source) => Err(Error::Open {
+                path: crate::error::FileName::Path(call.path.clone()),
+                source,
+            }),
         };
         self.opened.push((call.file, result));
     }
@@ -376,7 +381,7 @@ impl<'a> Io<'a> for Scripted<'a> {
         self.note_descriptors();
         true
     }
-    fn take_opened(&mut self, out: &mut Vec<(u64, OpenResult)>) {
+    fn take_opened(&mut self, out: &mut Vec<(u64, OpenResult<'a>)>) {
         out.append(&mut self.opened);
     }
     fn cached(&mut self, _fd: &FdRef<'a>, _offset: u64, _len: u64) -> Option<bool> {
@@ -413,7 +418,11 @@ impl<'a> Io<'a> for Scripted<'a> {
             refuse_nowait: s.refuse_nowait,
             async_open: s.async_open,
             open_errors: s.open_errors,
-            opened: s.opened,
+            opened: s
+                .opened
+                .into_iter()
+                .map(|(id, r)| (id, r.map(Opened::attach)))
+                .collect(),
             opener: s.opener,
             watch: s.watch,
             fail_submit: s.fail_submit,

@@ -362,8 +362,8 @@ fn passing_open_errors_are_retried() {
     let errors = [
         (1, libc::EINTR),
         (2, libc::EAGAIN),
-        (3, libc::ECANCELED),
-        (3, libc::ECANCELED),
+        (3, libc::EAGAIN),
+        (3, libc::EINTR),
     ];
     for order in ORDERS {
         let io = opening_failing(&f, order, &errors);
@@ -387,7 +387,7 @@ fn passing_open_errors_are_retried() {
 #[test]
 fn open_retries_are_bounded() {
     let f = files(&OPEN_SIZES[..4]);
-    let errors = vec![(1, libc::ECANCELED); MAX_RETRIES as usize + 1];
+    let errors = vec![(1, libc::EAGAIN); MAX_RETRIES as usize + 1];
     for order in ORDERS {
         let io = opening_failing(&f, order, &errors);
         let log = io.log.clone();
@@ -395,7 +395,7 @@ fn open_retries_are_bounded() {
         queue_paths(&mut e, &f);
         let got = read_all(&mut e);
         let msg = got[1].as_ref().unwrap_err();
-        let os = io::Error::from_raw_os_error(libc::ECANCELED).to_string();
+        let os = io::Error::from_raw_os_error(libc::EAGAIN).to_string();
         assert!(
             msg.contains(&*f.paths[1].to_string_lossy()) && msg.contains(&os),
             "{msg}"

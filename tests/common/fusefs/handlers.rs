@@ -35,9 +35,14 @@ impl Filesystem for FaultFs {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.0.attr(ino.into()) {
+        let state = self.0.clone();
+        let hang = state.file(ino).is_some_and(|f| f.spec.faults.hang_getattr);
+        let reply: Job = Box::new(move || match state.attr(ino.into()) {
             Some(attr) => reply.attr(&TTL, &attr),
             None => reply.error(Errno::ENOENT),
+        });
+        if let Some(reply) = self.0.hold_if(hang, &self.0.hung_calls, reply) {
+            reply();
         }
     }
 
@@ -53,10 +58,13 @@ impl Filesystem for FaultFs {
             Serve::DirectIo => FopenFlags::FOPEN_DIRECT_IO,
         };
         let error = faults.open_error;
-        state.delayer.after(faults.open_delay, move || match error {
+        let reply: Job = Box::new(move || match error {
             Some(e) => reply.error(e),
             None => reply.opened(FileHandle(0), flags),
         });
+        if let Some(reply) = state.hold_if(faults.hang_open, &state.hung_calls, reply) {
+            state.delayer.after(faults.open_delay, reply);
+        }
     }
 
     fn read(

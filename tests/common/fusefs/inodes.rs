@@ -49,6 +49,7 @@ pub(super) struct State {
     pub(super) slow_reads: AtomicU64,
     pub(super) short_replies: AtomicU64,
     pub(super) hung_reads: AtomicU64,
+    pub(super) hung_calls: AtomicU64,
     pub(super) hung: Held,
 }
 
@@ -71,11 +72,20 @@ impl State {
         if !file.spec.faults.hang_at.is_some_and(covers) {
             return Some(reply);
         }
+        self.hold_if(true, &self.hung_reads, reply)
+    }
+
+    /// Holds `reply`, counted in `count`, where `hang` (until the mount releases what it
+    /// holds); else gives it back.
+    pub(super) fn hold_if(&self, hang: bool, count: &AtomicU64, reply: Job) -> Option<Job> {
+        if !hang {
+            return Some(reply);
+        }
         let mut hung = self.hung.0.lock().unwrap();
         let Some(held) = hung.as_mut() else {
             return Some(reply);
         };
-        self.hung_reads.fetch_add(1, Ordering::Relaxed);
+        count.fetch_add(1, Ordering::Relaxed);
         held.push(reply);
         None
     }

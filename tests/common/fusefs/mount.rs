@@ -70,6 +70,7 @@ impl FaultMount {
             slow_reads: AtomicU64::new(0),
             short_replies: AtomicU64::new(0),
             hung_reads: AtomicU64::new(0),
+            hung_calls: AtomicU64::new(0),
             hung: Held(Mutex::new(Some(Vec::new()))),
         });
         let mut config = fuser::Config::default();
@@ -137,6 +138,7 @@ impl FaultMount {
             slow_reads: get(&s.slow_reads),
             short_replies: get(&s.short_replies),
             hung_reads: get(&s.hung_reads),
+            hung_calls: get(&s.hung_calls),
         }
     }
 
@@ -154,8 +156,8 @@ impl FaultMount {
         mounts().iter().any(|(_, dir)| Path::new(dir) == self.dir)
     }
 
-    /// Answers every read held by [`Faults::hang_at`](super::Faults::hang_at), and from now on
-    /// such reads at once.
+    /// Answers every read, open and `getattr` held by [`Faults::hang_at`](super::Faults::hang_at)
+    /// and [`Faults::hang_open`](super::Faults::hang_open), and from now on such calls at once.
     pub fn release_hung(&self) {
         let mut hung = self.state.hung.0.lock().unwrap_or_else(|e| e.into_inner());
         let held = hung.take().unwrap_or_default();

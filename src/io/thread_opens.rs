@@ -1,0 +1,232 @@
+//! Opening queued files on helper threads (see `helpers`), for both backends: an open on a
+//! hung mount then holds a helper thread, never the reader's. Each open is waited for at
+//! most the reader's `drain_timeout` from its start; past it, the file fails with
+//! `TimedOut`, naming itself, and whatever the open brings later is closed unseen. Opens
+//! started together time out together, so ten hung opens cost one timeout, not ten.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::Path;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+
+use super::{OpenResult, Opened, ToOpen};
+use crate::error::{Error, FileName};
+use crate::helpers;
+use crate::source::FdRef;
+use crate::sys::{self, Opener};
+
+/// Opens of a reader that may be under way past a tenth of the timeout (most likely hung)
+/// without counting against its depth ([`OPEN_DEPTH`](crate::consts::OPEN_DEPTH)): so that
+/// the opens behind hung ones start, and hang or not, while the hung ones wait out their
+/// timeout together.
+const MAX_SLOW: usize = 16;
+
+/// What an open on a helper thread sends back: the file's id, what came of it, and the
+/// opener with what the kernel refused of its flags.
+type Answer = (u64, Result<Opened<'static>, Error>, Opener);
+
+/// Opens under way on helper threads, and those answered and not yet taken.
+#[derive(Debug)]
+pub(crate) struct ThreadOpens {
+    /// The longest an open is waited for, from its start.
+    timeout: Duration,
+    /// The flags paths are opened with, and what the kernel refused of them so far.
+    opener: Opener,
+    tx: Sender<Answer>,
+    rx: Receiver<Answer>,
+    /// Opens under way: when each started, and its path (to name it if it times out).
+    started: HashMap<u64, (Instant, Box<Path>)>,
+    /// Opens answered (or timed out) and not yet taken.
+    answered: Vec<(u64, Result<Opened<'static>, Error>)>,
+}
+
+impl ThreadOpens {
+    /// Opens that are each waited for at most `timeout`.
+    pub(crate) fn new(timeout: Duration) -> Self {
+        let (tx, rx) = mpsc::channel();
+        ThreadOpens {
+            timeout,
+            opener: Opener::default(),
+            tx,
+            rx,
+            started: HashMap::new(),
+            answered: Vec::new(),
+        }
+    }
+
+    /// Starts opening `path` for file `file` on a helper thread; `false` where no helper
+    /// thread can be had (the open is then made with [`open`](Self::open), which says why).
+    pub(crate) fn start(&mut self, file: u64, path: &Path, direct: bool) -> bool {
+        let (tx, mut opener) = (self.tx.clone(), self.opener);
+        let to_open = ToOpen::Path(path.into());
+        let job = move || {
+            let opened = to_open.open(direct, &mut opener);
+            // The reader may have gone: the file is closed here then.
+            let _ = tx.send((file, opened, opener));
+        };
+        if helpers::spawn(job).is_err() {
+            return false;
+        }
+        self.started.insert(file, (Instant::now(), path.into()));
+        true
+    }
+
+    /// Moves the opens answered to `out`; those given up on are closed.
+    pub(crate) fn take<'a>(&mut self, out: &mut Vec<(u64, OpenResult<'a>)>) {
+        while let Ok(answer) = self.rx.try_recv() {
+            self.answered_with(answer);
+        }
+        out.extend(
+            self.answered
+                .drain(..)
+                .map(|(file, opened)| (file, opened.map(Opened::attach))),
+        );
+    }
+
+    /// Blocks until an open is answered, or until the earliest one under way has taken the
+    /// timeout (it is answered with `TimedOut` then), or until one more turns slow (see
+    /// [`slow`](Self::slow): more opens may start then); `false` where none is under way.
+    pub(crate) fn wait(&mut self) -> bool {
+        if self.started.is_empty() {
+            return !self.answered.is_empty();
+        }
+        let slow = self.slow();
+        while self.answered.is_empty() && self.slow() == slow {
+            let Some(deadline) = self.give_up_late() else {
+                break;
+            };
+            let wake = self.next_slow().map_or(deadline, |at| at.min(deadline));
+            match self
+                .rx
+                .recv_timeout(wake.saturating_duration_since(Instant::now()))
+            {
+                Ok(answer) => self.answered_with(answer),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => unreachable!("`self.tx` is never dropped"),
+            }
+        }
+        true
+    }
+
+    /// Opens under way for more than a tenth of the timeout (most likely hung), [`MAX_SLOW`]
+    /// at most: they no longer count against the reader's depth of opens.
+    pub(crate) fn slow(&self) -> usize {
+        let since = Instant::now().checked_sub(self.timeout / 10);
+        let slow = (self.started.values()).filter(|(at, _)| since.is_some_and(|s| *at <= s));
+        slow.count().min(MAX_SLOW)
+    }
+
+    /// When the next open turns slow, where one more may.
+    fn next_slow(&self) -> Option<Instant> {
+        if self.slow() >= MAX_SLOW {
+            return None;
+        }
+        let now = Instant::now();
+        let turns = self.started.values().map(|(at, _)| *at + self.timeout / 10);
+        turns.filter(|&t| t > now).min()
+    }
+
+    /// Waits until every open under way has returned, or until `deadline`, and closes what
+    /// they opened: so that a reader dropped right after queuing leaves no descriptor open
+    /// behind it. One that has not returned by then is left to its helper thread, which
+    /// closes its file when it returns.
+    pub(crate) fn close_all(&mut self, deadline: Option<Instant>) {
+        while !self.started.is_empty() {
+            let got = match deadline {
+                None => self.rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                Some(at) => (self.rx).recv_timeout(at.saturating_duration_since(Instant::now())),
+            };
+            match got {
+                Ok(answer) => self.answered_with(answer),
+                Err(_) => break,
+            }
+        }
+        self.started.clear();
+        self.answered.clear();
+    }
+
+    /// The longest an open is waited for.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Opens and sizes `source` on a helper thread, waiting for it at most the timeout.
+    pub(crate) fn open(&mut self, to_open: ToOpen, direct: bool) -> Result<Opened<'static>, Error> {
+        let name = to_open.name();
+        let (tx, rx) = mpsc::sync_channel(1);
+        let mut opener = self.opener;
+        let job = move || {
+            let opened = to_open.open(direct, &mut opener);
+            // Its descriptor is closed once the reader is done with it, not after this
+            // thread's answer: a caller counting descriptors must not see it linger.
+            drop(to_open);
+            let _ = tx.send((opened, opener));
+        };
+        helpers::spawn(job).map_err(|source| Error::Open {
+            path: name.clone(),
+            source,
+        })?;
+        match rx.recv_timeout(self.timeout) {
+            Ok((opened, opener)) => {
+                self.opener.learn(opener);
+                opened
+            }
+            Err(_) => Err(timed_out(name, self.timeout)),
+        }
+    }
+
+    /// The size of `fd`'s file now, asked on a helper thread and waited for at most the
+    /// timeout; `None` where it cannot be told.
+    pub(crate) fn size(&self, fd: &FdRef<'_>) -> Option<u64> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        let file = fd.shared();
+        let job = move || {
+            let size = sys::file_size(&file).ok();
+            drop(file); // As in `open`.
+            let _ = tx.send(size);
+        };
+        helpers::spawn(job).ok()?;
+        rx.recv_timeout(self.timeout).ok().flatten()
+    }
+
+    /// Answers with `TimedOut` every open under way past the timeout; the deadline of the
+    /// earliest left, if any.
+    fn give_up_late(&mut self) -> Option<Instant> {
+        let now = Instant::now();
+        let timeout = self.timeout;
+        let late: Vec<u64> = (self.started.iter())
+            .filter(|(_, (at, _))| now.duration_since(*at) >= timeout)
+            .map(|(&file, _)| file)
+            .collect();
+        for file in late {
+            let (_, path) = self.started.remove(&file).expect("listed above");
+            let name = FileName::Path(path.into_path_buf());
+            self.answered.push((file, Err(timed_out(name, timeout))));
+        }
+        let earliest = self.started.values().map(|(at, _)| *at).min()?;
+        Some(earliest + timeout)
+    }
+
+    /// Takes an answer from a helper thread, unless its open was given up on.
+    fn answered_with(&mut self, (file, opened, opener): Answer) {
+        self.opener.learn(opener);
+        if self.started.remove(&file).is_some() {
+            self.answered.push((file, opened));
+        }
+    }
+}
+
+/// The error of a file whose open did not return within `timeout`.
+fn timed_out(path: FileName, timeout: Duration) -> Error {
+    Error::Open {
+        path,
+        source: io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!(
+                "the open did not return within {timeout:?} (a hung mount?); it is left to a \
+                 helper thread and the file given up on"
+            ),
+        ),
+    }
+}
