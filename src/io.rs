@@ -131,8 +131,8 @@ pub(crate) enum FromCache<'a> {
     Taken { all: bool },
     /// Nothing of it was cached: issue it with `read`.
     Missed(ReadReq<'a>),
-    /// The backend, kernel or filesystem cannot read only what is cached: issue it with
-    /// `read`, and offer no more.
+    /// The backend, kernel or filesystem cannot read only what is cached (or a seccomp
+    /// filter refuses it): issue it with `read`, and offer no more of the file's reads.
     Refused(ReadReq<'a>),
 }
 
@@ -150,7 +150,10 @@ impl<'a> ReadReq<'a> {
                 FromCache::Taken { all: n == len }
             }
             Err(e) => match e.raw_os_error() {
-                Some(libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS) => FromCache::Refused(self),
+                // EPERM: a seccomp filter refuses the call, which says nothing of the cache.
+                Some(libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS | libc::EPERM) => {
+                    FromCache::Refused(self)
+                }
                 _ => FromCache::Missed(self),
             },
         }

@@ -128,8 +128,9 @@ struct Scripted<'a> {
     lazy: bool,
     /// What `cached` answers.
     cached: Option<bool>,
-    /// Whether `read_if_cached` refuses every read, as a filesystem without `RWF_NOWAIT`.
-    refuse_nowait: bool,
+    /// Whether `read_if_cached` refuses the reads of a file (by its path), as a filesystem
+    /// without `RWF_NOWAIT` does.
+    refuse_nowait: fn(&Path) -> bool,
     /// Whether `start_open` takes opens (completed like reads); else paths are opened with
     /// `Io::open`.
     async_open: bool,
@@ -159,7 +160,7 @@ impl<'a> Scripted<'a> {
             reverse: false,
             lazy: false,
             cached: None,
-            refuse_nowait: false,
+            refuse_nowait: |_| false,
             async_open: false,
             open_errors: HashMap::new(),
             opened: Vec::new(),
@@ -388,7 +389,8 @@ impl<'a> Io<'a> for Scripted<'a> {
     fn read_if_cached(&mut self, req: ReadReq<'a>) -> FromCache<'a> {
         let mut log = self.log.lock().unwrap();
         log.cached_tried += 1;
-        if self.refuse_nowait {
+        let path = std::fs::read_link(format!("/proc/self/fd/{}", req.fd().raw())).unwrap();
+        if (self.refuse_nowait)(&path) {
             return FromCache::Refused(req);
         }
         if self.cached != Some(true) {
