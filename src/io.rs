@@ -384,7 +384,7 @@ fn handed_in<'a>(
     let (fd, opened_here) = match owned {
         Some(f) => (f, false),
         None => {
-            let dup = file.try_clone().map_err(|source| Error::Open {
+            let dup = sys::duplicate(file, opener).map_err(|source| Error::Open {
                 path: name(),
                 source,
             })?;

@@ -69,6 +69,29 @@ pub(crate) fn reopen_direct(file: &File, opener: &mut Opener) -> Option<(File, i
     }
 }
 
+/// A descriptor of the reader's own for a file handed in, to read it through. Mostly a
+/// duplicate; but a duplicate shares the caller's open file and its flags, and where those
+/// hold `O_NONBLOCK` the ring may answer every uncached read with `EAGAIN`. Such a file is
+/// reopened on Linux (`/proc/self/fd` finds the file itself), as a queued path is opened:
+/// `O_NONBLOCK` cleared on a file of its own, the caller's flags left alone. Where it
+/// cannot be reopened (no permission by path), the duplicate it is.
+pub(crate) fn duplicate(file: &File, opener: &mut Opener) -> io::Result<File> {
+    let nonblocking = status_flags(file).is_ok_and(|f| has(f, libc::O_NONBLOCK));
+    if cfg!(target_os = "linux") && nonblocking {
+        if let Some(reopened) = reopen_blocking(file, opener) {
+            return Ok(reopened);
+        }
+    }
+    file.try_clone()
+}
+
+/// `file` opened again through its descriptor's path, without `O_NONBLOCK`.
+fn reopen_blocking(file: &File, opener: &mut Opener) -> Option<File> {
+    let (reopened, flags) = opener.open(&reopen_path(file)?, false).ok()?;
+    clear_nonblock(&reopened, flags).ok()?;
+    Some(reopened)
+}
+
 /// `O_PATH` where it exists: a descriptor that names a file without opening it for reading.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 const O_PATH: i32 = libc::O_PATH;

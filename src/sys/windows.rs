@@ -46,6 +46,11 @@ pub(crate) fn reopen_direct(_file: &File, _opener: &mut Opener) -> Option<(File,
     None
 }
 
+/// A handle of the reader's own for a file handed in, to read it through.
+pub(crate) fn duplicate(file: &File, _opener: &mut Opener) -> io::Result<File> {
+    file.try_clone()
+}
+
 /// How errors name a file handed in: by its handle (its path is not looked up).
 pub(crate) fn name_of(file: &File) -> FileName {
     FileName::Fd(raw_fd(file))

@@ -50,6 +50,8 @@ struct Call {
     offloaded_before: usize,
     /// Whether the read names an `O_DIRECT` descriptor.
     direct: bool,
+    /// Whether the descriptor it names is `O_NONBLOCK` (the ring may answer `EAGAIN`).
+    nonblocking: bool,
 }
 
 type Script = Box<dyn FnMut(&Call) -> Act + Send>;
@@ -194,6 +196,7 @@ impl<'a> Scripted<'a> {
             offload: req.offload(),
             offloaded_before: 0,
             direct: req.is_direct(),
+            nonblocking: nonblocking(req.fd()),
         };
         *attempt += 1;
         let act = (self.script)(&call);
@@ -258,6 +261,11 @@ impl<'a> Scripted<'a> {
     }
 }
 
+/// Whether `fd` is `O_NONBLOCK`.
+fn nonblocking(fd: &FdRef<'_>) -> bool {
+    crate::sys::status_flags(fd.file()).is_ok_and(|f| f & libc::O_NONBLOCK != 0)
+}
+
 /// The orders a source may complete in: `(reverse, lazy)`.
 const ORDERS: [(bool, bool); 4] = [(false, false), (true, false), (false, true), (true, true)];
 
@@ -273,6 +281,7 @@ impl<'a> Io<'a> for Scripted<'a> {
             offload: req.offload(),
             offloaded_before: 0,
             direct: req.is_direct(),
+            nonblocking: nonblocking(req.fd()),
         };
         let mut log = self.log.lock().unwrap();
         let call = Call {
