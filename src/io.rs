@@ -154,8 +154,8 @@ pub(crate) enum FromCache<'a> {
     Taken { all: bool },
     /// Nothing of it was cached: issue it with `read`.
     Missed(ReadReq<'a>),
-    /// The backend, kernel or filesystem cannot read only what is cached: issue it with
-    /// `read`, and offer no more.
+    /// The backend, kernel or filesystem cannot read only what is cached (or a seccomp
+    /// filter refuses it): issue it with `read`, and offer no more of the file's reads.
     Refused(ReadReq<'a>),
 }
 
@@ -176,7 +176,10 @@ impl<'a> ReadReq<'a> {
                 FromCache::Taken { all: n == len }
             }
             Err(e) => match e.raw_os_error() {
-                Some(libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS) => FromCache::Refused(self),
+                // EPERM: a seccomp filter refuses the call, which says nothing of the cache.
+                Some(libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS | libc::EPERM) => {
+                    FromCache::Refused(self)
+                }
                 _ => FromCache::Missed(self),
             },
         }
@@ -492,8 +495,14 @@ fn handed_in(
         });
     }
     let size = sys::file_size(file).map_err(|e| e.naming(name()))?;
+    // A duplicate shares the caller's flags: where they hold `O_NONBLOCK`, the file is read
+    // through a descriptor of its own without it (see `sys::reopen_if_nonblocking`).
+    let reopened = dup
+        .then(|| sys::reopen_if_nonblocking(file, opener))
+        .flatten();
+    let file = reopened.map_or_else(|| file.clone(), Arc::new);
     Ok(Opened {
-        fd: FdRef::new(file.clone()),
+        fd: FdRef::new(file),
         direct: false,
         // A duplicate is counted, closed and, where the process has no descriptor to spare
         // (`EMFILE`), waited for or failed alone, as the files the reader opens are.

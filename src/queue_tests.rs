@@ -173,9 +173,17 @@ fn an_exact_range_the_file_holds_only_part_of_fails() {
         e.error(),
         Some(Error::EndedEarly { offset: 4000, .. })
     ));
-    // To the end of the file, wherever it is: nothing to hold.
+    // All of `0..u64::MAX` (`exact_range(0..u64::MAX)`): no file holds it.
     q.push_range(path("p"), 0, u64::MAX, true);
     let e = q.get_mut(2).unwrap();
+    assert!(e.set_size(10, 1));
+    assert!(matches!(
+        e.error(),
+        Some(Error::EndedEarly { offset: 10, .. })
+    ));
+    // To the end of the file, wherever it is: nothing to hold.
+    q.push_range(path("p"), 0, u64::MAX, false);
+    let e = q.get_mut(3).unwrap();
     assert!(!e.set_size(10, 1));
     assert!(!e.end_at(5));
     assert!(matches!(e.status().state(), State::Ended { len: 5 }));

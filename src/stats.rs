@@ -39,7 +39,9 @@ pub struct Stats {
     pub bytes_spilled: u64,
     /// Bytes passed over with `skip`.
     pub bytes_skipped: u64,
-    /// Reads submitted, continuations and retries included.
+    /// Reads issued, continuations and retries included: those sent through the backend,
+    /// and those copied at once on the reading thread ([`reads_cached`](Self::reads_cached)
+    /// counts these too).
     pub reads: u64,
     /// Reads sent on an `O_DIRECT` descriptor (`F_NOCACHE` on macOS), one per read the
     /// read-ahead issues (the continuations and retries [`reads`](Self::reads) also counts
@@ -73,7 +75,8 @@ pub struct Stats {
     pub files_opened: u64,
     /// Files that failed (open or read errors).
     pub files_failed: u64,
-    /// The most reads that were in flight at once.
+    /// The most reads that were in flight at once (opens in flight beside them are not
+    /// counted).
     pub peak_in_flight: u64,
     /// The most pool bytes that were in use at once.
     pub peak_pool_bytes: u64,

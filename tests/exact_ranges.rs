@@ -240,3 +240,34 @@ fn scan_lens<'a>(entries: Vec<Entry<'a>>, b: ReaderBuilder) -> Vec<Option<u64>> 
 fn builder(backend: Backend) -> ReaderBuilder {
     ReaderBuilder::new().backend(backend)
 }
+
+/// `exact_range(0..u64::MAX)` is exact too: no file holds it, so every file fails, where
+/// `range(0..u64::MAX)` reads each whole. And a scan's file says it is a range for `a..` as
+/// for `a..b`, but not for the whole file.
+#[test]
+fn an_exact_range_to_u64_max_is_exact_and_ranges_say_so() {
+    let files = make_files(&[5000]);
+    let path = &files.paths[0];
+    for (backend, b) in builders() {
+        let entries = vec![
+            Entry::path(path).exact_range(0..u64::MAX),
+            Entry::path(path).range(0..u64::MAX),
+        ];
+        let seen = scan_each(entries, b);
+        let what = format!("{backend:?}");
+        let err = seen[0].1.as_ref().map(Vec::len).expect_err(&what);
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof, "{what}: {err}");
+        assert_eq!(seen[1].1.as_ref().unwrap().len(), 5000, "{what}");
+    }
+    let entries = [Entry::path(path).range(10..), Entry::path(path).range(..)];
+    let mut ranges = Vec::new();
+    Scan::new(entries)
+        .threads(1)
+        .map(|file| io::Result::Ok(file.is_range()))
+        .for_each(|index, outcome| {
+            ranges.push((index, outcome.into_result().unwrap().unwrap()));
+        })
+        .unwrap();
+    ranges.sort();
+    assert_eq!(ranges, [(0, true), (1, false)]);
+}

@@ -103,3 +103,45 @@ fn a_scan_leaves_access_times_alone() {
         eprintln!("note: this filesystem does not update access times at all (noatime)");
     }
 }
+
+/// A file the caller opened with `O_NONBLOCK` is read through a descriptor without it, as a
+/// queued path is (where the ring honours the flag, its uncached reads come back `EAGAIN`,
+/// retried until the file failed); the caller's own descriptor keeps its flags.
+#[test]
+fn a_handed_in_nonblocking_file_is_read_through_a_blocking_descriptor() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let files = make_files(&[100_000]);
+    let path = files.paths[0].canonicalize().unwrap();
+    let want = oracle_all(&files.paths);
+    for (backend, b) in builders() {
+        evict_from_page_cache(&path);
+        let file = File::options()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&path)
+            .unwrap();
+        // A pool of four reads: the file (25 reads) stays open while it is read.
+        let mut r = b.buffer_size(16 << 10).read_size(4 << 10).build().unwrap();
+        r.push(&file).unwrap();
+        assert!(!r.fill_buf().unwrap().is_empty());
+        let flags = flags_of_fds_on(&path);
+        let octal: Vec<String> = flags.iter().map(|f| format!("{f:o}")).collect();
+        let what = format!("{backend:?}: flags {octal:?}");
+        assert_eq!(
+            flags.len(),
+            2,
+            "{what}: the caller's descriptor and the reader's"
+        );
+        let nonblocking = flags.iter().filter(|&&f| f & libc::O_NONBLOCK != 0).count();
+        assert_eq!(nonblocking, 1, "{what}: the caller's alone is O_NONBLOCK");
+        assert_files_eq(&read_all_ok(&mut r), &want, &what);
+        drop(r);
+        let flags = flags_of_fds_on(&path);
+        assert_eq!(flags.len(), 1, "{what}: the reader's is closed");
+        assert_ne!(
+            flags[0] & libc::O_NONBLOCK,
+            0,
+            "{what}: the caller's flags changed"
+        );
+    }
+}

@@ -255,6 +255,11 @@ impl Chunks {
         true
     }
 
+    /// Reads in flight: the live chunks' and the orphans'.
+    pub(super) fn reads_in_flight(&self) -> usize {
+        self.live.iter().filter(|c| c.in_flight()).count() + self.orphans.len()
+    }
+
     /// Reads in flight no longer wanted.
     #[cfg(test)]
     pub(super) fn orphans(&self) -> usize {

@@ -212,8 +212,13 @@ fn retry(
     region: Region,
     direct: bool,
 ) -> Option<Region> {
+    let file = core.chunks[i].file();
+    if -result == libc::EAGAIN && made_blocking(core, file) {
+        let fd = core.queue.by_id_mut(file).and_then(|e| e.fd().cloned());
+        core.resubmit(i, region, fd.expect("open while reads are in flight"));
+        return None;
+    }
     let chunk = &mut core.chunks[i];
-    let file = chunk.file();
     // EFAULT too: the pool is always mapped, so it comes from the kernel finishing a read
     // for a thread that has exited since it submitted it (the reader moved threads);
     // submitted again from this thread, the read goes through.
@@ -248,4 +253,22 @@ fn retry(
             .map(|(region, _)| region);
     }
     Some(region)
+}
+
+/// Clears `O_NONBLOCK` on `file`'s descriptor, where it has it; whether it did. A file
+/// handed in with it (owned, or borrowed where it could not be reopened without it) may
+/// have every uncached read answered `EAGAIN` by the ring, which retrying never mends.
+#[cfg(unix)]
+fn made_blocking(core: &mut Core<'_>, file: u64) -> bool {
+    let Some(fd) = core.queue.by_id_mut(file).and_then(|e| e.fd()) else {
+        return false;
+    };
+    let flags = crate::sys::status_flags(fd.file()).unwrap_or(0);
+    flags & libc::O_NONBLOCK != 0 && crate::sys::clear_nonblock(fd.file(), flags).is_ok()
+}
+
+/// No `O_NONBLOCK` on files here.
+#[cfg(not(unix))]
+fn made_blocking(_core: &mut Core<'_>, _file: u64) -> bool {
+    false
 }

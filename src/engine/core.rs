@@ -93,7 +93,9 @@ impl<'a> Core<'a> {
     /// Counts the peaks of reads in flight and pool bytes held, after reads were issued.
     pub(super) fn note_peaks(&mut self) {
         let stats = &mut self.stats;
-        stats.peak_in_flight = stats.peak_in_flight.max(self.io.in_flight() as u64);
+        // The backend's count has the opens in flight too.
+        let reads = self.chunks.reads_in_flight() as u64;
+        stats.peak_in_flight = stats.peak_in_flight.max(reads);
         stats.peak_pool_bytes = stats.peak_pool_bytes.max(self.pool.live_bytes() as u64);
     }
 

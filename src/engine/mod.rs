@@ -196,9 +196,18 @@ impl<'a> Engine<'a> {
         self.stream.ahead.hung
     }
 
-    /// Gives the engine up; see `ReadAhead::abandon`.
-    pub(crate) fn abandon(self) -> Vec<Unread<'a>> {
-        self.stream.ahead.abandon()
+    /// Gives the engine up (see `ReadAhead::abandon`): the files behind the current one, and
+    /// its counters, less the opens and failures of those files: the reader they are
+    /// queued into next opens them again, and says whether they fail.
+    pub(crate) fn abandon(mut self) -> (Vec<Unread<'a>>, Stats) {
+        let core = &mut self.stream.ahead.core;
+        let mut stats = core.stats;
+        for i in 1..core.queue.len() {
+            let file = core.queue.get_mut(i).expect("below the length");
+            stats.files_opened -= u64::from(file.opened_here());
+            stats.files_failed -= u64::from(file.error().is_some());
+        }
+        (self.stream.ahead.abandon(), stats)
     }
 
     /// Queues a file's range `start..start + limit`, which it must hold whole where `exact`

@@ -41,8 +41,15 @@ pub(super) struct Policy {
     cached: Option<bool>,
     /// The last read that asked the backend whether it is cached: (file id, offset).
     asked: Option<(u64, u64)>,
-    /// Whether the backend refused to read only what is cached (`FromCache::Refused`).
-    nowait_refused: bool,
+    /// The file of the read being scheduled: the scheduler asks `should_ask` of every
+    /// buffered read before it asks `how` to send it.
+    scheduling: u64,
+    /// The last file whose reads of only what is cached were refused (`FromCache::Refused`):
+    /// its filesystem cannot do them (overlayfs, FUSE, NFS), or a seccomp filter refuses
+    /// the call. Only that file's reads stop offering: files elsewhere (or a filter lifted)
+    /// are tried again, at the cost of one refused call a file. Reads go in queue order,
+    /// so the file whose reads are scheduled is the one to remember.
+    nowait_refused: Option<u64>,
 }
 
 /// What the scheduler knows of the next read when it asks the policy.
@@ -117,7 +124,7 @@ impl Policy {
         }
         let how = match (
             offload && !helping,
-            next.direct || next.small || self.nowait_refused,
+            next.direct || next.small || self.refused_here(),
         ) {
             (true, _) => How::Offload,
             (false, false) => How::CachedFirst,
@@ -153,12 +160,13 @@ impl Policy {
         (file, offset): (u64, u64),
         len: usize,
     ) -> bool {
+        self.scheduling = file;
         if len < OFFLOAD_MIN {
             self.small_reads += 1;
             if self.small_reads % SMALL_READS_PER_HINT != 1 {
                 return false;
             }
-        } else if !limits.offload && !self.nowait_refused {
+        } else if !limits.offload && !self.refused_here() {
             return false;
         }
         self.asked.replace((file, offset)) != Some((file, offset))
@@ -174,9 +182,15 @@ impl Policy {
         }
     }
 
-    /// The backend refused to read only what is cached: large reads ask it from now on.
+    /// The backend refused to read only what is cached: the large reads of the file being
+    /// scheduled ask the cache from now on, instead of offering.
     pub(super) fn nowait_refused(&mut self) {
-        self.nowait_refused = true;
+        self.nowait_refused = Some(self.scheduling);
+    }
+
+    /// Whether reads of only what is cached were refused for the file being scheduled.
+    fn refused_here(&self) -> bool {
+        self.nowait_refused == Some(self.scheduling)
     }
 }
 

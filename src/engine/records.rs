@@ -157,6 +157,10 @@ fn fill_at_least<'s>(
     spill: &'s mut Spill,
     n: usize,
 ) -> io::Result<&'s [u8]> {
+    // Whatever comes of it, this call's answer replaces the last one's: an error hands out
+    // nothing, so `consume` then takes nothing.
+    spill.hide();
+    stream.hide();
     let capacity = stream.ahead.core.pool.capacity();
     if n > capacity {
         return Err(io::Error::new(
@@ -164,8 +168,6 @@ fn fill_at_least<'s>(
             format!("fill_buf_at_least({n}): more than the pool holds ({capacity} bytes); raise buffer_size"),
         ));
     }
-    // From here on, an error hands out nothing: `consume` then takes nothing.
-    spill.hide();
     stream.ahead.sched.policy_mut().set_records();
     if spill.pending() == 0 {
         // Most records lie inside the front chunk: no run to measure, no waiting.
@@ -177,8 +179,14 @@ fn fill_at_least<'s>(
             );
             return Ok(stream.expose_run(len));
         }
-        if let Gather::InPlace(len) = gather(stream, n)? {
-            return Ok(stream.expose_run(len));
+        match gather(stream, n) {
+            Ok(Gather::InPlace(len)) => return Ok(stream.expose_run(len)),
+            Ok(Gather::Spill) => {}
+            // `gather` looks at the bytes through `fill`, which hands them out.
+            Err(e) => {
+                stream.hide();
+                return Err(e);
+            }
         }
     }
     fill_spill(stream, spill, n)?;

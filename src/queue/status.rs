@@ -82,8 +82,9 @@ pub(crate) struct Status {
     start: u64,
     /// The most bytes to read from `start` (`u64::MAX`: to the end of file).
     limit: u64,
-    /// Whether the file must hold all of `start..start + limit` (never with `limit` of
-    /// `u64::MAX`): an end of file before that is the file's error, not its end.
+    /// Whether the file must hold all of `start..start + limit` (`exact_range(0..u64::MAX)`
+    /// too, which no file holds): an end of file before that is the file's error, not its
+    /// end.
     exact: bool,
     state: State,
     /// `min(start + limit, size)` once sized, with the size the file had then.
@@ -95,7 +96,7 @@ impl Status {
         Status {
             start,
             limit,
-            exact: exact && limit != u64::MAX,
+            exact,
             state: State::Queued,
             sized_end: None,
         }

@@ -5,6 +5,7 @@ use std::io;
 
 use super::SequentialFileReader;
 use crate::engine::Unread;
+use crate::stats::Stats;
 
 impl<'a> SequentialFileReader<'a> {
     /// The bytes the queued files have left, as far as known (for the scan's hand-out of
@@ -36,9 +37,10 @@ impl<'a> SequentialFileReader<'a> {
     }
 
     /// Gives the reader up without waiting again: the files queued behind the current one,
-    /// in order, to queue into another reader; what the kernel still has is leaked and
-    /// counted, as by a drop whose drain timed out.
-    pub(crate) fn abandon(self) -> Vec<Unread<'a>> {
+    /// in order, to queue into another reader, and its counters but for those files' (see
+    /// `Engine::abandon`); what the kernel still has is leaked and counted, as by a drop
+    /// whose drain timed out.
+    pub(crate) fn abandon(self) -> (Vec<Unread<'a>>, Stats) {
         self.engine.abandon()
     }
 

@@ -96,9 +96,10 @@ impl<'r, 'a> ScanFile<'r, 'a> {
         self.reader.current_len()
     }
 
-    /// Whether the entry is a byte range of its file (`Entry::range`), not the whole of it.
+    /// Whether the entry is a byte range of its file (`Entry::range`), not the whole of it:
+    /// `a..b`, or `a..` from a byte past the first.
     pub fn is_range(&self) -> bool {
-        self.len.is_some()
+        self.start > 0 || self.len.is_some()
     }
 
     /// Whether the entry has no bytes (as far as [`len`](Self::len) knows).

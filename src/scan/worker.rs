@@ -271,8 +271,8 @@ impl<'a> Readers<'a> {
     /// files behind its current one into a new one. An error is the new reader's.
     fn replace(&mut self, builders: &Builders, left: usize) -> io::Result<()> {
         let old = self.current.take().expect("the reader that hung");
-        let (stats, backend) = (old.stats(), old.backend());
-        let behind = old.abandon();
+        let backend = old.backend();
+        let (behind, stats) = old.abandon();
         builders.leave_behind()?;
         let retired = self.retired.get_or_insert((Stats::default(), backend));
         retired.0.add(&stats);

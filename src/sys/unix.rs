@@ -66,6 +66,27 @@ pub(crate) fn reopen_direct(file: &File, opener: &mut Opener) -> Option<(File, i
     }
 }
 
+/// A descriptor of the reader's own without `O_NONBLOCK`, for the duplicate `file` of a
+/// file handed in whose flags (shared with the caller's) hold it: the ring may answer every
+/// uncached read of it with `EAGAIN`. Reopened on Linux (`/proc/self/fd` finds the file
+/// itself), as a queued path is opened, the caller's flags left alone. `None` where it has
+/// no `O_NONBLOCK`, or cannot be reopened (no permission by path): the duplicate it is. An
+/// open: made on a helper thread.
+pub(crate) fn reopen_if_nonblocking(file: &File, opener: &mut Opener) -> Option<File> {
+    let nonblocking = status_flags(file).is_ok_and(|f| has(f, libc::O_NONBLOCK));
+    if !(cfg!(target_os = "linux") && nonblocking) {
+        return None;
+    }
+    reopen_blocking(file, opener)
+}
+
+/// `file` opened again through its descriptor's path, without `O_NONBLOCK`.
+fn reopen_blocking(file: &File, opener: &mut Opener) -> Option<File> {
+    let (reopened, flags) = opener.open(&reopen_path(file)?, false).ok()?;
+    clear_nonblock(&reopened, flags).ok()?;
+    Some(reopened)
+}
+
 /// `O_PATH` where it exists: a descriptor that names a file without opening it for reading.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 const O_PATH: i32 = libc::O_PATH;

@@ -49,6 +49,11 @@ pub(crate) fn reopen_direct(_file: &File, _opener: &mut Opener) -> Option<(File,
     None
 }
 
+/// No `O_NONBLOCK` on files here: the duplicate it is.
+pub(crate) fn reopen_if_nonblocking(_file: &File, _opener: &mut Opener) -> Option<File> {
+    None
+}
+
 /// How errors name a file handed in: by its handle (its path is not looked up).
 pub(crate) fn name_of(file: &File) -> FileName {
     FileName::Fd(raw_fd(file))

@@ -4,8 +4,8 @@
 //! the kernel what it names, and closing the ring stay in `uring.rs`.
 
 use std::io;
-use std::thread::ThreadId;
-use std::time::Instant;
+use std::thread::{self, ThreadId};
+use std::time::{Duration, Instant};
 
 use io_uring::{types, CompletionQueue, IoUring};
 
@@ -13,8 +13,13 @@ use crate::sys::other_cpus;
 
 use super::Kernel;
 
-/// Tries of a submission the kernel answers with `EBUSY`/`EAGAIN` before giving up.
+/// Tries of a wait the kernel answers with `EBUSY`/`EAGAIN` before giving up.
 const BUSY_TRIES: u32 = 64;
+/// How long a submission the kernel answers with `EBUSY`/`EAGAIN` is tried again while no
+/// completion comes to make room, before the ring is taken for broken.
+const BUSY_PATIENCE: Duration = Duration::from_secs(1);
+/// The longest pause between those tries (they start at a few microseconds, doubling).
+const BUSY_PAUSE: Duration = Duration::from_millis(10);
 
 impl Kernel {
     /// Whether entries are queued and not yet submitted.
@@ -35,18 +40,27 @@ impl Kernel {
         self.ring.completion()
     }
 
-    /// `io_uring_enter` for what is queued; while the kernel is busy, `reap` takes the
-    /// completions there, to make room.
+    /// `io_uring_enter` for what is queued. While the kernel is busy (`EBUSY`: completions
+    /// must be reaped first; `EAGAIN`: short of memory for now), `reap` takes the
+    /// completions there, to make room; where there are none yet, the kernel is given a
+    /// pause to complete some. A busy kernel is a reason to wait, not to end the reader: it
+    /// gives up only once `BUSY_PATIENCE` has passed with no completion coming.
     pub(super) fn submit(&mut self, mut reap: impl FnMut(CompletionQueue<'_>)) -> io::Result<()> {
         self.check()?;
-        let mut tries = 0;
+        let mut progress = Instant::now();
+        let mut pause = Duration::from_micros(5);
         loop {
             match self.ring.submit() {
                 Ok(_) => return Ok(()),
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
-                Err(e) if is_busy(&e) && tries < BUSY_TRIES => {
-                    tries += 1;
-                    reap(self.ring.completion());
+                Err(e) if is_busy(&e) && progress.elapsed() < BUSY_PATIENCE => {
+                    if self.ring.completion().is_empty() {
+                        thread::sleep(pause);
+                        pause = (pause * 2).min(BUSY_PAUSE);
+                    } else {
+                        reap(self.ring.completion());
+                        progress = Instant::now();
+                    }
                 }
                 Err(e) => {
                     self.broken = Some(io::Error::new(e.kind(), e.to_string()));

@@ -119,3 +119,33 @@ fn a_drain_that_times_out_leaks_counts_and_says_so() {
     assert!(err.to_string().contains("leaked"), "{err}");
     assert!(crate::stats::drains_abandoned() > before);
 }
+
+/// The files an engine given up hands to another count once in the two engines' counters
+/// together: the opens and failures of the one given up are its own files' alone.
+#[test]
+fn files_handed_on_from_an_engine_given_up_count_once() {
+    let f = files(&[50_000, 3000, 4000, 100]);
+    let io = fail_at(0, 100, libc::EIO);
+    let mut e = engine(io, 256 << 10, 4096);
+    queue_paths(&mut e, &f);
+    // The first file's bytes are in: every file behind it is open (and the last failed).
+    assert!(!e.fill_buf().unwrap().is_empty());
+    let (old, behind) = given_up(e);
+    assert_eq!(behind.len(), 3);
+    let mut e = engine(Scripted::new(|_| Act::Full), 256 << 10, 4096);
+    for file in behind {
+        e.push(file.source, file.start, file.limit).unwrap();
+    }
+    let got = read_all(&mut e);
+    assert!(got.iter().all(Result::is_ok), "{got:?}");
+    let mut total = old;
+    total.add(&e.stats());
+    assert_eq!(total.files_opened, 4, "{total:?}");
+    assert_eq!(total.files_failed, 0, "{total:?}");
+}
+
+/// Gives `e` up: its counters, and the files behind its current one.
+fn given_up(e: Engine<'_>) -> (Stats, Vec<Unread<'_>>) {
+    let (behind, stats) = e.abandon();
+    (stats, behind)
+}

@@ -50,6 +50,8 @@ struct Call {
     offloaded_before: usize,
     /// Whether the read names an `O_DIRECT` descriptor.
     direct: bool,
+    /// Whether the descriptor it names is `O_NONBLOCK` (the ring may answer `EAGAIN`).
+    nonblocking: bool,
 }
 
 type Script = Box<dyn FnMut(&Call) -> Act + Send>;
@@ -128,8 +130,9 @@ struct Scripted<'a> {
     lazy: bool,
     /// What `cached` answers.
     cached: Option<bool>,
-    /// Whether `read_if_cached` refuses every read, as a filesystem without `RWF_NOWAIT`.
-    refuse_nowait: bool,
+    /// Whether `read_if_cached` refuses the reads of a file (by its path), as a filesystem
+    /// without `RWF_NOWAIT` does.
+    refuse_nowait: fn(&Path) -> bool,
     /// Whether `start_open` takes opens (completed like reads); else paths are opened with
     /// `Io::open`.
     async_open: bool,
@@ -159,7 +162,7 @@ impl<'a> Scripted<'a> {
             reverse: false,
             lazy: false,
             cached: None,
-            refuse_nowait: false,
+            refuse_nowait: |_| false,
             async_open: false,
             open_errors: HashMap::new(),
             opened: Vec::new(),
@@ -193,6 +196,7 @@ impl<'a> Scripted<'a> {
             offload: req.offload(),
             offloaded_before: 0,
             direct: req.is_direct(),
+            nonblocking: nonblocking(req.fd()),
         };
         *attempt += 1;
         let act = (self.script)(&call);
@@ -262,6 +266,11 @@ impl<'a> Scripted<'a> {
     }
 }
 
+/// Whether `fd` is `O_NONBLOCK`.
+fn nonblocking(fd: &FdRef<'_>) -> bool {
+    crate::sys::status_flags(fd.file()).is_ok_and(|f| f & libc::O_NONBLOCK != 0)
+}
+
 /// The orders a source may complete in: `(reverse, lazy)`.
 const ORDERS: [(bool, bool); 4] = [(false, false), (true, false), (false, true), (true, true)];
 
@@ -277,6 +286,7 @@ impl<'a> Io<'a> for Scripted<'a> {
             offload: req.offload(),
             offloaded_before: 0,
             direct: req.is_direct(),
+            nonblocking: nonblocking(req.fd()),
         };
         let mut log = self.log.lock().unwrap();
         let call = Call {
@@ -393,7 +403,8 @@ impl<'a> Io<'a> for Scripted<'a> {
     fn read_if_cached(&mut self, req: ReadReq<'a>) -> FromCache<'a> {
         let mut log = self.log.lock().unwrap();
         log.cached_tried += 1;
-        if self.refuse_nowait {
+        let path = std::fs::read_link(format!("/proc/self/fd/{}", req.fd().raw())).unwrap();
+        if (self.refuse_nowait)(&path) {
             return FromCache::Refused(req);
         }
         if self.cached != Some(true) {

@@ -409,3 +409,15 @@ fn open_retries_are_bounded() {
         assert_eq!(opens, MAX_RETRIES as usize + 1, "{order:?}");
     }
 }
+
+/// `peak_in_flight` counts reads: opens in flight beside them are not reads.
+#[test]
+fn the_peak_of_reads_in_flight_counts_no_opens() {
+    let f = files(&[4096, 0, 0, 0, 0, 0, 0, 0]);
+    let mut io = opening(&f, (false, true));
+    io.watch = None;
+    let mut e = engine(io, 64 << 10, 8192);
+    queue_paths(&mut e, &f);
+    assert_exact(&read_all(&mut e), &f.data);
+    assert_eq!(e.stats().peak_in_flight, 1, "{:?}", e.stats());
+}

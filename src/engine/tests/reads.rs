@@ -241,3 +241,27 @@ fn the_first_error_nobody_read_is_kept() {
     assert!(e.fill_buf_at_least(8193).is_err());
     assert!(e.unread_error().is_none(), "read now");
 }
+
+/// A file handed in `O_NONBLOCK` has its uncached reads answered `EAGAIN` (by a ring that
+/// honours the flag), however often retried: its descriptor is made blocking, and it reads.
+#[test]
+fn a_file_whose_reads_come_back_eagain_while_nonblocking_reads() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = files(&[100_000, 10]);
+    for order in ORDERS {
+        let io = Scripted::new(|c| match c.nonblocking {
+            true => Act::Fail(libc::EAGAIN),
+            false => Act::Full,
+        });
+        let mut e = engine(io.ordered(order), 16 << 10, 4096);
+        let file = std::fs::File::options()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&f.paths[0])
+            .unwrap();
+        e.push(Source::Owned(Arc::new(file)), 0, u64::MAX).unwrap();
+        e.push(Source::Path(f.paths[1].as_path().into()), 0, u64::MAX)
+            .unwrap();
+        assert_exact(&read_all(&mut e), &f.data);
+    }
+}

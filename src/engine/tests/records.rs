@@ -248,3 +248,28 @@ fn after_a_call_that_failed_consume_takes_nothing() {
     }
     assert!(failed_skips > 0, "no skip failed");
 }
+
+/// After `fill_buf_at_least` fails, `consume` takes nothing: not the bytes an earlier
+/// `fill_buf` handed out (a run larger than the pool), nor those the failed call looked at
+/// before it met the file's error (a run across a failure).
+#[test]
+fn after_a_failed_run_consume_takes_nothing() {
+    let f = files(&[40_000]);
+    let mut e = engine(Scripted::new(|_| Act::Full), 5 * 4096, 4096);
+    queue_paths(&mut e, &f);
+    assert!(!e.fill_buf().unwrap().is_empty());
+    assert!(e.fill_buf_at_least(5 * 4096 + 1).is_err());
+    e.consume(10);
+    assert_eq!(e.file_offset(), 0, "a run larger than the pool");
+
+    let mut e = engine(fail_at(3 * 4096, 4096, libc::EIO), 5 * 4096, 4096);
+    queue_paths(&mut e, &f);
+    while e.file_offset() < 3 * 4096 - 100 {
+        let run = e.fill_buf_at_least(1).unwrap();
+        let take = run.len().min(3 * 4096 - 100 - e.file_offset() as usize);
+        e.consume(take);
+    }
+    assert!(e.fill_buf_at_least(200).is_err());
+    e.consume(50);
+    assert_eq!(e.file_offset(), 3 * 4096 - 100, "a run across a failure");
+}
