@@ -1,6 +1,7 @@
-//! What the tests ask of an engine beyond what the reader does.
+//! What the tests ask of an engine beyond what the reader does, and of the process.
 
 use std::io;
+use std::path::Path;
 
 use super::super::{Core, Engine};
 use crate::pool::Pool;
@@ -24,4 +25,14 @@ impl<'a> Engine<'a> {
     pub(crate) fn set_poison(&mut self, byte: u8) {
         self.core_mut().poison = Some(byte);
     }
+}
+
+/// Descriptors of this process open on files under `dir`. Each test has its own directory,
+/// so tests running alongside do not count.
+pub(crate) fn fds_under(dir: &Path) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| target.starts_with(dir))
+        .count()
 }

@@ -2,6 +2,7 @@
 //! source and its log, the test files, and the helpers the tests in the files below share.
 
 mod access;
+pub(crate) use access::fds_under;
 mod cache;
 mod direct;
 mod drop;
@@ -105,16 +106,6 @@ impl Log {
     fn opens_of(&self, path: &Path) -> usize {
         self.opens.iter().filter(|o| o.path == path).count()
     }
-}
-
-/// Descriptors of this process open on files under `dir`. Each test has its own directory,
-/// so tests running alongside do not count.
-pub(crate) fn fds_under(dir: &Path) -> usize {
-    std::fs::read_dir("/proc/self/fd")
-        .unwrap()
-        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-        .filter(|target| target.starts_with(dir))
-        .count()
 }
 
 /// A completion source that reads the real file but returns what the script says, in the
