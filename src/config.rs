@@ -188,10 +188,11 @@ impl ReaderBuilder {
     /// `true` pays where one reader's caller does more work per byte than a copy (a hash) and
     /// a CPU is idle for the workers: a hash over cached files runs faster with them, for
     /// more CPU time in all (wake-ups, and the bytes landing in another CPU's cache). Where
-    /// the caller's work costs about what a copy does, it loses: blake3 with AVX-512 ran
-    /// 0.71x as fast with it as `BufReader`. Measure with your own consumer. Where every CPU already runs a reader, as in a [`Scan`](crate::Scan)
-    /// with a thread per CPU, the workers only take time from the other readers: leave it
-    /// off. BENCHMARKS.md has the figures. Ignored by [`Backend::Pread`] and off Linux.
+    /// the caller's work costs about what a copy does (a fast hash on a CPU with wide
+    /// vectors), it loses: measure with your own consumer (`scan --compare`). Where every
+    /// CPU already runs a reader, as in a [`Scan`](crate::Scan) with a thread per CPU, the
+    /// workers only take time from the other readers: leave it off. BENCHMARKS.md has the
+    /// figures. Ignored by [`Backend::Pread`] and off Linux.
     ///
     /// ```
     /// let reader = readahead::SequentialFileReader::builder().offload(true).build()?;

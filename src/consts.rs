@@ -45,9 +45,10 @@ pub(crate) const MAX_READ_SIZE: usize = 1 << 30;
 /// `O_DIRECT` reads need to keep a disk busy. Buffered reads hold only a small window of it
 /// (`COLD_WINDOW`, `WARM_WINDOW`, `INLINE_WINDOW`), so most of it is never touched.
 pub const DEFAULT_BUFFER_SIZE: usize = 32 << 20;
-/// Default largest read sent to the device, or to kernel workers: 512 KiB to 4 MiB read alike
-/// from the device, and workers copying reads of 1 MiB or more fell behind (BENCHMARKS.md).
-/// Reads copied from the page cache on the caller's thread are as large as `INLINE_WINDOW`.
+/// Default largest read sent to the device, or to kernel workers: large enough that the
+/// device reads at its full speed, small enough that workers copying cached reads keep up
+/// with the consumer (BENCHMARKS.md has the figures). Reads copied from the page cache on
+/// the caller's thread are as large as `INLINE_WINDOW`.
 pub const DEFAULT_READ_SIZE: usize = 512 << 10;
 /// Default number of reads in flight at once.
 pub const DEFAULT_QUEUE_DEPTH: u32 = 64;
@@ -71,9 +72,9 @@ pub(crate) const COLD_WINDOW: usize = 4 << 20;
 pub(crate) const WARM_WINDOW: usize = 4 << 20;
 /// Pool bytes the read-ahead holds while the files ahead are in the page cache and the
 /// consumer's thread copies them: one read of up to this size (or `read_size`, if larger),
-/// into the region just consumed, as std's `BufReader` reuses its buffer. A copy from the
-/// page cache costs a fixed amount besides its bytes, so one of 4 MiB costs less per byte
-/// than four of 1 MiB.
+/// into the region just consumed, as std's `BufReader` reuses its buffer. Each copy from the
+/// page cache has a fixed cost besides its bytes (a system call, the page-cache lookup), so
+/// fewer, larger copies cost less per byte.
 pub(crate) const INLINE_WINDOW: usize = 4 << 20;
 /// Pool bytes the read-ahead holds while the files ahead are in the page cache and their
 /// reads are small (below `OFFLOAD_MIN`): enough for a batch of them per submission, close

@@ -93,8 +93,9 @@ impl Scheduler {
         self.schedule(core)
     }
 
-    /// Rather than block while kernel workers copy, copies one more cached read itself
-    /// (submitted without `IOSQE_ASYNC`, it completes on this thread); whether it did.
+    /// Rather than block while kernel workers copy, copies one more cached read itself (at
+    /// once, on this thread: `Io::read_if_cached`, as the policy sends a read it does not
+    /// hand to the workers); whether it did.
     /// Where the consumer is quicker than the workers this shares the copying out; where
     /// it is slower, it never waits, so never helps.
     pub(super) fn help(&mut self, core: &mut Core<'_>) -> bool {
