@@ -72,6 +72,7 @@ impl FdRef<'_> {
     }
 
     /// Whether its reads must never be copied on the reader's thread.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // copied at once: Linux
     pub(crate) fn may_hang(&self) -> bool {
         self.may_hang
     }

@@ -540,6 +540,7 @@ impl Drop for Mapping {
     }
 }
 
-#[cfg(test)]
+// Linux's flags: `O_DIRECT` is Linux's and FreeBSD's, `O_NOATIME` Linux's alone.
+#[cfg(all(test, target_os = "linux"))]
 #[path = "unix_tests.rs"]
 mod tests;

@@ -22,8 +22,6 @@ fn make_files(dir: &Path, count: usize) -> (Vec<PathBuf>, Vec<Vec<u8>>) {
     (paths, data)
 }
 
-// Linux's flags: `O_DIRECT` is Linux's and FreeBSD's, `O_NOATIME` Linux's alone.
-#[cfg(target_os = "linux")]
 #[test]
 fn clear_direct_turns_o_direct_off_on_the_same_descriptor() {
     let dir = tempfile::tempdir().unwrap();
