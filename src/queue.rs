@@ -3,7 +3,7 @@
 //!
 //! Each file is in one [`State`] at a time, kept with its range in a [`Status`] (see
 //! `status.rs` for their invariants), and how far it was read and consumed in a
-//! [`Progress`] (`progress.rs`). Invariant of a [`FileEntry`]: `fd` is the descriptor reads
+//! [`FileProgress`] (`progress.rs`). Invariant of a [`FileEntry`]: `fd` is the descriptor reads
 //! go to; an entry with reads in flight keeps it.
 
 mod progress;
@@ -15,7 +15,7 @@ use std::io;
 use crate::error::{Error, FileName};
 use crate::source::{FdRef, RawFd, Source};
 
-pub(crate) use progress::Progress;
+pub(crate) use progress::FileProgress;
 pub(crate) use status::{State, Status};
 
 /// One queued file.
@@ -33,7 +33,7 @@ pub(crate) struct FileEntry<'a> {
     /// (counts against `max_open_files`).
     opened_here: bool,
     /// How far it was asked for, brought in and consumed.
-    progress: Progress,
+    progress: FileProgress,
 }
 
 impl<'a> FileEntry<'a> {
@@ -45,7 +45,7 @@ impl<'a> FileEntry<'a> {
             fd: None,
             direct: false,
             opened_here: false,
-            progress: Progress::new(start),
+            progress: FileProgress::new(start),
         }
     }
 
@@ -70,12 +70,12 @@ impl<'a> FileEntry<'a> {
     }
 
     /// How far the file was asked for, brought in and consumed.
-    pub(crate) fn progress(&self) -> &Progress {
+    pub(crate) fn progress(&self) -> &FileProgress {
         &self.progress
     }
 
     /// The same, to move on.
-    pub(crate) fn progress_mut(&mut self) -> &mut Progress {
+    pub(crate) fn progress_mut(&mut self) -> &mut FileProgress {
         &mut self.progress
     }
 

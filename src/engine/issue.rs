@@ -34,7 +34,7 @@ enum Step {
 }
 
 /// The next read of a file, as `issue_read` works it out.
-struct Read<'a> {
+struct NextRead<'a> {
     fd: FdRef<'a>,
     /// Bytes of the file it brings.
     len: usize,
@@ -168,7 +168,7 @@ impl Scheduler {
     /// offload depth allow.
     fn issue_read<'a>(&mut self, core: &mut Core<'a>, idx: usize) -> Step {
         let (limits, policy) = (&self.limits, &mut self.policy);
-        let mut read = Read::next(core, idx, limits, policy);
+        let mut read = NextRead::next(core, idx, limits, policy);
         let window = policy.window(limits, read.next, core.stats.bytes_consumed);
         if window == Window::OneRead {
             // One copy of a whole window costs less per byte than several of `read_size`
@@ -191,7 +191,7 @@ impl Scheduler {
     }
 }
 
-impl<'a> Read<'a> {
+impl<'a> NextRead<'a> {
     /// The next read of the open file at `idx`, of at most `read_size` bytes.
     fn next(core: &mut Core<'a>, idx: usize, limits: &Limits, policy: &mut Policy) -> Self {
         let entry = core.queue.get_mut(idx).expect("index from the queue");
@@ -214,7 +214,7 @@ impl<'a> Read<'a> {
             direct,
             current,
         };
-        Read {
+        NextRead {
             fd,
             len,
             read_len,

@@ -62,7 +62,7 @@ use chunks::Chunks;
 use complete::Completions;
 use issue::Scheduler;
 use records::Spill;
-pub(crate) use wait::Unread;
+pub(crate) use wait::QueuedFile;
 
 /// Settings the engine works by.
 #[derive(Clone, Copy, Debug)]
@@ -199,7 +199,7 @@ impl<'a> Engine<'a> {
     /// Gives the engine up (see `ReadAhead::abandon`): the files behind the current one, and
     /// its counters, less the opens and failures of those files: the reader they are
     /// queued into next opens them again, and says whether they fail.
-    pub(crate) fn abandon(mut self) -> (Vec<Unread<'a>>, Stats) {
+    pub(crate) fn abandon(mut self) -> (Vec<QueuedFile<'a>>, Stats) {
         let core = &mut self.stream.ahead.core;
         let mut stats = core.stats;
         for i in 1..core.queue.len() {

@@ -9,7 +9,7 @@ use super::{front, ReadAhead, Stream};
 use crate::source::{raw_fd, Source};
 
 /// Where the current file stands for `fill`.
-enum Front {
+enum FrontPoll {
     /// Its front chunk has bytes to read.
     Readable,
     /// It has no more bytes (or no file is current).
@@ -41,9 +41,9 @@ impl<'a> Stream<'a> {
         self.exposed = 0;
         loop {
             match self.poll_front()? {
-                Front::Readable => break,
-                Front::End => return Ok(&[]),
-                Front::Again => {}
+                FrontPoll::Readable => break,
+                FrontPoll::End => return Ok(&[]),
+                FrontPoll::Again => {}
             }
         }
         let core = &self.ahead.core;
@@ -76,15 +76,15 @@ impl<'a> Stream<'a> {
     }
 
     /// One step towards a readable front chunk.
-    fn poll_front(&mut self) -> io::Result<Front> {
+    fn poll_front(&mut self) -> io::Result<FrontPoll> {
         let core = &mut self.ahead.core;
         let Some(front) = core.queue.front() else {
-            return Ok(Front::End);
+            return Ok(FrontPoll::End);
         };
         match core.chunks.front() {
             Some(c) if c.file() == front.id && !c.in_flight() => {
                 if c.pos() < c.valid(front.stop()) {
-                    return Ok(Front::Readable);
+                    return Ok(FrontPoll::Readable);
                 }
                 core.pop_chunk();
                 self.ahead.refill()?;
@@ -92,18 +92,18 @@ impl<'a> Stream<'a> {
             Some(c) if c.file() == front.id => self.ahead.wait()?,
             _ => return self.issue_for_front(),
         }
-        Ok(Front::Again)
+        Ok(FrontPoll::Again)
     }
 
     /// The current file has no chunk: its error, its end, or its next read issued (waiting
     /// for room where there is none).
-    fn issue_for_front(&mut self) -> io::Result<Front> {
+    fn issue_for_front(&mut self) -> io::Result<FrontPoll> {
         let front = self.ahead.core.queue.front().expect("a current file");
         if let Some(e) = front.error_out().or_else(|| front.skipped_past_end()) {
             return Err(e);
         }
         if front.all_issued() {
-            return Ok(Front::End);
+            return Ok(FrontPoll::End);
         }
         let id = front.id;
         self.ahead.schedule()?;
@@ -113,7 +113,7 @@ impl<'a> Stream<'a> {
         if !issued && !failed {
             if !self.ahead.anything_in_flight() {
                 if self.ahead.core.drop_read_ahead() {
-                    return Ok(Front::Again);
+                    return Ok(FrontPoll::Again);
                 }
                 return Err(io::Error::other(
                     "readahead: no read could be issued for the current file (this is a bug)",
@@ -121,7 +121,7 @@ impl<'a> Stream<'a> {
             }
             self.ahead.wait()?;
         }
-        Ok(Front::Again)
+        Ok(FrontPoll::Again)
     }
 
     /// Marks `amt` bytes of the last `fill` (or `expose_run`) as read; clamps to what it

@@ -22,7 +22,7 @@ use crate::source::Source;
 
 /// A file taken back from an engine given up: queue it again elsewhere.
 #[derive(Debug)]
-pub(crate) struct Unread<'a> {
+pub(crate) struct QueuedFile<'a> {
     pub(crate) source: Source<'a>,
     pub(crate) start: u64,
     pub(crate) limit: u64,
@@ -202,13 +202,13 @@ impl<'a> ReadAhead<'a> {
     /// handed back, in order, to be queued into another reader, and what is still in flight
     /// is cancelled without waiting again (a wait already gave up on it): where anything is,
     /// the backend and the pool are leaked and counted, as by a drain that timed out.
-    pub(super) fn abandon(mut self) -> Vec<Unread<'a>> {
+    pub(super) fn abandon(mut self) -> Vec<QueuedFile<'a>> {
         self.drop_front_file();
         let mut behind = Vec::with_capacity(self.core.queue.len());
         while let Some(f) = self.core.pop_front_file() {
             let status = f.status();
             let (start, limit, exact) = (status.start(), status.limit(), status.is_exact());
-            behind.push(Unread {
+            behind.push(QueuedFile {
                 source: f.source,
                 start,
                 limit,

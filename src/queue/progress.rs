@@ -1,6 +1,6 @@
 //! How far one queued file has been asked for, brought in and consumed.
 //!
-//! Invariants of a [`Progress`]:
+//! Invariants of a [`FileProgress`]:
 //! - `consumed <= next_read` once reads are issued, but where an `O_DIRECT` read starts
 //!   aligned below the consumer; both stay `<= stop()` of the file once it is set up.
 //! - `in_flight` counts the reads sent and not yet back (or dropped in flight): the file
@@ -8,7 +8,7 @@
 
 /// How far one queued file has been asked for, brought in and consumed.
 #[derive(Debug)]
-pub(crate) struct Progress {
+pub(crate) struct FileProgress {
     /// The first byte no read has been issued for.
     next_read: u64,
     /// The offset of the next byte the consumer gets.
@@ -19,10 +19,10 @@ pub(crate) struct Progress {
     read_end: u64,
 }
 
-impl Progress {
+impl FileProgress {
     /// Nothing asked for or consumed yet of a file read from `start`.
     pub(super) fn new(start: u64) -> Self {
-        Progress {
+        FileProgress {
             next_read: start,
             consumed: start,
             in_flight: 0,
@@ -92,7 +92,7 @@ impl Progress {
     /// Forgets every read and what was consumed, to read the file again from `start`.
     pub(super) fn rewind(&mut self, start: u64) {
         debug_assert_eq!(self.in_flight, 0, "rewind with reads in flight");
-        *self = Progress::new(start);
+        *self = FileProgress::new(start);
     }
 
     /// Sets where reads and the consumer are, as a test needs them.

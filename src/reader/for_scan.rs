@@ -4,7 +4,7 @@
 use std::io;
 
 use super::SequentialFileReader;
-use crate::engine::Unread;
+use crate::engine::QueuedFile;
 use crate::stats::Stats;
 
 impl<'a> SequentialFileReader<'a> {
@@ -40,12 +40,12 @@ impl<'a> SequentialFileReader<'a> {
     /// in order, to queue into another reader, and its counters but for those files' (see
     /// `Engine::abandon`); what the kernel still has is leaked and counted, as by a drop
     /// whose drain timed out.
-    pub(crate) fn abandon(self) -> (Vec<Unread<'a>>, Stats) {
+    pub(crate) fn abandon(self) -> (Vec<QueuedFile<'a>>, Stats) {
         self.engine.abandon()
     }
 
     /// Queues a file taken back from a reader given up, as it was queued there.
-    pub(crate) fn requeue(&mut self, file: Unread<'a>) -> io::Result<()> {
+    pub(crate) fn requeue(&mut self, file: QueuedFile<'a>) -> io::Result<()> {
         self.engine
             .push_range(file.source, file.start, file.limit, file.exact)
     }

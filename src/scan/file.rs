@@ -28,18 +28,18 @@ pub struct ScanFile<'r, 'a> {
     index: usize,
     start: u64,
     len: Option<u64>,
-    progress: Progress<'r>,
+    progress: Counted<'r>,
 }
 
 /// The bytes of one file added to the scan's count, a MiB at a time, so that a long file
 /// shows in the progress as it is read.
-struct Progress<'r> {
+struct Counted<'r> {
     state: &'r State,
     /// The file offset up to which bytes were added to the scan's count.
     counted: u64,
 }
 
-impl Progress<'_> {
+impl Counted<'_> {
     /// The consumer is at `offset`: counts the bytes since the last count once they make a
     /// MiB.
     fn at(&mut self, offset: u64) {
@@ -68,7 +68,7 @@ impl<'r, 'a> ScanFile<'r, 'a> {
             index,
             start,
             len,
-            progress: Progress {
+            progress: Counted {
                 state,
                 counted: start,
             },

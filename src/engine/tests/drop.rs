@@ -145,7 +145,7 @@ fn files_handed_on_from_an_engine_given_up_count_once() {
 }
 
 /// Gives `e` up: its counters, and the files behind its current one.
-fn given_up(e: Engine<'_>) -> (Stats, Vec<Unread<'_>>) {
+fn given_up(e: Engine<'_>) -> (Stats, Vec<QueuedFile<'_>>) {
     let (behind, stats) = e.abandon();
     (stats, behind)
 }
