@@ -59,6 +59,7 @@ impl Scheduler {
         &self.limits
     }
 
+    #[cfg(test)]
     pub(super) fn limits_mut(&mut self) -> &mut Limits {
         &mut self.limits
     }

@@ -93,11 +93,6 @@ pub(crate) struct Limits {
 }
 
 impl Limits {
-    /// From now on, nothing in flight is waited for (a hung read was given up on).
-    pub(super) fn stop_waiting(&mut self) {
-        self.drain_timeout = Duration::ZERO;
-    }
-
     /// The window of small cached reads. Where kernel workers copy large reads, the window
     /// must hold those in flight too, or a small file behind a large one would stall the
     /// pipeline; else a smaller one keeps the copies in the CPU's cache until consumed.
@@ -135,6 +130,8 @@ pub(super) struct ReadAhead<'a> {
     unread: Option<Error>,
     /// Whether a wait gave up on a read that may never complete (see `wait.rs`).
     hung: bool,
+    /// Whether the read-ahead was given up (`abandon`): its drain waits for nothing.
+    abandoned: bool,
 }
 
 /// What every layer works on: the backend, the pool, the queued files and the reads issued

@@ -38,6 +38,7 @@ impl<'a> ReadAhead<'a> {
             completions: Completions::default(),
             unread: None,
             hung: false,
+            abandoned: false,
         }
     }
 
@@ -175,7 +176,11 @@ impl<'a> ReadAhead<'a> {
     /// Cancels what is in flight and waits, up to `drain_timeout`, for all of it to come
     /// back; see `Core::drain`.
     pub(super) fn drain(&mut self) -> io::Result<()> {
-        self.core.drain(self.sched.limits().drain_timeout)
+        let timeout = match self.abandoned {
+            true => Duration::ZERO,
+            false => self.sched.limits().drain_timeout,
+        };
+        self.core.drain(timeout)
     }
 
     /// Drops every queued file, waits for every read in flight, and returns the same backend
@@ -215,7 +220,7 @@ impl<'a> ReadAhead<'a> {
                 exact,
             });
         }
-        self.sched.limits_mut().stop_waiting();
+        self.abandoned = true;
         // Its drop drains, leaking what the kernel still has.
         drop(self);
         behind
