@@ -542,6 +542,7 @@ fn limits(read_size: usize, warm_window: usize) -> Limits {
         small_window: warm_window,
         offload_depth: 2,
         offload: true,
+        uncached: false,
         drain_timeout: crate::consts::DEFAULT_DRAIN_TIMEOUT,
     }
 }
