@@ -184,7 +184,15 @@ impl<'a> ReadReq<'a> {
         }
         let (off, len) = (self.buf_off, self.len);
         let buf = &mut self.loan.as_mut_slice()[off..off + len];
-        match sys::read_cached_at(self.fd.file(), buf, self.offset) {
+        let (file, offset) = (self.fd.file(), self.offset);
+        let mut copied = sys::read_cached_at(file, buf, offset, self.uncached);
+        if self.uncached && copied.as_ref().is_err_and(refuses_uncached) {
+            // Said of `RWF_DONTCACHE`, not of the cache: asked again without it. The read
+            // sent to the device with it learns the same, and the file goes on without it.
+            sys::note_uncached_refused(self.fd.device());
+            copied = sys::read_cached_at(file, buf, offset, false);
+        }
+        match copied {
             Ok(n) => {
                 ready(self.done(n as i32));
                 FromCache::Taken { all: n == len }
@@ -198,6 +206,13 @@ impl<'a> ReadReq<'a> {
             },
         }
     }
+}
+
+/// Whether a read's error says the kernel or filesystem refuses `RWF_DONTCACHE` (`EINVAL`:
+/// a kernel that knows no such flag).
+#[cfg(target_os = "linux")]
+fn refuses_uncached(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL))
 }
 
 /// A read in the kernel's hands: its region (which it gives no access to) and the

@@ -29,9 +29,9 @@ pub(crate) enum CacheUse {
     /// Reads carry `RWF_DONTCACHE`.
     Uncached,
     /// The filesystem refuses `RWF_DONTCACHE`: plain buffered reads, the pages of those that
-    /// brought them in dropped once read. `cold`: no page of the file's rest was cached when
-    /// it was decided, so every page its reads find was brought in by them.
-    DropBehind { cold: bool },
+    /// brought them in dropped once read. `cold_from`: no page of the file from there on was
+    /// cached when it was decided, so every page its reads find there was brought in by them.
+    DropBehind { cold_from: Option<u64> },
 }
 
 /// One queued file.

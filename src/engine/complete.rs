@@ -88,6 +88,7 @@ fn complete<'a>(core: &mut Core<'a>, policy: &mut Policy, done: ReadDone<'a>) {
     } else {
         complete_end(core, i, result, region, direct);
     }
+    uncached::file_done(core, file);
     core.release_if_finished(file);
 }
 

@@ -5,8 +5,8 @@
 
 use super::Core;
 use crate::pool::Region;
-use crate::queue::CacheUse;
-use crate::source::FdRef;
+use crate::queue::{CacheUse, FileEntry};
+use crate::source::{FdRef, Source};
 use crate::sys;
 
 /// How a read of `len` bytes at `offset` of the file at `idx` leaves the page cache: whether
@@ -24,9 +24,12 @@ pub(super) fn for_read(
     let cache_use = match entry.cache_use() {
         CacheUse::Undecided if sys::uncached_refused(fd.device()) => {
             let to_stop = entry.stop().saturating_sub(offset);
+            read_no_further(entry, &fd);
             let cold = none_cached(core, &fd, offset, to_stop) == Some(true);
             core.stats.files_dropped_behind += 1;
-            CacheUse::DropBehind { cold }
+            CacheUse::DropBehind {
+                cold_from: cold.then_some(offset),
+            }
         }
         CacheUse::Undecided => {
             core.stats.files_uncached += 1;
@@ -38,11 +41,22 @@ pub(super) fn for_read(
     entry.set_cache_use(cache_use);
     match cache_use {
         CacheUse::Uncached => (true, false),
-        CacheUse::DropBehind { cold } => {
-            let ours = cold || none_cached(core, &fd, offset, len as u64).unwrap_or(guess_cold);
+        CacheUse::DropBehind { cold_from } => {
+            let ours = cold_from.is_some()
+                || none_cached(core, &fd, offset, len as u64).unwrap_or(guess_cold);
             (false, ours)
         }
         CacheUse::Undecided => unreachable!("decided above"),
+    }
+}
+
+/// A file read with its pages dropped behind is read without the kernel's readahead (the
+/// reader reads ahead itself, at depth), so its reads bring in their own pages only: see
+/// `sys::no_readahead`. Only a file the reader opened by path: the open file description
+/// of a file handed in is the caller's too.
+fn read_no_further(entry: &FileEntry<'_>, fd: &FdRef<'_>) {
+    if matches!(entry.source, Source::Path(_)) {
+        sys::no_readahead(fd.file());
     }
 }
 
@@ -68,14 +82,20 @@ pub(super) fn refused(core: &mut Core<'_>, i: usize, region: Region) {
     let to_stop = entry.stop().saturating_sub(at);
     sys::note_uncached_refused(fd.device());
     if entry.cache_use() == CacheUse::Uncached {
+        read_no_further(entry, &fd);
         let cold = none_cached(core, &fd, at, to_stop) == Some(true);
         let entry = core.queue.by_id_mut(file).expect("a live chunk's file");
-        entry.set_cache_use(CacheUse::DropBehind { cold });
+        entry.set_cache_use(CacheUse::DropBehind {
+            cold_from: cold.then_some(at),
+        });
         core.stats.files_uncached -= 1;
         core.stats.files_dropped_behind += 1;
     }
     let entry = core.queue.by_id_mut(file).expect("a live chunk's file");
-    let cold = matches!(entry.cache_use(), CacheUse::DropBehind { cold: true });
+    let cold = matches!(
+        entry.cache_use(),
+        CacheUse::DropBehind { cold_from: Some(_) }
+    );
     if cold || none_cached(core, &fd, at, left) == Some(true) {
         core.chunks[i].set_drop_behind();
     }
@@ -97,4 +117,29 @@ pub(super) fn came_back(core: &mut Core<'_>, i: usize, filled: usize) {
     };
     core.io.drop_behind(&fd, offset, filled as u64);
     core.stats.bytes_dropped_behind += filled as u64;
+}
+
+/// Once every read of `file` has come back, where the file was cold: its pages from where
+/// it was cold to where its reads ended are dropped once more. A read dropped its own pages
+/// as it came back, but reads come back out of order, and the kernel's readahead for an
+/// earlier one may have brought pages of a later one in again since.
+pub(super) fn file_done(core: &mut Core<'_>, file: u64) {
+    let Some(entry) = core.queue.by_id_mut(file) else {
+        return;
+    };
+    let CacheUse::DropBehind {
+        cold_from: Some(from),
+    } = entry.cache_use()
+    else {
+        return;
+    };
+    if !entry.reads_finished() {
+        return;
+    }
+    let (end, fd) = (entry.progress().read_end(), entry.fd().cloned());
+    // Once: a file read again from its start (`activate_file`) asks the cache again.
+    entry.set_cache_use(CacheUse::DropBehind { cold_from: None });
+    if let Some(fd) = fd.filter(|_| end > from) {
+        core.io.drop_behind(&fd, from, end - from);
+    }
 }

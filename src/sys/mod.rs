@@ -59,6 +59,10 @@ pub(crate) fn read_uncached_at(file: &File, buf: &mut [u8], offset: u64) -> io::
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn drop_from_cache(_file: &File, _offset: u64, _len: u64) {}
 
+/// Off Linux, reads are never uncached, so readahead is left alone.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn no_readahead(_file: &File) {}
+
 /// The device (`st_dev`) of the filesystem `file` lies on, by which uncached reads are
 /// remembered refused. An `fstat`, which a hung mount may never answer: asked on a helper
 /// thread, where the file is opened.

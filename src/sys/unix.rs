@@ -441,10 +441,18 @@ pub(crate) fn pages_cached(file: &File, offset: u64, len: u64) -> Option<(u64, u
 /// Reads into `buf` from `file` at `offset` only as far as the page cache already holds it
 /// (`preadv2` with `RWF_NOWAIT`, Linux 4.14): the bytes read, or `WouldBlock` where the
 /// first page is not cached, or another error where the kernel or filesystem cannot do it.
-/// Never waits for the device, so the caller's thread copies only what is ready.
+/// Never waits for the device, so the caller's thread copies only what is ready. Where the
+/// page cache misses, it may still start the kernel's readahead: `uncached` marks those
+/// pages to be dropped once read (`RWF_DONTCACHE`), as the reads that then find them are.
 #[cfg(target_os = "linux")]
-pub(crate) fn read_cached_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-    read_with_flags(file, buf, offset, libc::RWF_NOWAIT)
+pub(crate) fn read_cached_at(
+    file: &File,
+    buf: &mut [u8],
+    offset: u64,
+    uncached: bool,
+) -> io::Result<usize> {
+    let flags = libc::RWF_NOWAIT | if uncached { RWF_DONTCACHE } else { 0 };
+    read_with_flags(file, buf, offset, flags)
 }
 
 /// `RWF_DONTCACHE` (Linux 6.14), spelt out: the C libraries of older systems lack it.
@@ -474,6 +482,15 @@ fn read_with_flags(file: &File, buf: &mut [u8], offset: u64, flags: i32) -> io::
         return Err(io::Error::last_os_error());
     }
     Ok(ret as usize)
+}
+
+/// Turns the kernel's readahead off for `file` (`POSIX_FADV_RANDOM`): each read brings in
+/// only its own pages, so that pages dropped behind one read are not brought in again by the
+/// readahead of another that completes later. A hint: refused, it changes nothing.
+#[cfg(target_os = "linux")]
+pub(crate) fn no_readahead(file: &File) {
+    // SAFETY: advice on a descriptor `file` keeps open; no memory of ours is passed.
+    unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
 }
 
 /// Drops `len` bytes of `file` at `offset` from the page cache
