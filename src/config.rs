@@ -46,6 +46,7 @@ pub struct ReaderBuilder {
     pub(crate) io_workers: Option<u32>,
     pub(crate) drain_timeout: Duration,
     pub(crate) offload: bool,
+    pub(crate) uncached: bool,
     /// How long an idle submission thread polls before it sleeps, where there is one.
     pub(crate) sq_poll: Option<Duration>,
     /// The ring whose submission thread this reader's ring shares, where it does.
@@ -78,6 +79,7 @@ impl Default for ReaderBuilder {
             io_workers: None,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             offload: false,
+            uncached: false,
             sq_poll: None,
             sq_poll_ring: None,
         }
@@ -200,6 +202,35 @@ impl ReaderBuilder {
     /// ```
     pub fn offload(mut self, on: bool) -> Self {
         self.offload = on;
+        self
+    }
+
+    /// Leave the page cache as the reader found it: read through the page cache, but drop
+    /// the pages the reader's own reads brought in, while pages that were cached before stay
+    /// cached. For a scan that reads a data set once (a startup check, a backup, a checksum
+    /// run) without evicting what the rest of the system keeps in memory. Default `false`.
+    ///
+    /// Reads carry `RWF_DONTCACHE` (Linux 6.14 and filesystems that support it: ext4, XFS,
+    /// among others), so the kernel drops their pages once copied, with no alignment rules
+    /// and no cost on files already cached (their copies are made as without it). Where the
+    /// filesystem refuses the flag (older kernels, btrfs, FUSE, many network filesystems),
+    /// the read is sent again without it, the filesystem is remembered for the process, and
+    /// the pages of the reads that did not find their pages cached are dropped with
+    /// `posix_fadvise(POSIX_FADV_DONTNEED)` once read into the pool; where a read cannot
+    /// tell, its pages stay. [`Stats`](crate::Stats) say which way each file went
+    /// ([`files_uncached`](crate::Stats::files_uncached),
+    /// [`files_dropped_behind`](crate::Stats::files_dropped_behind)).
+    ///
+    /// With [`direct_io`](Self::direct_io) it changes nothing (`O_DIRECT` bypasses the cache
+    /// already; a file whose filesystem refuses `O_DIRECT` is read buffered, as without this).
+    /// Ignored off Linux.
+    ///
+    /// ```
+    /// let reader = readahead::SequentialFileReader::builder().uncached(true).build()?;
+    /// # Ok::<(), readahead::Error>(())
+    /// ```
+    pub fn uncached(mut self, on: bool) -> Self {
+        self.uncached = on;
         self
     }
 

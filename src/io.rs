@@ -33,6 +33,8 @@ pub(crate) struct ReadReq<'a> {
     /// Whether the backend should copy on a kernel worker rather than inline (the bytes are
     /// in the page cache, so the copy can overlap the consumer's work).
     offload: bool,
+    /// Whether the read asks the kernel to drop the pages it brings in (`RWF_DONTCACHE`).
+    uncached: bool,
     offset: u64,
     loan: Loan,
     buf_off: usize,
@@ -60,6 +62,7 @@ impl<'a> ReadReq<'a> {
             fd,
             direct,
             offload: false,
+            uncached: false,
             offset,
             loan,
             buf_off,
@@ -85,6 +88,14 @@ impl<'a> ReadReq<'a> {
         self.offload = offload;
         self
     }
+    /// Whether the read is sent with `RWF_DONTCACHE`.
+    pub(crate) fn uncached(&self) -> bool {
+        self.uncached
+    }
+    pub(crate) fn with_uncached(mut self, uncached: bool) -> Self {
+        self.uncached = uncached;
+        self
+    }
     pub(crate) fn offset(&self) -> u64 {
         self.offset
     }
@@ -108,6 +119,7 @@ impl<'a> ReadReq<'a> {
             id: self.id,
             direct: self.direct,
             offload: self.offload,
+            uncached: self.uncached,
             loan,
             fd: self.fd,
         };
@@ -126,6 +138,7 @@ impl<'a> ReadReq<'a> {
             fd: self.fd.attach(),
             direct: self.direct,
             offload: self.offload,
+            uncached: self.uncached,
             offset: self.offset,
             loan: self.loan,
             buf_off: self.buf_off,
@@ -140,6 +153,7 @@ impl<'a> ReadReq<'a> {
             result,
             direct: self.direct,
             offload: self.offload,
+            uncached: self.uncached,
             loan: self.loan,
             _fd: self.fd,
         }
@@ -171,7 +185,15 @@ impl<'a> ReadReq<'a> {
         }
         let (off, len) = (self.buf_off, self.len);
         let buf = &mut self.loan.as_mut_slice()[off..off + len];
-        match sys::read_cached_at(self.fd.file(), buf, self.offset) {
+        let (file, offset) = (self.fd.file(), self.offset);
+        let mut copied = sys::read_cached_at(file, buf, offset, self.uncached);
+        if self.uncached && copied.as_ref().is_err_and(refuses_uncached) {
+            // Said of `RWF_DONTCACHE`, not of the cache: asked again without it. The read
+            // sent to the device with it learns the same, and the file goes on without it.
+            sys::note_uncached_refused(self.fd.device());
+            copied = sys::read_cached_at(file, buf, offset, false);
+        }
+        match copied {
             Ok(n) => {
                 ready(self.done(n as i32));
                 FromCache::Taken { all: n == len }
@@ -187,6 +209,13 @@ impl<'a> ReadReq<'a> {
     }
 }
 
+/// Whether a read's error says the kernel or filesystem refuses `RWF_DONTCACHE` (`EINVAL`:
+/// a kernel that knows no such flag).
+#[cfg(target_os = "linux")]
+fn refuses_uncached(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL))
+}
+
 /// A read in the kernel's hands: its region (which it gives no access to) and the
 /// descriptor it names, both kept until its completion is reaped.
 #[derive(Debug)]
@@ -195,6 +224,7 @@ pub(crate) struct KernelRead<'a> {
     id: u64,
     direct: bool,
     offload: bool,
+    uncached: bool,
     loan: KernelLoan,
     fd: FdRef<'a>,
 }
@@ -209,6 +239,7 @@ impl<'a> KernelRead<'a> {
             result,
             direct: self.direct,
             offload: self.offload,
+            uncached: self.uncached,
             loan: reap(self.loan),
             _fd: self.fd,
         }
@@ -225,6 +256,9 @@ pub(crate) struct ReadDone<'a> {
     pub(crate) direct: bool,
     /// Whether the read was offloaded (see [`ReadReq::offload`]).
     pub(crate) offload: bool,
+    /// Whether the read was sent with `RWF_DONTCACHE` (its `EOPNOTSUPP` or `EINVAL` then
+    /// says the filesystem refuses that, not that the file failed).
+    pub(crate) uncached: bool,
     pub(crate) loan: Loan,
     /// Keeps the descriptor open until the completion is handled.
     pub(crate) _fd: FdRef<'a>,
@@ -238,6 +272,7 @@ impl ReadDone<'_> {
             result: self.result,
             direct: self.direct,
             offload: self.offload,
+            uncached: self.uncached,
             loan: self.loan,
             _fd: self._fd.attach(),
         }
@@ -329,6 +364,22 @@ pub(crate) trait Io<'a>: Send {
             let _ = (fd, offset, len);
             None
         }
+    }
+    /// How many of the pages `len` bytes of `fd` at `offset` lie on are in the page cache,
+    /// of how many (`cachestat`, Linux 6.5); `None` where the kernel cannot tell.
+    fn pages_cached(&mut self, fd: &FdRef<'a>, offset: u64, len: u64) -> Option<(u64, u64)> {
+        #[cfg(target_os = "linux")]
+        return sys::pages_cached(fd.file(), offset, len);
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (fd, offset, len);
+            None
+        }
+    }
+    /// Drops `len` bytes of `fd` at `offset` from the page cache (`POSIX_FADV_DONTNEED`):
+    /// pages a read brought in where `RWF_DONTCACHE` is refused.
+    fn drop_behind(&mut self, fd: &FdRef<'a>, offset: u64, len: u64) {
+        sys::drop_from_cache(fd.file(), offset, len);
     }
     /// Takes `req` and copies it at once, on this thread, as far as the page cache holds it,
     /// without waiting for the device; its completion comes back with the next
@@ -454,8 +505,11 @@ impl ToOpen {
             ToOpen::File { file, dup } => handed_in(file, *dup, direct, opener),
         }
         .map(|mut opened| {
-            let may_hang = sys::may_hang(opened.fd.file());
-            opened.fd = opened.fd.with_may_hang(may_hang);
+            let (may_hang, device) = (
+                sys::may_hang(opened.fd.file()),
+                sys::device_of(opened.fd.file()),
+            );
+            opened.fd = opened.fd.with_may_hang(may_hang).with_device(device);
             opened
         })
     }

@@ -18,6 +18,22 @@ use crate::source::{FdRef, RawFd, Source};
 pub(crate) use progress::FileProgress;
 pub(crate) use status::{State, Status};
 
+/// How a file's buffered reads leave the page cache where the reader was asked to leave it
+/// as found (`uncached(true)`): decided at its first read, and again where its filesystem
+/// refuses `RWF_DONTCACHE`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum CacheUse {
+    /// Not decided yet, or not asked: plain buffered reads.
+    #[default]
+    Undecided,
+    /// Reads carry `RWF_DONTCACHE`.
+    Uncached,
+    /// The filesystem refuses `RWF_DONTCACHE`: plain buffered reads, the pages of those that
+    /// brought them in dropped once read. `cold_from`: no page of the file from there on was
+    /// cached when it was decided, so every page its reads find there was brought in by them.
+    DropBehind { cold_from: Option<u64> },
+}
+
 /// One queued file.
 #[derive(Debug)]
 pub(crate) struct FileEntry<'a> {
@@ -34,6 +50,8 @@ pub(crate) struct FileEntry<'a> {
     opened_here: bool,
     /// How far it was asked for, brought in and consumed.
     progress: FileProgress,
+    /// How its reads leave the page cache.
+    cache_use: CacheUse,
 }
 
 impl<'a> FileEntry<'a> {
@@ -46,7 +64,18 @@ impl<'a> FileEntry<'a> {
             direct: false,
             opened_here: false,
             progress: FileProgress::new(start),
+            cache_use: CacheUse::Undecided,
         }
+    }
+
+    /// How its reads leave the page cache.
+    pub(crate) fn cache_use(&self) -> CacheUse {
+        self.cache_use
+    }
+
+    /// From now on, its reads leave the page cache this way.
+    pub(crate) fn set_cache_use(&mut self, cache_use: CacheUse) {
+        self.cache_use = cache_use;
     }
 
     /// The range asked for, and where the file stands: its state, size and end.

@@ -52,6 +52,9 @@ pub(crate) struct FdRef<'a> {
     /// Whether its filesystem may never answer a call (see `sys::may_hang`): its reads are
     /// never copied on the reader's thread (`RWF_NOWAIT` is no promise there).
     may_hang: bool,
+    /// The device of its filesystem (`st_dev`), learned where it was opened: where uncached
+    /// reads are remembered refused (see `sys::uncached_refused`).
+    device: Option<u64>,
     /// The lifetime of the reader's borrowed files, which requests and backends carry; the
     /// descriptor itself borrows nothing.
     _reader: PhantomData<&'a File>,
@@ -62,8 +65,19 @@ impl FdRef<'_> {
         FdRef {
             file,
             may_hang: false,
+            device: None,
             _reader: PhantomData,
         }
+    }
+
+    /// The same descriptor, on a filesystem of this device.
+    pub(crate) fn with_device(self, device: Option<u64>) -> Self {
+        FdRef { device, ..self }
+    }
+
+    /// The device of its filesystem, where known.
+    pub(crate) fn device(&self) -> Option<u64> {
+        self.device
     }
 
     /// A descriptor of a file that lies where calls may never be answered, or not.
@@ -91,6 +105,7 @@ impl FdRef<'_> {
         FdRef {
             file: self.file,
             may_hang: self.may_hang,
+            device: self.device,
             _reader: PhantomData,
         }
     }

@@ -60,6 +60,20 @@ pub struct Stats {
     /// consumer's work: none unless the reader was built with
     /// [`offload(true)`](crate::ReaderBuilder::offload).
     pub reads_offloaded: u64,
+    /// Reads sent with `RWF_DONTCACHE`, so that the kernel drops the pages they bring in
+    /// (see [`uncached`](crate::ReaderBuilder::uncached)); continuations included.
+    pub reads_uncached: u64,
+    /// Files whose reads went out with `RWF_DONTCACHE` (see
+    /// [`uncached`](crate::ReaderBuilder::uncached)). A file whose filesystem refused it is
+    /// counted in [`files_dropped_behind`](Self::files_dropped_behind) instead.
+    pub files_uncached: u64,
+    /// Files read with [`uncached`](crate::ReaderBuilder::uncached) on a filesystem that
+    /// refuses `RWF_DONTCACHE`: read buffered, the pages of their reads that found them not
+    /// cached dropped after with `posix_fadvise(POSIX_FADV_DONTNEED)`.
+    pub files_dropped_behind: u64,
+    /// Bytes of [`files_dropped_behind`](Self::files_dropped_behind) that were dropped from
+    /// the page cache once read (those of reads whose pages were cached before stay).
+    pub bytes_dropped_behind: u64,
     /// Reads submitted again after `EINTR`, `EAGAIN`, `ECANCELED`, or `EFAULT` (which the
     /// kernel returns for a read whose submitting thread exited: the reader moved threads),
     /// and opens through the ring started again after `EINTR`, `EAGAIN` or `ECANCELED`.
@@ -112,6 +126,10 @@ impl Stats {
         self.short_reads += other.short_reads;
         self.reads_cached += other.reads_cached;
         self.reads_offloaded += other.reads_offloaded;
+        self.reads_uncached += other.reads_uncached;
+        self.files_uncached += other.files_uncached;
+        self.files_dropped_behind += other.files_dropped_behind;
+        self.bytes_dropped_behind += other.bytes_dropped_behind;
         self.retries += other.retries;
         self.reads_discarded += other.reads_discarded;
         self.waits += other.waits;
@@ -139,6 +157,10 @@ mod tests {
             short_reads: 7,
             reads_cached: 18,
             reads_offloaded: 8,
+            reads_uncached: 19,
+            files_uncached: 20,
+            files_dropped_behind: 21,
+            bytes_dropped_behind: 22,
             retries: 9,
             reads_discarded: 10,
             waits: 11,

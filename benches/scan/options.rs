@@ -96,6 +96,10 @@ pub struct Options {
     /// (ReaderBuilder::offload(true)): faster for a heavy consumer with a CPU to spare
     #[arg(long)]
     pub offload: bool,
+    /// readahead's reads leave the page cache as they found it (ReaderBuilder::uncached:
+    /// RWF_DONTCACHE, or pages dropped behind where the filesystem refuses it)
+    #[arg(long)]
+    pub uncached: bool,
     /// What every file's bytes go through: light | checksum | blake3 (default checksum)
     ///
     /// light: a wrapping sum of the file's u64 words, one add per 8 bytes. checksum: a
@@ -238,6 +242,9 @@ impl Options {
             text += &format!(", runner {}", self.runner.name());
             if self.offload {
                 text += ", offload";
+            }
+            if self.uncached {
+                text += ", uncached";
             }
             if let Some(bytes) = self.memory {
                 text += &format!(", scan memory {} MiB", bytes >> 20);
@@ -392,6 +399,7 @@ pub fn child_args(opts: &Options, runner: Runner) -> Vec<OsString> {
     let flags = [
         (opts.direct, "--direct"),
         (opts.offload, "--offload"),
+        (opts.uncached, "--uncached"),
         (opts.drop_caches, "--drop-caches"),
     ];
     args.extend(flags.iter().filter(|f| f.0).map(|f| f.1.into()));
@@ -490,6 +498,7 @@ mod tests {
             "--compare",
             "--direct",
             "--offload",
+            "--uncached",
             "--hash",
             "--drop-caches",
             "--buffer-size",
@@ -506,7 +515,7 @@ mod tests {
         let child = parse_child(args);
         assert_eq!(child.backend, Some(Runner::Ours(Backend::IoUring)));
         assert!(child.json && !child.compare && !child.fio);
-        assert!(child.direct && child.drop_caches && child.offload);
+        assert!(child.direct && child.drop_caches && child.offload && child.uncached);
         assert_eq!(child.consumer(), Consumer::Blake3);
         assert_eq!(child.buffer_size, 8 << 20);
         assert_eq!(child.read_size, 128 << 10);

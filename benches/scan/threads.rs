@@ -71,6 +71,7 @@ fn builder(opts: &Options, backend: Backend) -> ReaderBuilder {
         .read_size(opts.read_size)
         .direct_io(opts.direct)
         .offload(opts.offload)
+        .uncached(opts.uncached)
         .backend(backend)
 }
 

@@ -71,6 +71,8 @@ pub struct Hashing {
     pub cut: bool,
     /// Whether to draw a progress bar on stderr.
     pub progress: bool,
+    /// Whether the reads leave the page cache as they found it (`--uncached`).
+    pub uncached: bool,
 }
 
 /// One input, in the order results are wanted, carrying what the caller needs to report it.
@@ -119,7 +121,7 @@ pub fn hash_in_order<T: Send>(
     mut each: impl FnMut(T, Option<Hashed>) -> io::Result<()>,
 ) -> io::Result<()> {
     // Four times the default read size: fewer, larger reads for large files.
-    let builder = SequentialFileReader::builder().read_size(2 << 20);
+    let builder = (SequentialFileReader::builder().read_size(2 << 20)).uncached(hashing.uncached);
     thread::scope(|scope| {
         let (entries_tx, entries) = mpsc::sync_channel(AHEAD);
         let (plans_tx, plans) = mpsc::channel();

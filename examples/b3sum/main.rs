@@ -21,7 +21,8 @@
 //! links not followed, other kinds of file reported and skipped; see `inputs.rs`), printing
 //! the same lines, so that `b3sum -c` checks them;
 //! `--threads N` (also `--num-threads`, b3sum's name) sets the scan's threads, each with a
-//! reader; a progress bar on stderr where it is a terminal and stdout is not.
+//! reader; `--uncached` leaves the page cache as it was found (`ReaderBuilder::uncached`),
+//! with the same output; a progress bar on stderr where it is a terminal and stdout is not.
 //!
 //! How it hashes: the files go to a `readahead::Scan`, one reader a thread, each file to
 //! whichever thread is free, while the reads of the next files are in flight; a file of more
@@ -117,6 +118,11 @@ struct Args {
     /// Symbolic links are not followed; fifos, sockets and devices are reported and skipped.
     #[arg(short, long)]
     recursive: bool,
+
+    /// Leave the page cache as it was: drop the pages the reads bring in, keep those cached
+    /// before (RWF_DONTCACHE, Linux 6.14; elsewhere the pages read are dropped behind)
+    #[arg(long)]
+    uncached: bool,
 }
 
 /// What stops the whole run, as b3sum's `main` returns it: `Error: WHY`, exit status 1.
@@ -157,6 +163,7 @@ fn run(args: &Args) -> Result<u64, Fatal> {
         threads: args.threads.unwrap_or(0),
         cut: !args.no_mmap,
         progress: hash::progress_shown(),
+        uncached: args.uncached,
     };
     let mut out = stdout();
     let failed = if args.check {

@@ -18,7 +18,7 @@ use crate::helpers;
 use crate::io::FromCache;
 use crate::io::{Io, OpenResult, Opened, ReadDone, ReadReq, ThreadOpens, ToOpen};
 use crate::source::{FdRef, Source};
-use crate::sys::read_at;
+use crate::sys::{read_at, read_uncached_at};
 
 /// Reads on helper threads at once per reader, at most: enough for the device to have
 /// depth while files come from it, each read as large as the ring's.
@@ -230,14 +230,15 @@ impl<'a> Io<'a> for SyncIo<'a> {
 /// Reads the whole request (retrying `EINTR`, stopping at end of file): bytes read or
 /// `-errno`.
 pub(crate) fn pread_all(mut req: ReadReq<'_>) -> ReadDone<'_> {
-    let (fd, offset) = (req.fd().clone(), req.offset());
+    let (fd, offset, uncached) = (req.fd().clone(), req.offset(), req.uncached());
+    let read = if uncached { read_uncached_at } else { read_at };
     let buf = req.buf_mut();
     let mut done = 0;
     let result = loop {
         if done == buf.len() {
             break done as i32;
         }
-        match read_at(fd.file(), &mut buf[done..], offset + done as u64) {
+        match read(fd.file(), &mut buf[done..], offset + done as u64) {
             Ok(0) => break done as i32,
             Ok(n) => done += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -49,6 +49,7 @@ use crate::io::{
 };
 use crate::pool::Pool;
 use crate::source::{FdRef, Source};
+use crate::sys;
 
 use super::setup::{check_features, set_up};
 use super::RingConfig;
@@ -182,6 +183,12 @@ impl Kernel {
             req.offset(),
         );
         let offload = req.offload();
+        // Pages this read brings in are dropped once copied; those cached before stay.
+        let rw_flags = if req.uncached() {
+            sys::RWF_DONTCACHE
+        } else {
+            0
+        };
         if offload {
             self.workers_apart.ask(&self.ring);
         }
@@ -190,9 +197,12 @@ impl Kernel {
         let entry = if self.fixed {
             opcode::ReadFixed::new(fd, ptr, len, 0)
                 .offset(offset)
+                .rw_flags(rw_flags)
                 .build()
         } else {
-            opcode::Read::new(fd, ptr, len).offset(offset).build()
+            (opcode::Read::new(fd, ptr, len).offset(offset))
+                .rw_flags(rw_flags)
+                .build()
         }
         .user_data(id);
         let entry = if offload {

@@ -83,6 +83,7 @@ fn the_real_ring_never_exposes_a_byte_no_read_wrote() {
             small_window: 32 << 10,
             offload_depth: 2,
             offload: true,
+            uncached: false,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
         };
         let mut e = crate::engine::Engine::new(Box::new(ring), pool, limits);

@@ -27,6 +27,9 @@ pub(super) struct Chunk {
     /// `None` while lent to the backend.
     region: Option<Region>,
     retries: u32,
+    /// Whether the pages its read brought in are dropped from the page cache once it has
+    /// come back (see `uncached.rs`).
+    drop_behind: bool,
 }
 
 impl Chunk {
@@ -110,6 +113,16 @@ impl Chunk {
         self.set_region(region);
     }
 
+    /// Whether the pages its read brings in are dropped once it has come back.
+    pub(super) fn drop_behind(&self) -> bool {
+        self.drop_behind
+    }
+
+    /// The pages its read brings in are dropped once it has come back.
+    pub(super) fn set_drop_behind(&mut self) {
+        self.drop_behind = true;
+    }
+
     /// Counts one more try of the read; false once `max` tries were made.
     pub(super) fn retry(&mut self, max: u32) -> bool {
         if self.retries >= max {
@@ -165,6 +178,7 @@ impl Chunks {
             pos,
             region: None,
             retries: 0,
+            drop_behind: false,
         };
         if self.live.back().is_some_and(|c| c.file > file) {
             let at = self.live.partition_point(|c| c.file <= file);

@@ -6,7 +6,7 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use super::policy::Policy;
-use super::{ring_error, Core};
+use super::{ring_error, uncached, Core};
 use crate::consts::{DIRECT_ALIGN, MAX_RETRIES};
 use crate::error::Error;
 use crate::io::ReadDone;
@@ -55,6 +55,7 @@ fn complete<'a>(core: &mut Core<'a>, policy: &mut Policy, done: ReadDone<'a>) {
         result,
         direct,
         offload,
+        uncached,
         loan,
         _fd,
     } = done;
@@ -81,9 +82,13 @@ fn complete<'a>(core: &mut Core<'a>, policy: &mut Policy, done: ReadDone<'a>) {
     let file = core.chunks[i].file();
     if result > 0 {
         complete_bytes(core, i, result as usize, region);
+    } else if uncached && matches!(-result, libc::EOPNOTSUPP | libc::EINVAL) {
+        // The filesystem refuses `RWF_DONTCACHE` (EINVAL: kernels that know no such flag).
+        uncached::refused(core, i, region);
     } else {
         complete_end(core, i, result, region, direct);
     }
+    uncached::file_done(core, file);
     core.release_if_finished(file);
 }
 
@@ -119,6 +124,7 @@ fn complete_bytes(core: &mut Core<'_>, i: usize, n: usize, region: Region) {
     }
     chunk.set_region(region);
     entry.progress_mut().read_done();
+    uncached::came_back(core, i, filled);
 }
 
 /// Turns `O_DIRECT` off on chunk `i`'s descriptor (the same descriptor: its path may

@@ -12,7 +12,7 @@ use super::{ring_error, Core};
 use crate::error::Error;
 use crate::io::{Detached, Io, ReadReq};
 use crate::pool::{Pool, Region};
-use crate::queue::{FileEntry, Queue};
+use crate::queue::{CacheUse, FileEntry, Queue};
 use crate::source::FdRef;
 use crate::stats::{self, Stats};
 
@@ -32,10 +32,9 @@ impl<'a> Core<'a> {
     /// Reads the rest of chunk `i` (from its `from`) again, into `region`.
     pub(super) fn resubmit(&mut self, i: usize, region: Region, fd: FdRef<'a>) {
         let chunk = &self.chunks[i];
-        let direct = self
-            .queue
-            .by_id_mut(chunk.file())
-            .is_some_and(|e| e.direct());
+        let entry = self.queue.by_id_mut(chunk.file());
+        let direct = entry.as_ref().is_some_and(|e| e.direct());
+        let uncached = entry.is_some_and(|e| e.cache_use() == CacheUse::Uncached);
         let loan = self.pool.lend(region);
         let (at, from) = (chunk.resume_at(), chunk.from());
         let req = ReadReq::new(
@@ -46,8 +45,9 @@ impl<'a> Core<'a> {
             from,
             chunk.want() - from,
         );
-        self.io.read(req);
+        self.io.read(req.with_uncached(uncached));
         self.stats.reads += 1;
+        self.stats.reads_uncached += u64::from(uncached);
     }
 
     /// Closes the descriptor of file `file` if the reader opened it and is done with it.

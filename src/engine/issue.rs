@@ -5,7 +5,7 @@ use std::io;
 
 use super::opens::Opens;
 use super::policy::{How, Next, Policy, Window};
-use super::{ring_error, Core, Limits};
+use super::{ring_error, uncached, Core, Limits};
 use crate::consts::{DIRECT_ALIGN, OFFLOAD_MIN};
 use crate::io::{FromCache, ReadReq};
 use crate::pool::Region;
@@ -43,6 +43,8 @@ struct NextRead<'a> {
     /// Bytes the file has left from where it starts.
     left: u64,
     next: Next,
+    /// Whether the reader leaves the page cache as it found it (see `uncached.rs`).
+    uncached: bool,
 }
 
 impl Scheduler {
@@ -221,6 +223,7 @@ impl<'a> NextRead<'a> {
             read_len,
             left,
             next,
+            uncached: limits.uncached,
         }
     }
 
@@ -249,10 +252,20 @@ impl<'a> NextRead<'a> {
         let pos = entry.progress().consumed().saturating_sub(offset) as usize;
         entry.progress_mut().issued(len);
         let id = core.chunks.push(file, offset, read_len, pos);
+        let (uncached, drop_behind) = if self.uncached {
+            uncached::for_read(core, idx, (offset, read_len), !self.next.cached)
+        } else {
+            (false, false)
+        };
+        if drop_behind {
+            let i = core.chunks.index_of(id).expect("just pushed");
+            core.chunks[i].set_drop_behind();
+        }
         let loan = core.pool.lend(region);
         core.stats.reads += 1;
         core.stats.reads_direct += u64::from(direct);
-        ReadReq::new(id, (fd, direct), offset, loan, 0, read_len)
+        core.stats.reads_uncached += u64::from(uncached);
+        ReadReq::new(id, (fd, direct), offset, loan, 0, read_len).with_uncached(uncached)
     }
 
     /// Hands it to the backend, as the read of the file at `idx`, into `region`, sent `how`.

@@ -40,6 +40,7 @@ mod opens;
 mod policy;
 mod records;
 mod stream;
+mod uncached;
 mod wait;
 
 use std::io;
@@ -87,6 +88,9 @@ pub(crate) struct Limits {
     pub(crate) offload_depth: usize,
     /// Whether kernel workers copy large reads of cached files (`offload(true)`).
     pub(crate) offload: bool,
+    /// Whether buffered reads leave the page cache as they found it (`uncached(true)`, never
+    /// with `direct`): sent with `RWF_DONTCACHE`, or dropped behind where it is refused.
+    pub(crate) uncached: bool,
     /// The longest the reads in flight are waited for when the engine is dropped, rebound or
     /// closed (see `drain`).
     pub(crate) drain_timeout: Duration,

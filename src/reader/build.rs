@@ -94,6 +94,8 @@ fn limits(config: &ReaderBuilder, backend: Backend) -> Limits {
         offload_depth: OFFLOAD_DEPTH,
         // Kernel workers are the ring's: `pread` copies every read on the caller's thread.
         offload: config.offload && backend == Backend::IoUring,
+        // `O_DIRECT` leaves the cache alone already; the flag is Linux's.
+        uncached: config.uncached && !config.direct_io && cfg!(target_os = "linux"),
         drain_timeout: config.drain_timeout,
     }
 }

@@ -10,7 +10,9 @@
 //!
 //! Each platform file says `#![allow(unsafe_code)]` for its own calls; this file holds none.
 
+use std::fs::File;
 use std::io;
+use std::sync::Mutex;
 
 use crate::error::{Error, FileName};
 
@@ -45,4 +47,56 @@ impl SizeError {
             SizeError::Io(source) => Error::Open { path, source },
         }
     }
+}
+
+/// Off Linux, reads are never sent uncached (see `Limits::uncached`): a plain `pread`.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn read_uncached_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    read_at(file, buf, offset)
+}
+
+/// Off Linux, reads are never uncached, so nothing is dropped behind them.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn drop_from_cache(_file: &File, _offset: u64, _len: u64) {}
+
+/// Off Linux, reads are never uncached, so readahead is left alone.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn no_readahead(_file: &File) {}
+
+/// The device (`st_dev`) of the filesystem `file` lies on, by which uncached reads are
+/// remembered refused. An `fstat`, which a hung mount may never answer: asked on a helper
+/// thread, where the file is opened.
+#[cfg(unix)]
+pub(crate) fn device_of(file: &File) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    file.metadata().ok().map(|m| m.dev())
+}
+
+/// No device numbers here (and no uncached reads).
+#[cfg(not(unix))]
+pub(crate) fn device_of(_file: &File) -> Option<u64> {
+    None
+}
+
+/// The filesystems (by device) that refused an uncached read, for the whole process: a
+/// filesystem's support does not change while it is mounted, so every reader's next files
+/// there are read buffered at once, and their pages dropped behind, without a refused read
+/// each. A handful at most, so a list.
+static UNCACHED_REFUSED: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+
+/// Remembers that the filesystem on `device` refused an uncached read.
+pub(crate) fn note_uncached_refused(device: Option<u64>) {
+    let Some(device) = device else { return };
+    let mut refused = UNCACHED_REFUSED.lock().unwrap_or_else(|e| e.into_inner());
+    if !refused.contains(&device) {
+        refused.push(device);
+    }
+}
+
+/// Whether the filesystem on `device` refused an uncached read before.
+pub(crate) fn uncached_refused(device: Option<u64>) -> bool {
+    device.is_some_and(|device| {
+        let refused = UNCACHED_REFUSED.lock().unwrap_or_else(|e| e.into_inner());
+        refused.contains(&device)
+    })
 }

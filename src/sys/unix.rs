@@ -383,10 +383,17 @@ const SYS_CACHESTAT: libc::c_long = 451;
 static NO_CACHESTAT: AtomicBool = AtomicBool::new(false);
 
 /// Whether every page of `len` bytes of `file` at `offset` is in the page cache; `None`
-/// where the kernel cannot tell (before Linux 6.5, or not a file it caches). Linux only: the
-/// ring is its only user.
+/// where the kernel cannot tell (before Linux 6.5, or not a file it caches). Linux only.
 #[cfg(target_os = "linux")]
 pub(crate) fn page_cache_holds(file: &File, offset: u64, len: u64) -> Option<bool> {
+    let (cached, pages) = pages_cached(file, offset, len)?;
+    Some(cached >= pages)
+}
+
+/// How many of the pages that `len` bytes of `file` at `offset` lie on are in the page
+/// cache, and how many pages that is (`cachestat(2)`); `None` where the kernel cannot tell.
+#[cfg(target_os = "linux")]
+pub(crate) fn pages_cached(file: &File, offset: u64, len: u64) -> Option<(u64, u64)> {
     #[repr(C)]
     struct Range {
         off: u64,
@@ -428,15 +435,41 @@ pub(crate) fn page_cache_holds(file: &File, offset: u64, len: u64) -> Option<boo
         }
         return None;
     }
-    Some(stat.nr_cache >= range.len.div_ceil(page))
+    Some((stat.nr_cache, range.len.div_ceil(page)))
 }
 
 /// Reads into `buf` from `file` at `offset` only as far as the page cache already holds it
 /// (`preadv2` with `RWF_NOWAIT`, Linux 4.14): the bytes read, or `WouldBlock` where the
 /// first page is not cached, or another error where the kernel or filesystem cannot do it.
-/// Never waits for the device, so the caller's thread copies only what is ready.
+/// Never waits for the device, so the caller's thread copies only what is ready. Where the
+/// page cache misses, it may still start the kernel's readahead: `uncached` marks those
+/// pages to be dropped once read (`RWF_DONTCACHE`), as the reads that then find them are.
 #[cfg(target_os = "linux")]
-pub(crate) fn read_cached_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+pub(crate) fn read_cached_at(
+    file: &File,
+    buf: &mut [u8],
+    offset: u64,
+    uncached: bool,
+) -> io::Result<usize> {
+    let flags = libc::RWF_NOWAIT | if uncached { RWF_DONTCACHE } else { 0 };
+    read_with_flags(file, buf, offset, flags)
+}
+
+/// `RWF_DONTCACHE` (Linux 6.14), spelt out: the C libraries of older systems lack it.
+#[cfg(target_os = "linux")]
+pub(crate) const RWF_DONTCACHE: i32 = 0x80;
+
+/// Reads at `offset` through the page cache, asking the kernel to drop the pages this read
+/// brings in once copied (`preadv2` with `RWF_DONTCACHE`, Linux 6.14); pages already cached
+/// stay. `EOPNOTSUPP` (or `EINVAL`) where the kernel or filesystem refuses it.
+#[cfg(target_os = "linux")]
+pub(crate) fn read_uncached_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    read_with_flags(file, buf, offset, RWF_DONTCACHE)
+}
+
+/// `preadv2(file, buf, offset, flags)`: the bytes read.
+#[cfg(target_os = "linux")]
+fn read_with_flags(file: &File, buf: &mut [u8], offset: u64, flags: i32) -> io::Result<usize> {
     let iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
@@ -444,11 +477,32 @@ pub(crate) fn read_cached_at(file: &File, buf: &mut [u8], offset: u64) -> io::Re
     let offset = i64::try_from(offset).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`, which is borrowed
     // mutably for the length of the call; the descriptor is open (`file`).
-    let ret = unsafe { libc::preadv2(file.as_raw_fd(), &iov, 1, offset, libc::RWF_NOWAIT) };
+    let ret = unsafe { libc::preadv2(file.as_raw_fd(), &iov, 1, offset, flags) };
     if ret < 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(ret as usize)
+}
+
+/// Turns the kernel's readahead off for `file` (`POSIX_FADV_RANDOM`): each read brings in
+/// only its own pages, so that pages dropped behind one read are not brought in again by the
+/// readahead of another that completes later. A hint: refused, it changes nothing.
+#[cfg(target_os = "linux")]
+pub(crate) fn no_readahead(file: &File) {
+    // SAFETY: advice on a descriptor `file` keeps open; no memory of ours is passed.
+    unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+}
+
+/// Drops `len` bytes of `file` at `offset` from the page cache
+/// (`posix_fadvise(POSIX_FADV_DONTNEED)`): where uncached reads are refused, the pages a
+/// reader brought in itself. A hint: refused, it changes nothing.
+#[cfg(target_os = "linux")]
+pub(crate) fn drop_from_cache(file: &File, offset: u64, len: u64) {
+    let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+        return;
+    };
+    // SAFETY: advice on a descriptor `file` keeps open; no memory of ours is passed.
+    unsafe { libc::posix_fadvise(file.as_raw_fd(), offset, len, libc::POSIX_FADV_DONTNEED) };
 }
 
 /// The CPUs this thread may run on (its affinity mask); `None` where it cannot be told.

@@ -165,6 +165,10 @@ pub enum Serve {
     PageCache,
     /// `FOPEN_DIRECT_IO`: every read of the application reaches the filesystem as it is.
     DirectIo,
+    /// As [`PageCache`](Self::PageCache), with `FOPEN_KEEP_CACHE`: an open keeps the pages
+    /// cached before it (without it, every open drops them), so a test can see what a
+    /// reader leaves in the page cache.
+    KeepCache,
 }
 
 /// Counters of what the filesystem was asked and did, across all files.

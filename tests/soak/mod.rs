@@ -314,6 +314,7 @@ fn fuse_round(s: &Settings, n: usize, seed: u64, what: &str, t: &mut Totals) -> 
     let serve = match s.serve {
         Serve::PageCache => "page cache",
         Serve::DirectIo => "direct_io",
+        Serve::KeepCache => "keep cache",
     };
     Some(format!(
         "FUSE {serve:10} {n} files {:5.1} MiB, {failed:2} failed as faulted, {} EIO, {} slow",

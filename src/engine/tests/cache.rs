@@ -312,3 +312,23 @@ fn reads_that_go_to_the_disk_buffered_stay_within_the_cold_window() {
         );
     }
 }
+
+/// The engine's settings in these tests: one window for every cached read, offloading
+/// large cached reads (`offload(true)`).
+pub(super) fn limits(read_size: usize, warm_window: usize) -> Limits {
+    Limits {
+        read_size,
+        direct: false,
+        depth: 16,
+        max_open: 4,
+        // No bound but the pool's (larger than any test's): the tests of a window set one.
+        cold_window: usize::MAX / 2,
+        warm_window,
+        inline_window: warm_window,
+        small_window: warm_window,
+        offload_depth: 2,
+        offload: true,
+        uncached: false,
+        drain_timeout: crate::consts::DEFAULT_DRAIN_TIMEOUT,
+    }
+}

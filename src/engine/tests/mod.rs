@@ -24,6 +24,7 @@ use crate::io::{finish_open, open_source, FromCache, OpenResult};
 use crate::source::RawFd;
 use crate::sys::Opener;
 use crate::tests::disk_tempdir;
+use cache::limits;
 
 /// What the script says one read returns.
 #[derive(Clone, Copy, Debug)]
@@ -516,25 +517,6 @@ fn poisoned(io: Scripted<'_>, pool: usize, limits: Limits) -> Engine<'_> {
     let mut e = Engine::new(Box::new(io), Pool::with_capacity(pool).unwrap(), limits);
     e.set_poison(POISON);
     e
-}
-
-/// The engine's settings in these tests: one window for every cached read, offloading
-/// large cached reads (`offload(true)`).
-fn limits(read_size: usize, warm_window: usize) -> Limits {
-    Limits {
-        read_size,
-        direct: false,
-        depth: 16,
-        max_open: 4,
-        // No bound but the pool's (larger than any test's): the tests of a window set one.
-        cold_window: usize::MAX / 2,
-        warm_window,
-        inline_window: warm_window,
-        small_window: warm_window,
-        offload_depth: 2,
-        offload: true,
-        drain_timeout: crate::consts::DEFAULT_DRAIN_TIMEOUT,
-    }
 }
 
 /// Every queued file, read through `fill_buf`/`consume`: its bytes or its error's message.

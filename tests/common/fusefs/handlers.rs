@@ -56,6 +56,7 @@ impl Filesystem for FaultFs {
         let flags = match state.serve {
             Serve::PageCache => FopenFlags::empty(),
             Serve::DirectIo => FopenFlags::FOPEN_DIRECT_IO,
+            Serve::KeepCache => FopenFlags::FOPEN_KEEP_CACHE,
         };
         let error = faults.open_error;
         let reply: Job = Box::new(move || match error {

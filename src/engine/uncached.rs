@@ -1,0 +1,145 @@
+//! Leaving the page cache as it was found (`uncached(true)`): which reads carry
+//! `RWF_DONTCACHE`, and, where a filesystem refuses it, which reads' pages are dropped once
+//! they have come back (`POSIX_FADV_DONTNEED`). Only pages the reader brought in are ever
+//! dropped: a read whose pages were (partly) cached before, or that cannot tell, keeps them.
+
+use super::Core;
+use crate::pool::Region;
+use crate::queue::{CacheUse, FileEntry};
+use crate::source::{FdRef, Source};
+use crate::sys;
+
+/// How a read of `len` bytes at `offset` of the file at `idx` leaves the page cache: whether
+/// it carries `RWF_DONTCACHE`, and whether its pages are dropped once it has come back.
+/// `guess_cold`: the policy's guess that the read goes to the device, for where the kernel
+/// cannot tell what is cached. Decides the file's way at its first read.
+pub(super) fn for_read(
+    core: &mut Core<'_>,
+    idx: usize,
+    (offset, len): (u64, usize),
+    guess_cold: bool,
+) -> (bool, bool) {
+    let entry = core.queue.get_mut(idx).expect("index from the queue");
+    let fd = entry.fd().cloned().expect("read only once open");
+    let cache_use = match entry.cache_use() {
+        CacheUse::Undecided if sys::uncached_refused(fd.device()) => {
+            let to_stop = entry.stop().saturating_sub(offset);
+            read_no_further(entry, &fd);
+            let cold = none_cached(core, &fd, offset, to_stop) == Some(true);
+            core.stats.files_dropped_behind += 1;
+            CacheUse::DropBehind {
+                cold_from: cold.then_some(offset),
+            }
+        }
+        CacheUse::Undecided => {
+            core.stats.files_uncached += 1;
+            CacheUse::Uncached
+        }
+        decided => decided,
+    };
+    let entry = core.queue.get_mut(idx).expect("index from the queue");
+    entry.set_cache_use(cache_use);
+    match cache_use {
+        CacheUse::Uncached => (true, false),
+        CacheUse::DropBehind { cold_from } => {
+            let ours = cold_from.is_some()
+                || none_cached(core, &fd, offset, len as u64).unwrap_or(guess_cold);
+            (false, ours)
+        }
+        CacheUse::Undecided => unreachable!("decided above"),
+    }
+}
+
+/// A file read with its pages dropped behind is read without the kernel's readahead (the
+/// reader reads ahead itself, at depth), so its reads bring in their own pages only: see
+/// `sys::no_readahead`. Only a file the reader opened by path: the open file description
+/// of a file handed in is the caller's too.
+fn read_no_further(entry: &FileEntry<'_>, fd: &FdRef<'_>) {
+    if matches!(entry.source, Source::Path(_)) {
+        sys::no_readahead(fd.file());
+    }
+}
+
+/// Whether no page of `len` bytes of `fd` at `offset` is cached; `None` where the kernel
+/// cannot tell.
+fn none_cached<'a>(core: &mut Core<'a>, fd: &FdRef<'a>, offset: u64, len: u64) -> Option<bool> {
+    let (cached, _pages) = core.io.pages_cached(fd, offset, len)?;
+    Some(cached == 0)
+}
+
+/// Chunk `i`'s read, sent with `RWF_DONTCACHE`, was refused it: the filesystem is remembered
+/// (for every reader of the process), its file goes on buffered with its reads' pages
+/// dropped behind, and the read is sent again without the flag. Nothing of the file was
+/// brought in by its refused reads, so what is cached now was cached before.
+pub(super) fn refused(core: &mut Core<'_>, i: usize, region: Region) {
+    let (file, at, left) = {
+        let chunk = &core.chunks[i];
+        let left = chunk.want() - chunk.from();
+        (chunk.file(), chunk.resume_at(), left as u64)
+    };
+    let entry = core.queue.by_id_mut(file).expect("a live chunk's file");
+    let fd = entry.fd().cloned().expect("open while reads are in flight");
+    let to_stop = entry.stop().saturating_sub(at);
+    sys::note_uncached_refused(fd.device());
+    if entry.cache_use() == CacheUse::Uncached {
+        read_no_further(entry, &fd);
+        let cold = none_cached(core, &fd, at, to_stop) == Some(true);
+        let entry = core.queue.by_id_mut(file).expect("a live chunk's file");
+        entry.set_cache_use(CacheUse::DropBehind {
+            cold_from: cold.then_some(at),
+        });
+        core.stats.files_uncached -= 1;
+        core.stats.files_dropped_behind += 1;
+    }
+    let entry = core.queue.by_id_mut(file).expect("a live chunk's file");
+    let cold = matches!(
+        entry.cache_use(),
+        CacheUse::DropBehind { cold_from: Some(_) }
+    );
+    if cold || none_cached(core, &fd, at, left) == Some(true) {
+        core.chunks[i].set_drop_behind();
+    }
+    core.resubmit(i, region, fd);
+}
+
+/// Chunk `i` came back whole (`filled` bytes from its offset): where its pages are the
+/// reader's own on a filesystem that refuses `RWF_DONTCACHE`, they are dropped now. Its
+/// bytes are in the pool: the page cache's copy serves no one the reader found there, and
+/// now, unlike once the consumer has passed them, the descriptor is surely still open.
+pub(super) fn came_back(core: &mut Core<'_>, i: usize, filled: usize) {
+    let chunk = &core.chunks[i];
+    if !chunk.drop_behind() || filled == 0 {
+        return;
+    }
+    let (file, offset) = (chunk.file(), chunk.offset());
+    let Some(fd) = core.queue.by_id_mut(file).and_then(|e| e.fd().cloned()) else {
+        return;
+    };
+    core.io.drop_behind(&fd, offset, filled as u64);
+    core.stats.bytes_dropped_behind += filled as u64;
+}
+
+/// Once every read of `file` has come back, where the file was cold: its pages from where
+/// it was cold to where its reads ended are dropped once more. A read dropped its own pages
+/// as it came back, but reads come back out of order, and the kernel's readahead for an
+/// earlier one may have brought pages of a later one in again since.
+pub(super) fn file_done(core: &mut Core<'_>, file: u64) {
+    let Some(entry) = core.queue.by_id_mut(file) else {
+        return;
+    };
+    let CacheUse::DropBehind {
+        cold_from: Some(from),
+    } = entry.cache_use()
+    else {
+        return;
+    };
+    if !entry.reads_finished() {
+        return;
+    }
+    let (end, fd) = (entry.progress().read_end(), entry.fd().cloned());
+    // Once: a file read again from its start (`activate_file`) asks the cache again.
+    entry.set_cache_use(CacheUse::DropBehind { cold_from: None });
+    if let Some(fd) = fd.filter(|_| end > from) {
+        core.io.drop_behind(&fd, from, end - from);
+    }
+}

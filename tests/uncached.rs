@@ -1,0 +1,246 @@
+//! `ReaderBuilder::uncached`: the bytes are exact, a file cold before a read is not cached
+//! after it, and a file cached before stays cached, on both backends; through
+//! `RWF_DONTCACHE` on the disk beside the target directory, and through the drop-behind
+//! fallback on a FUSE mount, which refuses the flag.
+//!
+//! What is cached is asked of the kernel (`cachestat`, Linux 6.5). Where the kernel or the
+//! target directory's filesystem refuses `RWF_DONTCACHE`, or a file stays cached whatever
+//! (tmpfs), the cases that need them are skipped saying why.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use common::fusefs::{FaultMount, FileSpec, Serve};
+use common::scan_outcomes::{by_index, collect, read_in_steps};
+use common::*;
+use readahead::{Outcome, ReaderBuilder, Scan, SequentialFileReader, Stats};
+
+const MIB: usize = 1 << 20;
+
+/// Pages of `path` in the page cache, and its pages (`cachestat(2)`); `None` where the
+/// kernel cannot tell.
+fn cached_pages(path: &Path) -> Option<(u64, u64)> {
+    #[repr(C)]
+    struct Range {
+        off: u64,
+        len: u64,
+    }
+    #[repr(C)]
+    #[derive(Default)]
+    struct CacheStat {
+        nr_cache: u64,
+        nr_dirty: u64,
+        nr_writeback: u64,
+        nr_evicted: u64,
+        nr_recently_evicted: u64,
+    }
+    let file = File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    let range = Range { off: 0, len };
+    let mut stat = CacheStat::default();
+    // SAFETY: the kernel reads `range` and writes `stat`, both live and laid out as
+    // `cachestat(2)` defines, for the call; the descriptor is open (`file`).
+    let ret = unsafe {
+        libc::syscall(
+            451, // cachestat, on every architecture the tests run on
+            file.as_raw_fd(),
+            &range as *const Range,
+            &mut stat as *mut CacheStat,
+            0u32,
+        )
+    };
+    (ret == 0).then_some((stat.nr_cache, len.div_ceil(4096)))
+}
+
+/// Whether `path`'s filesystem takes `RWF_DONTCACHE` (one page read with it); why not.
+fn dontcache_taken(path: &Path) -> Result<(), String> {
+    let file = File::open(path).map_err(|e| e.to_string())?;
+    let mut page = vec![0u8; 4096];
+    let iov = libc::iovec {
+        iov_base: page.as_mut_ptr().cast(),
+        iov_len: page.len(),
+    };
+    // SAFETY: the kernel writes at most one page into `page`, live for the call.
+    let ret = unsafe { libc::preadv2(file.as_raw_fd(), &iov, 1, 0, 0x80) };
+    if ret < 0 {
+        return Err(format!(
+            "preadv2(RWF_DONTCACHE): {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+/// A file of `len` bytes on the disk beside the target directory, dropped from the page
+/// cache; `None` (said why) where it cannot be dropped, or the kernel cannot tell what is
+/// cached, or the filesystem refuses `RWF_DONTCACHE`.
+fn cold_file(dir: &Path, name: &str, len: usize) -> Option<PathBuf> {
+    let path = make_file(dir, name, len);
+    if let Err(why) = dontcache_taken(&path) {
+        skip_refused("RWF_DONTCACHE", why);
+        return None;
+    }
+    evict_from_page_cache(&path);
+    match cached_pages(&path) {
+        Some((0, _)) => Some(path),
+        Some((n, _)) => {
+            skip_refused(
+                "a cold file",
+                format!("{n} pages of {} stay cached", path.display()),
+            );
+            None
+        }
+        None => {
+            skip_refused("cachestat", "the kernel cannot tell what is cached");
+            None
+        }
+    }
+}
+
+/// Reads every file of `paths` with `b` made uncached: their bytes, and the reader's stats.
+fn read_uncached(b: ReaderBuilder, paths: &[PathBuf]) -> (Vec<Vec<u8>>, Stats) {
+    let mut r = reader_over(b.uncached(true), paths);
+    let got = read_all_ok(&mut r);
+    (got, r.stats())
+}
+
+#[test]
+fn uncached_reads_give_the_exact_bytes() {
+    let sizes = [0, 1, 4095, 4096, 70_000, MIB + 3, 5 * MIB, 333];
+    let files = make_files(&sizes);
+    let want = oracle_all(&files.paths);
+    for (what, b) in configs() {
+        for path in &files.paths {
+            evict_from_page_cache(path);
+        }
+        let (got, stats) = read_uncached(b, &files.paths);
+        assert_files_eq(&got, &want, &what);
+        let ways = stats.files_uncached + stats.files_dropped_behind;
+        assert!(ways > 0 && ways <= sizes.len() as u64, "{what}: {stats:?}");
+    }
+}
+
+#[test]
+fn a_cold_file_read_uncached_is_not_cached_after() {
+    let dir = tempdir();
+    let Some(path) = cold_file(dir.path(), "cold", 16 * MIB) else {
+        return;
+    };
+    let want = std::fs::read(&path).unwrap();
+    for (backend, b) in builders() {
+        evict_from_page_cache(&path);
+        let (got, stats) = read_uncached(b, std::slice::from_ref(&path));
+        assert_files_eq(&got, std::slice::from_ref(&want), &format!("{backend:?}"));
+        assert_eq!(stats.files_uncached, 1, "{backend:?}: {stats:?}");
+        assert!(stats.reads_uncached > 0, "{backend:?}: {stats:?}");
+        let (cached, _) = cached_pages(&path).unwrap();
+        assert_eq!(
+            cached, 0,
+            "{backend:?}: pages left cached by an uncached read"
+        );
+    }
+}
+
+#[test]
+fn a_file_cached_before_stays_cached() {
+    let dir = tempdir();
+    let Some(path) = cold_file(dir.path(), "warm", 8 * MIB) else {
+        return;
+    };
+    for (backend, b) in builders() {
+        // All of it cached, then its first half only.
+        for half in [false, true] {
+            evict_from_page_cache(&path);
+            let file = File::open(&path).unwrap();
+            let len = if half { 4 * MIB } else { 8 * MIB };
+            file.read_exact_at(&mut vec![0; len], 0).unwrap();
+            let (before, _) = cached_pages(&path).unwrap();
+            let (got, _) = read_uncached(b.clone(), std::slice::from_ref(&path));
+            assert_eq!(got[0].len(), 8 * MIB);
+            let (after, _) = cached_pages(&path).unwrap();
+            let what = format!("{backend:?}, half {half}");
+            assert!(
+                after >= (len / 4096) as u64,
+                "{what}: {after} pages left of {before}"
+            );
+            assert!(
+                after <= before,
+                "{what}: {after} pages cached after, {before} before"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_scan_passes_uncached_on_to_its_readers() {
+    let dir = tempdir();
+    let Some(first) = cold_file(dir.path(), "a", 3 * MIB) else {
+        return;
+    };
+    let paths = [first, make_file(dir.path(), "b", 2 * MIB + 5)];
+    evict_from_page_cache(&paths[1]);
+    let reader = SequentialFileReader::builder().uncached(true);
+    let scan = Scan::new(&paths).threads(2).reader(reader);
+    let (outcomes, summary) = collect(scan, |file| read_in_steps(file, 1 << 16));
+    let got = by_index(paths.len(), outcomes);
+    assert!(got.iter().all(|o| matches!(o, Outcome::Done(_))), "{got:?}");
+    let stats = summary.stats;
+    assert_eq!(stats.files_uncached, 2, "{stats:?}");
+    for path in &paths {
+        assert_eq!(
+            cached_pages(path).unwrap().0,
+            0,
+            "{} left cached",
+            path.display()
+        );
+    }
+}
+
+/// A FUSE mount of two files (which refuses `RWF_DONTCACHE`), the second cached before it
+/// is read: the bytes are exact, the cold file is not cached after, the other still is.
+#[test]
+fn a_filesystem_that_refuses_the_flag_drops_only_what_it_read() {
+    for (backend, b) in builders() {
+        let files = vec![
+            FileSpec::new(4 * MIB as u64),
+            FileSpec::new(3 * MIB as u64 + 7),
+        ];
+        let m = match FaultMount::new(files, Serve::KeepCache) {
+            Ok(m) => m,
+            Err(why) => return eprintln!("skipped: {why}"),
+        };
+        let refused = dontcache_taken(&m.path(0)).is_err();
+        let mut warm = Vec::new();
+        File::open(m.path(1))
+            .unwrap()
+            .read_to_end(&mut warm)
+            .unwrap();
+        let (got, stats) = read_uncached(b, &m.paths());
+        let what = format!("{backend:?}");
+        assert_files_eq(&got, &[m.expected(0), m.expected(1)], &what);
+        assert_eq!(warm, m.expected(1), "{what}: the page cache's own copy");
+        let (cold_after, _) = cached_pages(&m.path(0)).unwrap();
+        let (warm_after, warm_pages) = cached_pages(&m.path(1)).unwrap();
+        if refused {
+            assert_eq!(stats.files_dropped_behind, 2, "{what}: {stats:?}");
+            assert_eq!(
+                stats.bytes_dropped_behind,
+                4 * MIB as u64,
+                "{what}: {stats:?}"
+            );
+            assert_eq!(cold_after, 0, "{what}: pages it read left cached");
+        }
+        assert_eq!(
+            warm_after, warm_pages,
+            "{what}: pages cached before were dropped"
+        );
+        drop(got);
+        m.unmount().unwrap();
+    }
+}
