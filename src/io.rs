@@ -321,29 +321,48 @@ pub(crate) trait Io<'a>: Send {
     /// passed: then an error of kind [`TimedOut`](io::ErrorKind::TimedOut), with what has not
     /// come back still in flight (the kernel may still write into it).
     fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>, timeout: Duration) -> io::Result<()>;
-    /// Opens (if it is a path) and sizes a queued file ([`open_source`], with the backend's
-    /// [`Opener`], the one its [`start_open`](Self::start_open) takes its flags from).
-    fn open(&mut self, source: &Source<'a>, direct: bool) -> Result<Opened<'a>, Error>;
+    /// The opens the backend makes on helper threads (both real backends: the defaults of
+    /// the open methods below go through them).
+    fn thread_opens(&self) -> Option<&ThreadOpens> {
+        None
+    }
+    /// As [`thread_opens`](Self::thread_opens), to start and take opens.
+    fn thread_opens_mut(&mut self) -> Option<&mut ThreadOpens> {
+        None
+    }
+    /// Opens (if it is a path) and sizes a queued file, with the flags of the backend's
+    /// [`Opener`], the one its [`start_open`](Self::start_open) takes its flags from; on a
+    /// helper thread, waited for at most `drain_timeout`.
+    fn open(&mut self, source: &Source<'a>, direct: bool) -> Result<Opened<'a>, Error> {
+        let opens = self
+            .thread_opens_mut()
+            .expect("a backend that opens on helper threads");
+        opens.open(ToOpen::of(source)?, direct).map(Opened::attach)
+    }
     /// Starts opening a queued path (with the flags of the backend's [`Opener`]) without
     /// blocking; `false` where the backend cannot, and the path is opened with
     /// [`open`](Self::open) instead. The result comes back through
-    /// [`take_opened`](Self::take_opened), after a `reap`.
-    fn start_open(&mut self, _file: u64, _path: &Path, _direct: bool) -> bool {
-        false
+    /// [`take_opened`](Self::take_opened).
+    fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> bool {
+        (self.thread_opens_mut()).is_some_and(|opens| opens.start(file, path, direct))
     }
     /// Opens started by `start_open` that completed: (file id, what came of it).
-    fn take_opened(&mut self, _out: &mut Vec<(u64, OpenResult<'a>)>) {}
+    fn take_opened(&mut self, out: &mut Vec<(u64, OpenResult<'a>)>) {
+        if let Some(opens) = self.thread_opens_mut() {
+            opens.take(out);
+        }
+    }
     /// Where opens are made apart from reads: blocks until one started by `start_open`
     /// completes, or until the earliest under way has taken `drain_timeout` (it completes
     /// failed with `TimedOut` then), and returns `true`. `false` where the backend's opens
     /// complete with its reads (`reap`), or none is under way.
     fn wait_opens(&mut self) -> bool {
-        false
+        self.thread_opens_mut().is_some_and(ThreadOpens::wait)
     }
     /// Opens under way so long that they no longer count against the reader's depth of
     /// opens (most likely hung: see `ThreadOpens::slow`).
     fn slow_opens(&self) -> usize {
-        0
+        self.thread_opens().map_or(0, ThreadOpens::slow)
     }
     /// Whether the pool is registered with the kernel (reads are `READ_FIXED`).
     fn registered(&self) -> bool {
@@ -391,7 +410,11 @@ pub(crate) trait Io<'a>: Send {
     /// The file's size now (a read found its end before the size it had when opened);
     /// `None` where it cannot be told.
     fn size_now(&mut self, fd: &FdRef<'a>) -> Option<u64> {
-        sys::file_size(fd.file()).ok()
+        match self.thread_opens() {
+            // `fstat` may ask a hung mount: on a helper thread, waited for with a bound.
+            Some(opens) => opens.size(fd),
+            None => sys::file_size(fd.file()).ok(),
+        }
     }
     /// Switches the descriptor of a file that refused `O_DIRECT` reads to buffered ones:
     /// the same descriptor, never the file reopened by its path, which may name another

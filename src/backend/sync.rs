@@ -6,18 +6,15 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::path::Path;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::consts::Backend;
-use crate::error::Error;
 use crate::helpers;
 #[cfg(target_os = "linux")]
 use crate::io::FromCache;
-use crate::io::{Io, OpenResult, Opened, ReadDone, ReadReq, ThreadOpens, ToOpen};
-use crate::source::{FdRef, Source};
+use crate::io::{Io, ReadDone, ReadReq, ThreadOpens};
 use crate::sys::{read_at, read_uncached_at};
 
 /// Reads on helper threads at once per reader, at most: enough for the device to have
@@ -192,29 +189,12 @@ impl<'a> Io<'a> for SyncIo<'a> {
         Ok(())
     }
 
-    fn open(&mut self, source: &Source<'a>, direct: bool) -> Result<Opened<'a>, Error> {
-        let opened = self.opens.open(ToOpen::of(source)?, direct);
-        opened.map(Opened::attach)
+    fn thread_opens(&self) -> Option<&ThreadOpens> {
+        Some(&self.opens)
     }
 
-    fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> bool {
-        self.opens.start(file, path, direct)
-    }
-
-    fn take_opened(&mut self, out: &mut Vec<(u64, OpenResult<'a>)>) {
-        self.opens.take(out);
-    }
-
-    fn wait_opens(&mut self) -> bool {
-        self.opens.wait()
-    }
-
-    fn slow_opens(&self) -> usize {
-        self.opens.slow()
-    }
-
-    fn size_now(&mut self, fd: &FdRef<'a>) -> Option<u64> {
-        self.opens.size(fd)
+    fn thread_opens_mut(&mut self) -> Option<&mut ThreadOpens> {
+        Some(&mut self.opens)
     }
 
     fn rebind<'b>(self: Box<Self>) -> Box<dyn Io<'b> + 'b> {

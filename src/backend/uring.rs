@@ -37,18 +37,13 @@ use std::fs::File;
 use std::io;
 use std::mem::{self, ManuallyDrop};
 use std::os::fd::{AsRawFd, BorrowedFd};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use io_uring::{opcode, squeue, types, CompletionQueue, IoUring};
 
 use crate::consts::Backend;
-use crate::error::Error;
-use crate::io::{
-    FromCache, Io, KernelRead, OpenResult, Opened, ReadDone, ReadReq, ThreadOpens, ToOpen,
-};
+use crate::io::{FromCache, Io, KernelRead, ReadDone, ReadReq, ThreadOpens};
 use crate::pool::Pool;
-use crate::source::{FdRef, Source};
 use crate::sys;
 
 use super::setup::{check_features, set_up};
@@ -368,31 +363,6 @@ impl<'a> Io<'a> for Ring<'a> {
         req.read_cached(|done| self.flight.reads.push_ready(done))
     }
 
-    fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> bool {
-        self.opens.start(file, path, direct)
-    }
-
-    fn take_opened(&mut self, out: &mut Vec<(u64, OpenResult<'a>)>) {
-        self.opens.take(out);
-    }
-
-    fn wait_opens(&mut self) -> bool {
-        self.opens.wait()
-    }
-
-    fn slow_opens(&self) -> usize {
-        self.opens.slow()
-    }
-
-    fn size_now(&mut self, fd: &FdRef<'a>) -> Option<u64> {
-        self.opens.size(fd)
-    }
-
-    fn open(&mut self, source: &Source<'a>, direct: bool) -> Result<Opened<'a>, Error> {
-        let opened = self.opens.open(ToOpen::of(source)?, direct);
-        opened.map(Opened::attach)
-    }
-
     fn cancel(&mut self, id: u64) {
         self.flight.cancel(&mut self.kernel, id);
     }
@@ -424,6 +394,14 @@ impl<'a> Io<'a> for Ring<'a> {
     fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>, timeout: Duration) -> io::Result<()> {
         self.opens.close_all(Instant::now().checked_add(timeout));
         self.flight.shutdown(&mut self.kernel, out, timeout)
+    }
+
+    fn thread_opens(&self) -> Option<&ThreadOpens> {
+        Some(&self.opens)
+    }
+
+    fn thread_opens_mut(&mut self) -> Option<&mut ThreadOpens> {
+        Some(&mut self.opens)
     }
 
     fn rebind<'b>(self: Box<Self>) -> Box<dyn Io<'b> + 'b> {
