@@ -257,10 +257,11 @@ impl ReaderBuilder {
     ///
     /// Opens, and the `pread` backend's reads, are made on helper threads (see
     /// [`helper_threads`](crate::helper_threads)), so that one a hung mount never answers
-    /// blocks a helper thread, not the caller: an open that has not returned after this long
-    /// fails its file with an error of kind [`TimedOut`](std::io::ErrorKind::TimedOut)
-    /// naming it, and the reader goes on with the next. Opens started together time out
-    /// together.
+    /// blocks a helper thread, not the caller (a path in a directory where a file was
+    /// already found on a local filesystem opens on the caller's thread): an open that has
+    /// not returned after this long fails its file with an error of kind
+    /// [`TimedOut`](std::io::ErrorKind::TimedOut) naming it, and the reader goes on with the
+    /// next. Opens started together time out together.
     ///
     /// The kernel writes into the reader's buffer pool until each read's completion is
     /// reaped, so the pool cannot be freed before. A read of a hung device or mount (an NFS

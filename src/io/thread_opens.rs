@@ -3,8 +3,13 @@
 //! most the reader's `drain_timeout` from its start; past it, the file fails with
 //! `TimedOut`, naming itself, and whatever the open brings later is closed unseen. Opens
 //! started together time out together, so ten hung opens cost one timeout, not ten.
+//!
+//! A helper thread costs a wake-up or two an open, which a scan of many small cached files
+//! feels. So a path in a directory where a file was already opened, on a helper thread, and
+//! found on a local filesystem (`sys::may_hang`), is opened on the reader's thread, without
+//! following a symbolic link (which may lead anywhere: that one goes to a helper thread).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -39,6 +44,33 @@ pub(crate) struct ThreadOpens {
     started: HashMap<u64, (Instant, Box<Path>)>,
     /// Opens answered (or timed out) and not yet taken.
     answered: Vec<(u64, Result<Opened<'static>, Error>)>,
+    /// Directories a file was opened in and found on a local filesystem.
+    local: LocalDirs,
+}
+
+/// Directories known to lie on a local filesystem: a file in one is opened on the reader's
+/// thread. At most [`LocalDirs::MAX`] are kept (then forgotten and learned again).
+#[derive(Debug, Default)]
+struct LocalDirs(HashSet<Box<Path>>);
+
+impl LocalDirs {
+    const MAX: usize = 4096;
+
+    /// A file in `path`'s directory was opened and found on a local filesystem.
+    fn learn(&mut self, path: &Path) {
+        let Some(dir) = path.parent() else { return };
+        if self.0.len() >= Self::MAX {
+            self.0.clear();
+        }
+        if !self.0.contains(dir) {
+            self.0.insert(dir.into());
+        }
+    }
+
+    /// Whether `path`'s directory is known to be local.
+    fn holds(&self, path: &Path) -> bool {
+        path.parent().is_some_and(|dir| self.0.contains(dir))
+    }
 }
 
 impl ThreadOpens {
@@ -52,12 +84,34 @@ impl ThreadOpens {
             rx,
             started: HashMap::new(),
             answered: Vec::new(),
+            local: LocalDirs::default(),
+        }
+    }
+
+    /// Opens `path` on this thread where its directory is known to be local (see the module
+    /// docs); `None` where it is not, or the path is a symbolic link: open it on a helper
+    /// thread.
+    fn open_here(&mut self, path: &Path, direct: bool) -> Option<Result<Opened<'static>, Error>> {
+        if !self.local.holds(path) {
+            return None;
+        }
+        match self.opener.open_no_follow(path, direct) {
+            Ok((file, flags)) => Some(super::finish_open(file, flags, direct, path)),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => None,
+            Err(source) => Some(Err(Error::Open {
+                path: FileName::Path(path.to_path_buf()),
+                source,
+            })),
         }
     }
 
     /// Starts opening `path` for file `file` on a helper thread; `false` where no helper
     /// thread can be had (the open is then made with [`open`](Self::open), which says why).
     pub(crate) fn start(&mut self, file: u64, path: &Path, direct: bool) -> bool {
+        if let Some(opened) = self.open_here(path, direct) {
+            self.answered.push((file, opened));
+            return true;
+        }
         let (tx, mut opener) = (self.tx.clone(), self.opener);
         let to_open = ToOpen::Path(path.into());
         let job = move || {
@@ -153,6 +207,11 @@ impl ThreadOpens {
 
     /// Opens and sizes `source` on a helper thread, waiting for it at most the timeout.
     pub(crate) fn open(&mut self, to_open: ToOpen, direct: bool) -> Result<Opened<'static>, Error> {
+        if let ToOpen::Path(path) = &to_open {
+            if let Some(opened) = self.open_here(path, direct) {
+                return opened;
+            }
+        }
         let name = to_open.name();
         let (tx, rx) = mpsc::sync_channel(1);
         let mut opener = self.opener;
@@ -170,6 +229,11 @@ impl ThreadOpens {
         match rx.recv_timeout(self.timeout) {
             Ok((opened, opener)) => {
                 self.opener.learn(opener);
+                if let (FileName::Path(path), Ok(o)) = (&name, &opened) {
+                    if !o.fd.may_hang() {
+                        self.local.learn(path);
+                    }
+                }
                 opened
             }
             Err(_) => Err(timed_out(name, self.timeout)),
@@ -211,9 +275,13 @@ impl ThreadOpens {
     /// Takes an answer from a helper thread, unless its open was given up on.
     fn answered_with(&mut self, (file, opened, opener): Answer) {
         self.opener.learn(opener);
-        if self.started.remove(&file).is_some() {
-            self.answered.push((file, opened));
+        let Some((_, path)) = self.started.remove(&file) else {
+            return;
+        };
+        if opened.as_ref().is_ok_and(|o| !o.fd.may_hang()) {
+            self.local.learn(&path);
         }
+        self.answered.push((file, opened));
     }
 }
 
@@ -228,5 +296,54 @@ fn timed_out(path: FileName, timeout: Duration) -> Error {
                  helper thread and the file given up on"
             ),
         ),
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// Waits for every open under way and takes what came of them.
+    fn take_all(opens: &mut ThreadOpens) -> Vec<(u64, OpenResult<'static>)> {
+        let mut out = Vec::new();
+        while !opens.started.is_empty() {
+            opens.wait();
+            opens.take(&mut out);
+        }
+        opens.take(&mut out);
+        out
+    }
+
+    #[test]
+    fn a_directory_found_local_opens_its_files_here_but_not_its_links() {
+        let dir = crate::tests::disk_tempdir();
+        let (a, b, link) = (
+            dir.path().join("a"),
+            dir.path().join("b"),
+            dir.path().join("l"),
+        );
+        std::fs::write(&a, b"aa").unwrap();
+        std::fs::write(&b, b"bbb").unwrap();
+        std::os::unix::fs::symlink(&b, &link).unwrap();
+        let mut opens = ThreadOpens::new(Duration::from_secs(30));
+        // The first file of the directory: on a helper thread.
+        assert!(opens.start(1, &a, false));
+        assert_eq!(opens.started.len(), 1, "on a helper thread");
+        let got = take_all(&mut opens);
+        assert!(matches!(&got[..], [(1, Ok(o))] if o.size == 2), "{got:?}");
+        // The directory is local now: opened at once, here.
+        assert!(opens.start(2, &b, false));
+        assert!(opens.started.is_empty(), "opened on this thread");
+        let got = take_all(&mut opens);
+        assert!(matches!(&got[..], [(2, Ok(o))] if o.size == 3), "{got:?}");
+        // A link may lead anywhere: on a helper thread, and followed there.
+        assert!(opens.start(3, &link, false));
+        assert_eq!(opens.started.len(), 1, "a link goes to a helper thread");
+        let got = take_all(&mut opens);
+        assert!(matches!(&got[..], [(3, Ok(o))] if o.size == 3), "{got:?}");
+        // A missing file of the local directory fails here, naming itself.
+        assert!(opens.start(4, &dir.path().join("missing"), false));
+        let got = take_all(&mut opens);
+        assert!(matches!(&got[..], [(4, Err(_))]), "{got:?}");
     }
 }

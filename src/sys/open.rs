@@ -82,8 +82,17 @@ impl Opener {
     /// Opens `path` with [`flags`](Self::flags), dropping those the kernel refuses. Returns
     /// the file and the flags it was opened with.
     pub(crate) fn open(&mut self, path: &Path, direct: bool) -> io::Result<(File, i32)> {
+        self.open_with(path, self.flags(direct))
+    }
+
+    /// As [`open`](Self::open), but a symbolic link is not followed: it fails with `ELOOP`
+    /// (for a caller that knows where `path`'s directory lies, but not where a link leads).
+    pub(crate) fn open_no_follow(&mut self, path: &Path, direct: bool) -> io::Result<(File, i32)> {
+        self.open_with(path, self.flags(direct) | libc::O_NOFOLLOW)
+    }
+
+    fn open_with(&mut self, path: &Path, mut flags: i32) -> io::Result<(File, i32)> {
         let open = |flags: i32| OpenOptions::new().read(true).custom_flags(flags).open(path);
-        let mut flags = self.flags(direct);
         loop {
             match open(flags) {
                 Ok(f) => return Ok((f, flags)),

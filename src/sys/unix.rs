@@ -297,10 +297,9 @@ fn fcntl(file: &File, cmd: i32, arg: i32) -> io::Result<i32> {
     Ok(ret)
 }
 
-/// Whether `file` lies on a filesystem whose calls may wait on a server or a daemon for good
-/// (FUSE, NFS, SMB, Ceph, 9P, AFS), rather than on a local device: its reads are never
-/// copied on the reader's thread. Asked once a file, on a helper thread (see `helpers`), as
-/// `fstatfs` itself may ask the server.
+/// Whether `file` lies where calls may wait on a server or daemon for good (FUSE, NFS, SMB,
+/// Ceph, 9P, AFS): its reads are never copied on the reader's thread. Asked once a file, on
+/// a helper thread (see `helpers`), as `fstatfs` itself may ask the server.
 #[cfg(target_os = "linux")]
 pub(crate) fn may_hang(file: &File) -> bool {
     const REMOTE: [i64; 9] = [
@@ -325,10 +324,11 @@ pub(crate) fn may_hang(file: &File) -> bool {
     REMOTE.contains(&(fs.f_type as i64))
 }
 
-/// Off Linux, every file is read as one on a local device.
+/// Off Linux, where the filesystem is not asked, every file is taken as one that may hang:
+/// its directory's other files are opened on helper threads too.
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn may_hang(_file: &File) -> bool {
-    false
+    true
 }
 
 /// The descriptor's status flags (`fcntl(F_GETFL)`): access mode, `O_NONBLOCK`, ...

@@ -37,6 +37,11 @@ impl Opener {
     pub(crate) fn open(&mut self, path: &Path, _direct: bool) -> io::Result<(File, i32)> {
         Ok((OpenOptions::new().read(true).open(path)?, 0))
     }
+
+    /// As [`open`](Self::open): links are followed here.
+    pub(crate) fn open_no_follow(&mut self, path: &Path, direct: bool) -> io::Result<(File, i32)> {
+        self.open(path, direct)
+    }
 }
 
 /// Direct I/O is not offered here: never.
@@ -49,9 +54,10 @@ pub(crate) fn reopen_direct(_file: &File, _opener: &mut Opener) -> Option<(File,
     None
 }
 
-/// Every file is read as one on a local device here.
+/// The filesystem is not asked here: every file is taken as one that may hang, so that its
+/// directory's other files are opened on helper threads too.
 pub(crate) fn may_hang(_file: &File) -> bool {
-    false
+    true
 }
 
 /// No `O_NONBLOCK` on files here: the duplicate it is.
