@@ -2,13 +2,13 @@
 //!
 //! - `uring`: one io_uring ring, reads submitted and reaped in batches (Linux only); `setup`
 //!   makes the ring and checks what the kernel allows.
-//! - [`sync`]: plain `pread` on helper threads (everywhere).
+//! - [`pread`]: plain `pread` on helper threads (everywhere).
 //!
 //! Both open files on helper threads ([`ThreadOpens`](crate::io::ThreadOpens)).
 
+pub(crate) mod pread;
 #[cfg(target_os = "linux")]
 mod setup;
-pub(crate) mod sync;
 #[cfg(target_os = "linux")]
 pub(crate) mod uring;
 

@@ -3,15 +3,15 @@
 //! It knows nothing of the kernel: reads go through the [`Io`] trait, which the io_uring
 //! backend, the `pread` backend and the tests' scripted completion source implement.
 //!
-//! It is built in layers, each owning its state and built on the one below it; the state
+//! It is four types, each owning the next (an order of ownership, not of calls): the state
 //! they share (the backend, the pool, the queue, the chunks, the counters) is the `Core`'s,
-//! which every layer reaches, each part through its own interface:
+//! and each upper type also works on the `Core`'s parts directly, through their methods:
 //!
 //! | type | file | job | state |
 //! |---|---|---|---|
 //! | `Engine` | `mod.rs`, `records.rs` | what the reader calls: `fill_buf` and `consume` (the spill's bytes first), records copied out of the pool, `skip` | [`records::Spill`] |
 //! | `Stream` | `stream.rs` | the current file's bytes in the pool: `fill`, `consume`, move on, activate | `exposed` |
-//! | `ReadAhead` | `wait.rs` | refilling, waiting (bounded: `hung`), draining | the scheduler, completions, `unread`, `hung` |
+//! | `ReadAhead` | `read_ahead.rs` | refilling, waiting (bounded: `hung`), draining | the scheduler, completions, `unread`, `hung` |
 //! | `Core` | `core.rs` | what the layers share: backend, pool, queue, chunks, counters; dropping reads | - |
 //!
 //! Beside them, each with the state it owns: `issue` (which read goes next:
@@ -38,10 +38,10 @@ mod front;
 mod issue;
 mod opens;
 mod policy;
+mod read_ahead;
 mod records;
 mod stream;
 mod uncached;
-mod wait;
 
 use std::io;
 use std::path::Path;
@@ -62,8 +62,8 @@ use crate::stats::Stats;
 use chunks::Chunks;
 use complete::Completions;
 use issue::Scheduler;
+pub(crate) use read_ahead::QueuedFile;
 use records::Spill;
-pub(crate) use wait::QueuedFile;
 
 /// Settings the engine works by.
 #[derive(Clone, Copy, Debug)]
@@ -132,7 +132,7 @@ pub(super) struct ReadAhead<'a> {
     /// The first error of a file dropped before any caller was given it (see
     /// `unread_error`), until the reader's `take_unread_error` takes it.
     unread: Option<Error>,
-    /// Whether a wait gave up on a read that may never complete (see `wait.rs`).
+    /// Whether a wait gave up on a read that may never complete (see `read_ahead.rs`).
     hung: bool,
     /// Whether the read-ahead was given up (`abandon`): its drain waits for nothing.
     abandoned: bool,

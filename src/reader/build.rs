@@ -1,7 +1,7 @@
 //! Building a reader: the pool, the engine's limits from the settings, and the backend
 //! (io_uring where the kernel allows it and the settings ask for it, else `pread`).
 
-use crate::backend::sync::SyncIo;
+use crate::backend::pread::PreadIo;
 use crate::backend::{self, RingConfig};
 use std::sync::Arc;
 use std::time::Duration;
@@ -67,13 +67,13 @@ fn pick_backend<'a>(config: &ReaderBuilder, pool: &Pool) -> Result<Box<dyn Io<'a
         open_timeout: config.drain_timeout,
     };
     Ok(match config.backend {
-        Backend::Pread => Box::new(SyncIo::new(config.drain_timeout)),
+        Backend::Pread => Box::new(PreadIo::new(config.drain_timeout)),
         choice => match backend::ring(ring_config, pool) {
             Ok(ring) => ring,
             Err(source) if choice == Backend::IoUring => {
                 return Err(Error::IoUringUnavailable { source })
             }
-            Err(_) => Box::new(SyncIo::new(config.drain_timeout)),
+            Err(_) => Box::new(PreadIo::new(config.drain_timeout)),
         },
     })
 }

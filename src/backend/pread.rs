@@ -23,7 +23,7 @@ const READ_THREADS: usize = 4;
 
 /// Reads with `pread` on helper threads, as many at once as [`READ_THREADS`].
 #[derive(Debug)]
-pub(crate) struct SyncIo<'a> {
+pub(crate) struct PreadIo<'a> {
     /// Reads handed over, waiting for a helper thread, in order.
     waiting: VecDeque<ReadReq<'a>>,
     /// Reads on helper threads.
@@ -36,11 +36,11 @@ pub(crate) struct SyncIo<'a> {
     opens: ThreadOpens,
 }
 
-impl SyncIo<'_> {
+impl PreadIo<'_> {
     /// Reads on helper threads, whose opens are waited for at most `open_timeout`.
     pub(crate) fn new(open_timeout: Duration) -> Self {
         let (tx, rx) = mpsc::channel();
-        SyncIo {
+        PreadIo {
             waiting: VecDeque::new(),
             running: 0,
             tx,
@@ -51,7 +51,7 @@ impl SyncIo<'_> {
     }
 }
 
-impl<'a> SyncIo<'a> {
+impl<'a> PreadIo<'a> {
     /// Hands waiting reads to helper threads while fewer than [`READ_THREADS`] run. Where no
     /// helper thread can be had and none runs, the read fails with why.
     fn start_waiting(&mut self) {
@@ -119,7 +119,7 @@ impl<'a> SyncIo<'a> {
     }
 }
 
-impl<'a> Io<'a> for SyncIo<'a> {
+impl<'a> Io<'a> for PreadIo<'a> {
     fn backend(&self) -> Backend {
         Backend::Pread
     }
@@ -203,7 +203,7 @@ impl<'a> Io<'a> for SyncIo<'a> {
             0,
             "rebinding a backend with reads in flight"
         );
-        Box::new(SyncIo::new(self.opens.timeout()))
+        Box::new(PreadIo::new(self.opens.timeout()))
     }
 }
 
