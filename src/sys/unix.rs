@@ -66,12 +66,10 @@ pub(crate) fn reopen_direct(file: &File, opener: &mut Opener) -> Option<(File, i
     }
 }
 
-/// A descriptor of the reader's own without `O_NONBLOCK`, for the duplicate `file` of a
-/// file handed in whose flags (shared with the caller's) hold it: the ring may answer every
-/// uncached read of it with `EAGAIN`. Reopened on Linux (`/proc/self/fd` finds the file
-/// itself), as a queued path is opened, the caller's flags left alone. `None` where it has
-/// no `O_NONBLOCK`, or cannot be reopened (no permission by path): the duplicate it is. An
-/// open: made on a helper thread.
+/// For the duplicate `file` of a file handed in with `O_NONBLOCK` (whose reads the ring may
+/// answer `EAGAIN`), the file reopened on Linux without it, through `/proc/self/fd`, the
+/// caller's flags left alone; `None` where it has no `O_NONBLOCK` or cannot be reopened
+/// (the duplicate it is). An open: made on a helper thread.
 pub(crate) fn reopen_if_nonblocking(file: &File, opener: &mut Opener) -> Option<File> {
     let nonblocking = status_flags(file).is_ok_and(|f| has(f, libc::O_NONBLOCK));
     if !(cfg!(target_os = "linux") && nonblocking) {
