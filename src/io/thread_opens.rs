@@ -7,7 +7,9 @@
 //! A helper thread costs a wake-up or two an open, which a scan of many small cached files
 //! feels. So a path in a directory where a file was already opened, on a helper thread, and
 //! found on a local filesystem (`sys::may_hang`), is opened on the reader's thread, without
-//! following a symbolic link (which may lead anywhere: that one goes to a helper thread).
+//! following a symbolic link (which may lead anywhere: that one goes to a helper thread);
+//! and so is a file handed in whose device, as the kernel has it cached
+//! (`sys::cached_device`), is one such a file lay on.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -44,32 +46,52 @@ pub(crate) struct ThreadOpens {
     started: HashMap<u64, (Instant, Box<Path>)>,
     /// Opens answered (or timed out) and not yet taken.
     answered: Vec<(u64, Result<Opened<'static>, Error>)>,
-    /// Directories a file was opened in and found on a local filesystem.
-    local: LocalDirs,
+    /// Directories and devices files were found on, on a local filesystem.
+    local: Local,
 }
 
-/// Directories known to lie on a local filesystem: a file in one is opened on the reader's
-/// thread. At most [`LocalDirs::MAX`] are kept (then forgotten and learned again).
+/// Directories and devices known to lie on a local filesystem: a file in one is opened on
+/// the reader's thread. At most [`Local::MAX`] directories are kept (then forgotten and
+/// learned again).
 #[derive(Debug, Default)]
-struct LocalDirs(HashSet<Box<Path>>);
+struct Local {
+    dirs: HashSet<Box<Path>>,
+    devices: HashSet<u64>,
+}
 
-impl LocalDirs {
+impl Local {
     const MAX: usize = 4096;
 
-    /// A file in `path`'s directory was opened and found on a local filesystem.
-    fn learn(&mut self, path: &Path) {
-        let Some(dir) = path.parent() else { return };
-        if self.0.len() >= Self::MAX {
-            self.0.clear();
+    /// A file (at `path`, where opened by one) was opened and found as `opened` says.
+    fn learn(&mut self, path: Option<&Path>, opened: &Opened<'_>) {
+        if opened.fd.may_hang() {
+            return;
         }
-        if !self.0.contains(dir) {
-            self.0.insert(dir.into());
+        if let Some(device) = opened.fd.device() {
+            self.devices.insert(device);
+        }
+        let Some(dir) = path.and_then(Path::parent) else {
+            return;
+        };
+        if self.dirs.len() >= Self::MAX {
+            self.dirs.clear();
+        }
+        if !self.dirs.contains(dir) {
+            self.dirs.insert(dir.into());
         }
     }
 
     /// Whether `path`'s directory is known to be local.
     fn holds(&self, path: &Path) -> bool {
-        path.parent().is_some_and(|dir| self.0.contains(dir))
+        path.parent().is_some_and(|dir| self.dirs.contains(dir))
+    }
+
+    /// Whether the file handed in lies on a device known to be local.
+    fn holds_file(&self, to_open: &ToOpen) -> bool {
+        let ToOpen::File { file, .. } = to_open else {
+            return false;
+        };
+        sys::cached_device(file).is_some_and(|device| self.devices.contains(&device))
     }
 }
 
@@ -84,7 +106,7 @@ impl ThreadOpens {
             rx,
             started: HashMap::new(),
             answered: Vec::new(),
-            local: LocalDirs::default(),
+            local: Local::default(),
         }
     }
 
@@ -96,7 +118,9 @@ impl ThreadOpens {
             return None;
         }
         match self.opener.open_no_follow(path, direct) {
-            Ok((file, flags)) => Some(super::finish_open(file, flags, direct, path)),
+            Ok((file, flags)) => {
+                Some(super::finish_open(file, flags, direct, path).map(Opened::located))
+            }
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) => None,
             Err(source) => Some(Err(Error::Open {
                 path: FileName::Path(path.to_path_buf()),
@@ -212,6 +236,9 @@ impl ThreadOpens {
                 return opened;
             }
         }
+        if self.local.holds_file(&to_open) {
+            return to_open.open(direct, &mut self.opener);
+        }
         let name = to_open.name();
         let (tx, rx) = mpsc::sync_channel(1);
         let mut opener = self.opener;
@@ -229,10 +256,12 @@ impl ThreadOpens {
         match rx.recv_timeout(self.timeout) {
             Ok((opened, opener)) => {
                 self.opener.learn(opener);
-                if let (FileName::Path(path), Ok(o)) = (&name, &opened) {
-                    if !o.fd.may_hang() {
-                        self.local.learn(path);
-                    }
+                if let Ok(o) = &opened {
+                    let path = match &name {
+                        FileName::Path(path) => Some(path.as_path()),
+                        _ => None,
+                    };
+                    self.local.learn(path, o);
                 }
                 opened
             }
@@ -278,8 +307,8 @@ impl ThreadOpens {
         let Some((_, path)) = self.started.remove(&file) else {
             return;
         };
-        if opened.as_ref().is_ok_and(|o| !o.fd.may_hang()) {
-            self.local.learn(&path);
+        if let Ok(o) = &opened {
+            self.local.learn(Some(&path), o);
         }
         self.answered.push((file, opened));
     }
@@ -345,5 +374,25 @@ mod tests {
         assert!(opens.start(4, &dir.path().join("missing"), false));
         let got = take_all(&mut opens);
         assert!(matches!(&got[..], [(4, Err(_))]), "{got:?}");
+    }
+
+    #[test]
+    fn a_file_handed_in_on_a_device_found_local_is_opened_here() {
+        let dir = crate::tests::disk_tempdir();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::write(&a, b"aa").unwrap();
+        std::fs::write(&b, b"bbb").unwrap();
+        let handed_in = || ToOpen::File {
+            file: std::sync::Arc::new(std::fs::File::open(&b).unwrap()),
+            dup: false,
+        };
+        let mut opens = ThreadOpens::new(Duration::from_secs(30));
+        assert!(!opens.local.holds_file(&handed_in()), "no device known yet");
+        assert!(opens.start(1, &a, false));
+        let got = take_all(&mut opens);
+        assert!(matches!(&got[..], [(1, Ok(_))]), "{got:?}");
+        assert!(opens.local.holds_file(&handed_in()), "the same device");
+        let opened = opens.open(handed_in(), false).unwrap();
+        assert_eq!(opened.size, 3);
     }
 }

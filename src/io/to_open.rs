@@ -84,18 +84,22 @@ impl ToOpen {
             }
             ToOpen::File { file, dup } => handed_in(file, *dup, direct, opener),
         }
-        .map(|mut opened| {
-            let (may_hang, device) = (
-                sys::may_hang(opened.fd.file()),
-                sys::device_of(opened.fd.file()),
-            );
-            opened.fd = opened.fd.with_may_hang(may_hang).with_device(device);
-            opened
-        })
+        .map(Opened::located)
     }
 }
 
 impl Opened<'_> {
+    /// The same file, knowing where it lies: whether its filesystem may hang, and its
+    /// device (`fstatfs` and `fstat`, which a hung mount may never answer).
+    pub(crate) fn located(mut self) -> Self {
+        let (may_hang, device) = (
+            sys::may_hang(self.fd.file()),
+            sys::device_of(self.fd.file()),
+        );
+        self.fd = self.fd.with_may_hang(may_hang).with_device(device);
+        self
+    }
+
     /// The same file, for a reader of another lifetime: its descriptor borrows nothing.
     pub(crate) fn attach<'b>(self) -> Opened<'b> {
         Opened {

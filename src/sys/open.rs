@@ -6,6 +6,8 @@ use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+use super::unix::{bypasses_cache, clear_nonblock, reopen_path, status_flags};
+
 /// `O_NOATIME` where it exists (Linux), else nothing.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(super) const NOATIME: i32 = libc::O_NOATIME;
@@ -104,6 +106,50 @@ impl Opener {
         }
     }
 }
+
+/// A second descriptor with direct I/O for a file handed in, with the flags it was opened
+/// with, where the platform and the filesystem permit it; `None` where they do not, or where
+/// the file is not open for reading (it must fail as it would without direct I/O, not be
+/// reopened for reading), or is an `O_PATH` descriptor.
+///
+/// Linux reopens through `/proc/self/fd`, which finds the file itself even if it was renamed
+/// or deleted; macOS reopens the path `F_GETPATH` reports; elsewhere there is no way.
+pub(crate) fn reopen_direct(file: &File, opener: &mut Opener) -> Option<(File, i32)> {
+    let readable = |f: i32| f & libc::O_ACCMODE != libc::O_WRONLY && !has(f, O_PATH);
+    if !status_flags(file).is_ok_and(readable) {
+        return None;
+    }
+    let path = reopen_path(file)?;
+    match opener.open(&path, true) {
+        Ok((f, flags)) if bypasses_cache(&f, flags, true) => Some((f, flags)),
+        _ => None,
+    }
+}
+
+/// For the duplicate `file` of a file handed in with `O_NONBLOCK` (whose reads the ring may
+/// answer `EAGAIN`), the file reopened on Linux without it, through `/proc/self/fd`, the
+/// caller's flags left alone; `None` where it has no `O_NONBLOCK` or cannot be reopened
+/// (the duplicate it is). An open: made on a helper thread.
+pub(crate) fn reopen_if_nonblocking(file: &File, opener: &mut Opener) -> Option<File> {
+    let nonblocking = status_flags(file).is_ok_and(|f| has(f, libc::O_NONBLOCK));
+    if !(cfg!(target_os = "linux") && nonblocking) {
+        return None;
+    }
+    reopen_blocking(file, opener)
+}
+
+/// `file` opened again through its descriptor's path, without `O_NONBLOCK`.
+fn reopen_blocking(file: &File, opener: &mut Opener) -> Option<File> {
+    let (reopened, flags) = opener.open(&reopen_path(file)?, false).ok()?;
+    clear_nonblock(&reopened, flags).ok()?;
+    Some(reopened)
+}
+
+/// `O_PATH` where it exists: a descriptor that names a file without opening it for reading.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const O_PATH: i32 = libc::O_PATH;
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+const O_PATH: i32 = 0;
 
 #[cfg(test)]
 mod tests {

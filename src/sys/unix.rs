@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::consts::PAGE;
 use crate::error::FileName;
 
-use super::open::{has, Opener, DIRECT};
+use super::open::{has, DIRECT};
 use super::SizeError;
 
 /// How the crate names a descriptor (for errors, and to find a queued file again).
@@ -47,59 +47,15 @@ fn set_nocache(_file: &File) -> bool {
     false
 }
 
-/// A second descriptor with direct I/O for a file handed in, with the flags it was opened
-/// with, where the platform and the filesystem permit it; `None` where they do not, or where
-/// the file is not open for reading (it must fail as it would without direct I/O, not be
-/// reopened for reading), or is an `O_PATH` descriptor.
-///
-/// Linux reopens through `/proc/self/fd`, which finds the file itself even if it was renamed
-/// or deleted; macOS reopens the path `F_GETPATH` reports; elsewhere there is no way.
-pub(crate) fn reopen_direct(file: &File, opener: &mut Opener) -> Option<(File, i32)> {
-    let readable = |f: i32| f & libc::O_ACCMODE != libc::O_WRONLY && !has(f, O_PATH);
-    if !status_flags(file).is_ok_and(readable) {
-        return None;
-    }
-    let path = reopen_path(file)?;
-    match opener.open(&path, true) {
-        Ok((f, flags)) if bypasses_cache(&f, flags, true) => Some((f, flags)),
-        _ => None,
-    }
-}
-
-/// For the duplicate `file` of a file handed in with `O_NONBLOCK` (whose reads the ring may
-/// answer `EAGAIN`), the file reopened on Linux without it, through `/proc/self/fd`, the
-/// caller's flags left alone; `None` where it has no `O_NONBLOCK` or cannot be reopened
-/// (the duplicate it is). An open: made on a helper thread.
-pub(crate) fn reopen_if_nonblocking(file: &File, opener: &mut Opener) -> Option<File> {
-    let nonblocking = status_flags(file).is_ok_and(|f| has(f, libc::O_NONBLOCK));
-    if !(cfg!(target_os = "linux") && nonblocking) {
-        return None;
-    }
-    reopen_blocking(file, opener)
-}
-
-/// `file` opened again through its descriptor's path, without `O_NONBLOCK`.
-fn reopen_blocking(file: &File, opener: &mut Opener) -> Option<File> {
-    let (reopened, flags) = opener.open(&reopen_path(file)?, false).ok()?;
-    clear_nonblock(&reopened, flags).ok()?;
-    Some(reopened)
-}
-
-/// `O_PATH` where it exists: a descriptor that names a file without opening it for reading.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-const O_PATH: i32 = libc::O_PATH;
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-const O_PATH: i32 = 0;
-
 /// A path that opens the file `file` is open on.
 #[cfg(target_os = "linux")]
-fn reopen_path(file: &File) -> Option<PathBuf> {
+pub(super) fn reopen_path(file: &File) -> Option<PathBuf> {
     Some(PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd())))
 }
 
 /// A path that opens the file `file` is open on.
 #[cfg(not(target_os = "linux"))]
-fn reopen_path(file: &File) -> Option<PathBuf> {
+pub(super) fn reopen_path(file: &File) -> Option<PathBuf> {
     fd_path(file)
 }
 
@@ -320,6 +276,26 @@ pub(crate) fn may_hang(file: &File) -> bool {
     // `f_type`'s integer type differs between the C libraries.
     #[allow(clippy::unnecessary_cast)]
     REMOTE.contains(&(fs.f_type as i64))
+}
+
+/// The device (`st_dev`) of `file`'s filesystem as the kernel has it cached (`statx` with
+/// `AT_STATX_DONT_SYNC`, which asks no server or daemon, so the reader's thread may ask it);
+/// `None` where it cannot be told.
+#[cfg(target_os = "linux")]
+pub(crate) fn cached_device(file: &File) -> Option<u64> {
+    // SAFETY: `statx` is plain old data, which the kernel fills.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    let flags = libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC;
+    // SAFETY: the path is an empty C string and `stx` is borrowed mutably for the call; the
+    // descriptor is open (`file`).
+    let ret = unsafe { libc::statx(file.as_raw_fd(), c"".as_ptr(), flags, 0, &mut stx) };
+    (ret == 0).then(|| libc::makedev(stx.stx_dev_major, stx.stx_dev_minor))
+}
+
+/// Off Linux, no device is known without asking the filesystem.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn cached_device(_file: &File) -> Option<u64> {
+    None
 }
 
 /// Off Linux, where the filesystem is not asked, every file is taken as one that may hang:

@@ -54,6 +54,11 @@ pub(crate) fn reopen_direct(_file: &File, _opener: &mut Opener) -> Option<(File,
     None
 }
 
+/// No device is known here without asking the filesystem.
+pub(crate) fn cached_device(_file: &File) -> Option<u64> {
+    None
+}
+
 /// The filesystem is not asked here: every file is taken as one that may hang, so that its
 /// directory's other files are opened on helper threads too.
 pub(crate) fn may_hang(_file: &File) -> bool {
