@@ -93,6 +93,7 @@ pub(crate) const SMALL_READS_PER_HINT: u64 = 16;
 /// How many times a read is retried after `EINTR`, `EAGAIN`, `ECANCELED` or `EFAULT`, or an
 /// open after `EINTR` or `EAGAIN`, before its file fails.
 pub(crate) const MAX_RETRIES: u32 = 16;
-/// Opens a reader has under way at once, at most, each on a helper thread: enough for a
-/// directory of small cold files to keep the device busy while few threads wait.
-pub(crate) const OPEN_DEPTH: usize = 4;
+/// Opens a reader has under way at once, at most, each on a helper thread, where its
+/// `io_workers` are not set: enough for a directory of small cold files to keep the device
+/// busy. With `io_workers` set (a scan sets them), two more than those.
+pub(crate) const OPEN_DEPTH: usize = 16;

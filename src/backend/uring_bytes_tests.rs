@@ -85,6 +85,7 @@ fn the_real_ring_never_exposes_a_byte_no_read_wrote() {
             offload: true,
             uncached: false,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+            open_depth: crate::consts::OPEN_DEPTH,
         };
         let mut e = crate::engine::Engine::new(Box::new(ring), pool, limits);
         e.set_poison(SENTINEL);

@@ -94,6 +94,9 @@ pub(crate) struct Limits {
     /// The longest the reads in flight are waited for when the engine is dropped, rebound or
     /// closed (see `drain`).
     pub(crate) drain_timeout: Duration,
+    /// Opens under way at once at most, each on a helper thread (those most likely hung not
+    /// counted: see `ThreadOpens::slow`).
+    pub(crate) open_depth: usize,
 }
 
 impl Limits {

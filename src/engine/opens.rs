@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::{Core, Limits};
-use crate::consts::{DIRECT_ALIGN, MAX_RETRIES, OPEN_DEPTH};
+use crate::consts::{DIRECT_ALIGN, MAX_RETRIES};
 use crate::error::Error;
 use crate::io::{OpenResult, Opened};
 use crate::source::Source;
@@ -133,11 +133,11 @@ impl Opens {
     }
 
     /// Whether the reader holds or is opening as many descriptors as it may now, or has as
-    /// many opens under way as it may have ([`OPEN_DEPTH`], not counting those so slow that
+    /// many opens under way as it may have (`Limits::open_depth`, not counting those so slow that
     /// they most likely hung: the opens behind them go on).
     pub(super) fn at_cap(&self, core: &Core<'_>, limits: &Limits) -> bool {
         let opening = self.in_flight.saturating_sub(core.io.slow_opens());
-        self.descriptors(core) >= self.max_open(limits) || opening >= OPEN_DEPTH
+        self.descriptors(core) >= self.max_open(limits) || opening >= limits.open_depth
     }
 
     /// Takes the opens the backend finished.

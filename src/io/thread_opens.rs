@@ -6,8 +6,10 @@
 //!
 //! A helper thread costs a wake-up or two an open, which a scan of many small cached files
 //! feels. So a path in a directory where a file was already opened, on a helper thread, and
-//! found on a local filesystem (`sys::may_hang`), is opened on the reader's thread, without
-//! following a symbolic link (which may lead anywhere: that one goes to a helper thread);
+//! found on a local filesystem (`sys::may_hang`), is opened on the reader's thread where the
+//! kernel can open it from its caches (a cold inode goes to a helper thread, so that the
+//! reader reads on while the disk answers), without following a symbolic link (which may
+//! lead anywhere: that one goes to a helper thread too);
 //! and so is a file handed in whose device, as the kernel has it cached
 //! (`sys::cached_device`), is one such a file lay on.
 
@@ -24,7 +26,7 @@ use crate::source::FdRef;
 use crate::sys::{self, Opener};
 
 /// Opens of a reader that may be under way past a tenth of the timeout (most likely hung)
-/// without counting against its depth ([`OPEN_DEPTH`](crate::consts::OPEN_DEPTH)): so that
+/// without counting against its depth (`Limits::open_depth`): so that
 /// the opens behind hung ones start, and hang or not, while the hung ones wait out their
 /// timeout together.
 const MAX_SLOW: usize = 16;
@@ -111,22 +113,15 @@ impl ThreadOpens {
     }
 
     /// Opens `path` on this thread where its directory is known to be local (see the module
-    /// docs); `None` where it is not, or the path is a symbolic link: open it on a helper
-    /// thread.
+    /// docs) and the kernel can open it from what it has cached, without following a
+    /// symbolic link; `None` where not (a cold inode, a link, a missing file: any failure):
+    /// open it on a helper thread, which waits for the disk while this one reads on.
     fn open_here(&mut self, path: &Path, direct: bool) -> Option<Result<Opened<'static>, Error>> {
         if !self.local.holds(path) {
             return None;
         }
-        match self.opener.open_no_follow(path, direct) {
-            Ok((file, flags)) => {
-                Some(super::finish_open(file, flags, direct, path).map(Opened::located))
-            }
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => None,
-            Err(source) => Some(Err(Error::Open {
-                path: FileName::Path(path.to_path_buf()),
-                source,
-            })),
-        }
+        let (file, flags) = self.opener.open_cached(path, direct).ok()?;
+        Some(super::finish_open(file, flags, direct, path).map(Opened::located))
     }
 
     /// Starts opening `path` for file `file` on a helper thread; `false` where no helper

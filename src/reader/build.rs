@@ -97,5 +97,11 @@ fn limits(config: &ReaderBuilder, backend: Backend) -> Limits {
         // `O_DIRECT` leaves the cache alone already; the flag is Linux's.
         uncached: config.uncached && !config.direct_io && cfg!(target_os = "linux"),
         drain_timeout: config.drain_timeout,
+        // Helper threads are to opens what kernel workers are to reads: a reader whose
+        // workers are capped (each of a scan's) keeps as few helpers busy.
+        open_depth: config
+            .io_workers
+            .filter(|&workers| workers > 0)
+            .map_or(crate::consts::OPEN_DEPTH, |workers| workers as usize + 2),
     }
 }

@@ -81,20 +81,26 @@ impl Opener {
         }
     }
 
+    /// Opens `path` with [`flags`](Self::flags), without following a symbolic link, only
+    /// where the kernel can do it from what it has cached (see `open_cached`): a failure
+    /// says nothing of the file, only that it is to be opened with [`open`](Self::open).
+    pub(crate) fn open_cached(&self, path: &Path, direct: bool) -> io::Result<(File, i32)> {
+        let flags = self.flags(direct) | libc::O_NOFOLLOW;
+        #[cfg(target_os = "linux")]
+        return Ok((super::unix::open_cached(path, flags)?, flags));
+        // Off Linux, no open is known not to wait.
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (path, flags);
+            Err(io::ErrorKind::Unsupported.into())
+        }
+    }
+
     /// Opens `path` with [`flags`](Self::flags), dropping those the kernel refuses. Returns
     /// the file and the flags it was opened with.
     pub(crate) fn open(&mut self, path: &Path, direct: bool) -> io::Result<(File, i32)> {
-        self.open_with(path, self.flags(direct))
-    }
-
-    /// As [`open`](Self::open), but a symbolic link is not followed: it fails with `ELOOP`
-    /// (for a caller that knows where `path`'s directory lies, but not where a link leads).
-    pub(crate) fn open_no_follow(&mut self, path: &Path, direct: bool) -> io::Result<(File, i32)> {
-        self.open_with(path, self.flags(direct) | libc::O_NOFOLLOW)
-    }
-
-    fn open_with(&mut self, path: &Path, mut flags: i32) -> io::Result<(File, i32)> {
         let open = |flags: i32| OpenOptions::new().read(true).custom_flags(flags).open(path);
+        let mut flags = self.flags(direct);
         loop {
             match open(flags) {
                 Ok(f) => return Ok((f, flags)),

@@ -278,6 +278,30 @@ pub(crate) fn may_hang(file: &File) -> bool {
     REMOTE.contains(&(fs.f_type as i64))
 }
 
+/// Opens `path` with `flags` only where the kernel can do it from what it has cached
+/// (`openat2` with `RESOLVE_CACHED`, Linux 5.12): it fails with `EAGAIN` where it would
+/// wait for a disk or a daemon instead, and with `ENOSYS` or `EINVAL` where the kernel
+/// cannot tell. So the reader's own thread may ask it.
+#[cfg(target_os = "linux")]
+pub(crate) fn open_cached(path: &std::path::Path, flags: i32) -> io::Result<File> {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `open_how` is plain old data; zeroed is "no mode, no resolve flags".
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = flags as u64;
+    how.resolve = libc::RESOLVE_CACHED;
+    let size = std::mem::size_of::<libc::open_how>();
+    // SAFETY: the kernel reads the NUL-terminated path and `how`, both alive for the call.
+    let fd = unsafe { libc::syscall(libc::SYS_openat2, libc::AT_FDCWD, path.as_ptr(), &how, size) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a successful open returns a new descriptor that nothing else owns.
+    Ok(unsafe { File::from_raw_fd(fd as i32) })
+}
+
 /// The device (`st_dev`) of `file`'s filesystem as the kernel has it cached (`statx` with
 /// `AT_STATX_DONT_SYNC`, which asks no server or daemon, so the reader's thread may ask it);
 /// `None` where it cannot be told.

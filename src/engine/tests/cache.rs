@@ -330,5 +330,6 @@ pub(super) fn limits(read_size: usize, warm_window: usize) -> Limits {
         offload: true,
         uncached: false,
         drain_timeout: crate::consts::DEFAULT_DRAIN_TIMEOUT,
+        open_depth: crate::consts::OPEN_DEPTH,
     }
 }
