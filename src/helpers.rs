@@ -13,9 +13,10 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Helper threads in the process at most, idle, busy or stuck in a call that never returns.
 pub(crate) const MAX_THREADS: usize = 1024;
@@ -81,6 +82,18 @@ pub(crate) fn spawn(job: impl FnOnce() + Send + 'static) -> io::Result<()> {
         return Err(e);
     }
     Ok(())
+}
+
+/// The next answer a helper thread sends on `rx`, waited for until `deadline` (`None`: for
+/// as long as it takes).
+pub(crate) fn recv_until<T>(
+    rx: &Receiver<T>,
+    deadline: Option<Instant>,
+) -> Result<T, RecvTimeoutError> {
+    match deadline {
+        None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        Some(at) => rx.recv_timeout(at.saturating_duration_since(Instant::now())),
+    }
 }
 
 /// Helper threads running now: idle, busy, or stuck in a call that never returned.

@@ -104,11 +104,7 @@ impl<'a> PreadIo<'a> {
         if !self.finished.is_empty() || self.running == 0 {
             return true;
         }
-        let got = match deadline {
-            None => self.rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-            Some(at) => (self.rx).recv_timeout(at.saturating_duration_since(Instant::now())),
-        };
-        match got {
+        match helpers::recv_until(&self.rx, deadline) {
             Ok(done) => {
                 self.finished_one(done);
                 true

@@ -176,9 +176,10 @@ impl<'a> ReadAhead<'a> {
     /// Cancels what is in flight and waits, up to `drain_timeout`, for all of it to come
     /// back; see `Core::drain`.
     pub(super) fn drain(&mut self) -> io::Result<()> {
-        let timeout = match self.abandoned {
-            true => Duration::ZERO,
-            false => self.sched.limits().drain_timeout,
+        let timeout = if self.abandoned {
+            Duration::ZERO
+        } else {
+            self.sched.limits().drain_timeout
         };
         self.core.drain(timeout)
     }

@@ -170,10 +170,7 @@ impl ThreadOpens {
                 break;
             };
             let wake = self.next_slow().map_or(deadline, |at| at.min(deadline));
-            match self
-                .rx
-                .recv_timeout(wake.saturating_duration_since(Instant::now()))
-            {
+            match helpers::recv_until(&self.rx, Some(wake)) {
                 Ok(answer) => self.answered_with(answer),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => unreachable!("`self.tx` is never dropped"),
@@ -206,11 +203,7 @@ impl ThreadOpens {
     /// closes its file when it returns.
     pub(crate) fn close_all(&mut self, deadline: Option<Instant>) {
         while !self.started.is_empty() {
-            let got = match deadline {
-                None => self.rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-                Some(at) => (self.rx).recv_timeout(at.saturating_duration_since(Instant::now())),
-            };
-            match got {
+            match helpers::recv_until(&self.rx, deadline) {
                 Ok(answer) => self.answered_with(answer),
                 Err(_) => break,
             }
