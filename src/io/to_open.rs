@@ -89,14 +89,11 @@ impl ToOpen {
 }
 
 impl Opened<'_> {
-    /// The same file, knowing where it lies: whether its filesystem may hang, and its
-    /// device (`fstatfs` and `fstat`, which a hung mount may never answer).
+    /// The same file, knowing whether its filesystem may hang (`fstatfs`, which a hung
+    /// mount may never answer). Its device came with its size.
     pub(crate) fn located(mut self) -> Self {
-        let (may_hang, device) = (
-            sys::may_hang(self.fd.file()),
-            sys::device_of(self.fd.file()),
-        );
-        self.fd = self.fd.with_may_hang(may_hang).with_device(device);
+        let may_hang = sys::may_hang(self.fd.file());
+        self.fd = self.fd.with_may_hang(may_hang);
         self
     }
 
@@ -121,19 +118,19 @@ fn handed_in(
 ) -> Result<Opened<'static>, Error> {
     let name = || sys::name_of(file);
     if let Some((reopened, flags)) = direct.then(|| sys::reopen_direct(file, opener)).flatten() {
-        let size = sys::file_size(&reopened).map_err(|e| e.naming(name()))?;
+        let (size, device) = sys::size_and_device(&reopened).map_err(|e| e.naming(name()))?;
         sys::clear_nonblock(&reopened, flags).map_err(|source| Error::Open {
             path: name(),
             source,
         })?;
         return Ok(Opened {
-            fd: FdRef::new(Arc::new(reopened)),
+            fd: FdRef::new(Arc::new(reopened)).with_device(device),
             direct: true,
             opened_here: true,
             size,
         });
     }
-    let size = sys::file_size(file).map_err(|e| e.naming(name()))?;
+    let (size, device) = sys::size_and_device(file).map_err(|e| e.naming(name()))?;
     // A duplicate shares the caller's flags: where they hold `O_NONBLOCK`, the file is read
     // through a descriptor of its own without it (see `sys::reopen_if_nonblocking`).
     let reopened = dup
@@ -141,7 +138,7 @@ fn handed_in(
         .flatten();
     let file = reopened.map_or_else(|| file.clone(), Arc::new);
     Ok(Opened {
-        fd: FdRef::new(file),
+        fd: FdRef::new(file).with_device(device),
         direct: false,
         // A duplicate is counted, closed and, where the process has no descriptor to spare
         // (`EMFILE`), waited for or failed alone, as the files the reader opens are.
@@ -159,14 +156,14 @@ pub(crate) fn finish_open(
     path: &Path,
 ) -> Result<Opened<'static>, Error> {
     let name = || FileName::Path(path.to_path_buf());
-    let size = sys::file_size(&file).map_err(|e| e.naming(name()))?;
+    let (size, device) = sys::size_and_device(&file).map_err(|e| e.naming(name()))?;
     sys::clear_nonblock(&file, flags).map_err(|source| Error::Open {
         path: name(),
         source,
     })?;
     Ok(Opened {
         direct: sys::bypasses_cache(&file, flags, direct),
-        fd: FdRef::new(Arc::new(file)),
+        fd: FdRef::new(Arc::new(file)).with_device(device),
         opened_here: true,
         size,
     })

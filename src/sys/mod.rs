@@ -63,19 +63,10 @@ pub(crate) fn drop_from_cache(_file: &File, _offset: u64, _len: u64) {}
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn no_readahead(_file: &File) {}
 
-/// The device (`st_dev`) of the filesystem `file` lies on, by which uncached reads are
-/// remembered refused. An `fstat`, which a hung mount may never answer: asked on a helper
-/// thread, where the file is opened.
-#[cfg(unix)]
-pub(crate) fn device_of(file: &File) -> Option<u64> {
-    use std::os::unix::fs::MetadataExt;
-    file.metadata().ok().map(|m| m.dev())
-}
-
-/// No device numbers here (and no uncached reads).
-#[cfg(not(unix))]
-pub(crate) fn device_of(_file: &File) -> Option<u64> {
-    None
+/// The size of a regular file or block device; anything else cannot be read ahead (see
+/// `size_and_device`).
+pub(crate) fn file_size(file: &File) -> Result<u64, SizeError> {
+    size_and_device(file).map(|(size, _)| size)
 }
 
 /// The filesystems (by device) that refused an uncached read, for the whole process: a

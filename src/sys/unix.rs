@@ -7,7 +7,7 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileExt, FileTypeExt};
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt};
 use std::path::PathBuf;
 use std::ptr::NonNull;
 #[cfg(target_os = "linux")]
@@ -113,15 +113,16 @@ pub(crate) fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<us
     file.read_at(buf, offset)
 }
 
-/// The size of a regular file or block device; anything else cannot be read ahead.
-pub(crate) fn file_size(file: &File) -> Result<u64, SizeError> {
+/// The size of a regular file or block device (anything else cannot be read ahead), and
+/// the device of its filesystem (`st_dev`), from one `fstat`.
+pub(crate) fn size_and_device(file: &File) -> Result<(u64, Option<u64>), SizeError> {
     let meta = file.metadata().map_err(SizeError::Io)?;
-    let ft = meta.file_type();
+    let (ft, dev) = (meta.file_type(), Some(meta.dev()));
     if ft.is_file() {
-        return Ok(meta.len());
+        return Ok((meta.len(), dev));
     }
     if ft.is_block_device() {
-        return device_size(file).map_err(SizeError::Io);
+        return Ok((device_size(file).map_err(SizeError::Io)?, dev));
     }
     let kind = if ft.is_dir() {
         "directory"

@@ -85,11 +85,11 @@ pub(crate) fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<us
     file.seek_read(buf, offset)
 }
 
-/// The size of a regular file; anything else cannot be read ahead.
-pub(crate) fn file_size(file: &File) -> Result<u64, SizeError> {
+/// The size of a regular file (anything else cannot be read ahead); no device numbers here.
+pub(crate) fn size_and_device(file: &File) -> Result<(u64, Option<u64>), SizeError> {
     let meta = file.metadata().map_err(SizeError::Io)?;
     if meta.is_file() {
-        return Ok(meta.len());
+        return Ok((meta.len(), None));
     }
     Err(SizeError::NotAFile(if meta.is_dir() {
         "directory"
