@@ -32,8 +32,8 @@ mod fifo;
 use fifo::{Positions, Regions};
 
 /// The identity of the next pool built: tokens carry it, so a token of one pool is never
-/// taken for a region of another.
-static NEXT_POOL: AtomicU64 = AtomicU64::new(0);
+/// taken for a region of another. None is 0, which a default [`Span`] names.
+static NEXT_POOL: AtomicU64 = AtomicU64::new(1);
 
 /// A live region of the pool, held by the consumer side. Not `Clone`: one token per region.
 #[derive(Debug, PartialEq, Eq)]
@@ -136,6 +136,29 @@ pub(crate) struct Pool {
     /// The memory `ptr` points into (`None` for `Pool::empty`): freed when the pool is
     /// dropped, or leaked where loans are still out.
     mapping: Option<sys::Mapping>,
+    /// Loans made so far: a [`Span`] checked before the last one may no longer be read.
+    loans: u64,
+}
+
+/// A run of bytes checked once to lie in live regions that are not lent, readable through
+/// [`Pool::span_bytes`] without checking the regions again until the pool lends a region:
+/// what the consumer's record after record is read from, as std's `BufReader` reads its
+/// buffer. Only lent regions are ever written, so bytes that were not lent when checked
+/// stay as they were until the next loan.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Span {
+    /// The pool it was checked in (0 for none), and that pool's loans then.
+    pool: u64,
+    loans: u64,
+    phys: usize,
+    len: usize,
+}
+
+impl Span {
+    /// The span's length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
 }
 
 // SAFETY: the pool owns its allocation; the raw pointer is not shared with anything that is
@@ -175,6 +198,7 @@ impl Pool {
             at: Positions::new(capacity),
             regions: Regions::default(),
             mapping,
+            loans: 0,
         }
     }
 
@@ -266,6 +290,7 @@ impl Pool {
 /// The pool's bytes, and its loans: every access to the memory is here.
 impl Pool {
     /// The bytes `range` of a region that is not lent.
+    #[cfg(test)]
     pub(crate) fn bytes(&self, region: &Region, range: std::ops::Range<usize>) -> &[u8] {
         assert!(
             range.start <= range.end && range.end <= region.len,
@@ -284,28 +309,51 @@ impl Pool {
     }
 
     /// `len` bytes from `start` bytes into `first`, running on into the regions taken after
-    /// it; every region the run touches must be live, not lent and adjacent to the one before
-    /// (checked, always).
-    pub(crate) fn span(&self, first: &Region, start: usize, len: usize) -> &[u8] {
+    /// it, checked (always) to be live, not lent, and each adjacent to the one before: a
+    /// [`Span`] to read them through until the next loan.
+    pub(crate) fn span(&self, first: &Region, start: usize, len: usize) -> Span {
         let i = self.index_of(first, false);
         assert!(start <= first.len, "a run starting past its region");
-        let phys = self.phys(first) + start;
         let covered = self
             .regions
             .run(i, start + len, |end, next| self.at.adjacent(end, next));
         assert!(start + len <= covered, "a run past the regions taken");
-        // SAFETY: the run starts inside `first` (a live region of this pool, checked by
-        // `index_of`) and every byte of it lies in `first` or in the live, unlent regions
-        // right after it, checked adjacent in the allocation (none wraps), so it lies inside
-        // the allocation and nothing writes it while the shared borrow of `self` lives; the
-        // mapping is zero-filled, so every byte is initialised.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(phys), len) }
+        Span {
+            pool: self.id,
+            loans: self.loans,
+            phys: self.phys(first) + start,
+            len,
+        }
+    }
+
+    /// Whether `span` may still be read: it was checked in this pool, and no region was lent
+    /// since.
+    pub(crate) fn holds(&self, span: &Span) -> bool {
+        span.pool == self.id && span.loans == self.loans
+    }
+
+    /// The bytes of `span` from `from` bytes into it.
+    pub(crate) fn span_bytes(&self, span: &Span, from: usize) -> &[u8] {
+        assert!(
+            self.holds(span),
+            "a span checked before a loan, or in another pool"
+        );
+        assert!(from <= span.len, "past the span's end");
+        // SAFETY: when `span` was made, every byte of it lay inside the allocation, in live
+        // regions that were not lent (checked by `span`); bytes are written only through loans,
+        // and no loan was made since (`loans` unchanged), so nothing writes them while the
+        // shared borrow of `self` lives; the mapping is zero-filled, so every byte is
+        // initialised.
+        unsafe {
+            std::slice::from_raw_parts(self.ptr.as_ptr().add(span.phys + from), span.len - from)
+        }
     }
 
     /// The bytes of a region that is not lent, writable (to fill it with a sentinel in tests).
     #[cfg(test)]
     pub(crate) fn bytes_mut(&mut self, region: &mut Region) -> &mut [u8] {
         self.index_of(region, false);
+        self.loans += 1;
         let phys = self.phys(region);
         // SAFETY: as in `bytes`, and the exclusive borrow of `self` means no other slice of the
         // pool is alive.
@@ -318,6 +366,7 @@ impl Pool {
         let i = self.index_of(&region, false);
         let phys = self.phys(&region);
         self.regions.set_lent(i, true);
+        self.loans += 1;
         // SAFETY: `phys < capacity` (checked by `phys`), so the pointer stays inside the
         // allocation.
         let ptr = unsafe { NonNull::new_unchecked(self.ptr.as_ptr().add(phys)) };

@@ -10,7 +10,7 @@
 //! | type | file | job | state |
 //! |---|---|---|---|
 //! | `Engine` | `mod.rs`, `records.rs` | what the reader calls: `fill_buf` and `consume` (the spill's bytes first), records copied out of the pool, `skip` | [`records::Spill`] |
-//! | `Stream` | `stream.rs` | the current file's bytes in the pool: `fill`, `consume`, move on, activate | `exposed` |
+//! | `Stream` | `stream.rs` | the current file's bytes in the pool: `fill`, `consume`, move on, activate | `handout` |
 //! | `ReadAhead` | `read_ahead.rs` | refilling, waiting (bounded: `hung`), draining | the scheduler, completions, `unread`, `hung` |
 //! | `Core` | `core.rs` | what the layers share: backend, pool, queue, chunks, counters; dropping reads | - |
 //!
@@ -122,9 +122,9 @@ pub(crate) struct Engine<'a> {
 /// The current file's bytes, as the consumer is handed them from the pool.
 pub(super) struct Stream<'a> {
     ahead: ReadAhead<'a>,
-    /// Bytes the last `fill_buf` returned from the pool that are not consumed yet: what
-    /// `consume` may take. Anything that changes the current file sets it to 0.
-    exposed: usize,
+    /// The bytes the last `fill_buf` returned from the pool, and how far the consumer has
+    /// come into them. Anything that changes the current file settles it first.
+    handout: stream::Handout,
 }
 
 /// Reads ahead of the consumer: reaps completions, issues more as room opens, waits.
@@ -173,6 +173,7 @@ impl<'a> Engine<'a> {
     /// spill's allocation.
     pub(crate) fn rebind<'b>(mut self) -> io::Result<Engine<'b>> {
         self.spill.clear();
+        self.stream.hide();
         let ahead = self.stream.ahead.rebind()?;
         Ok(Engine {
             stream: Stream::new(ahead),
@@ -204,6 +205,7 @@ impl<'a> Engine<'a> {
     /// its counters, less the opens and failures of those files: the reader they are
     /// queued into next opens them again, and says whether they fail.
     pub(crate) fn abandon(mut self) -> (Vec<QueuedFile<'a>>, Stats) {
+        self.stream.hide();
         let core = &mut self.stream.ahead.core;
         let mut stats = core.stats;
         for i in 1..core.queue.len() {
@@ -244,7 +246,8 @@ impl<'a> Engine<'a> {
     /// The bytes the queued files have left to read, as far as known (one page for a file
     /// not opened yet).
     pub(crate) fn queued_bytes(&self) -> u64 {
-        self.core().queue.bytes_left(crate::consts::PAGE as u64)
+        let left = self.core().queue.bytes_left(crate::consts::PAGE as u64);
+        left - self.stream.unsettled() as u64
     }
 
     /// The current file's length in bytes once it is open: its range's, cut at the size it
@@ -264,7 +267,9 @@ impl<'a> Engine<'a> {
 
     /// This engine's counters.
     pub(crate) fn stats(&self) -> Stats {
-        self.core().stats
+        let mut stats = self.core().stats;
+        stats.bytes_consumed += self.stream.unsettled() as u64;
+        stats
     }
 
     /// The pool's size in bytes.

@@ -82,6 +82,9 @@ impl<'a> Engine<'a> {
     /// The current file's next bytes, `&[]` at its end: what waits in the spill, else the
     /// front chunk's bytes.
     pub(crate) fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        if self.spill.pending() == 0 && self.stream.holds(1) {
+            return Ok(self.stream.handed());
+        }
         if self.spill.pending() > 0 {
             self.stream.hide();
             return Ok(self.spill.expose());
@@ -102,6 +105,11 @@ impl<'a> Engine<'a> {
     /// At least `n` contiguous bytes of the current file, or all it has left; see
     /// `SequentialFileReader::fill_buf_at_least`.
     pub(crate) fn fill_buf_at_least(&mut self, n: usize) -> io::Result<&[u8]> {
+        // Most records lie inside the bytes handed out last: as std's `BufReader` hands out
+        // its buffer, with no chunk or region looked at again.
+        if self.spill.pending() == 0 && self.stream.holds(n) {
+            return Ok(self.stream.handed());
+        }
         fill_at_least(&mut self.stream, &mut self.spill, n)
     }
 
@@ -114,7 +122,10 @@ impl<'a> Engine<'a> {
     /// handed from the pool, less what waits for it in the spill.
     pub(crate) fn file_offset(&self) -> u64 {
         let front = self.stream.ahead.core.queue.front();
-        front.map_or(0, |f| f.progress().consumed() - self.spill.pending() as u64)
+        let unsettled = self.stream.unsettled() as u64;
+        front.map_or(0, |f| {
+            f.progress().consumed() + unsettled - self.spill.pending() as u64
+        })
     }
 
     /// The error of a read that wanted `missing` more bytes of the current file than it has:

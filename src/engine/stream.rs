@@ -6,7 +6,26 @@ use std::io;
 use std::path::Path;
 
 use super::{front, ReadAhead, Stream};
+use crate::pool::Span;
 use crate::source::{raw_fd, Source};
+
+/// The bytes last handed to the consumer, kept as std's `BufReader` keeps `pos` and
+/// `filled`: a span of the pool, checked once when handed out, and how far into it the
+/// consumer has come. Consuming inside it moves only `pos`; the chunks and the file's
+/// progress learn of it (`settle`) before anything else looks at them. So a record that lies
+/// inside it costs a compare to hand out and an add to consume.
+#[derive(Debug, Default)]
+pub(super) struct Handout {
+    span: Span,
+    pos: usize,
+}
+
+impl Handout {
+    /// Bytes handed out and not consumed yet: what `consume` may take.
+    fn left(&self) -> usize {
+        self.span.len() - self.pos
+    }
+}
 
 /// Where the current file stands for `fill`.
 enum FrontPoll {
@@ -20,7 +39,10 @@ enum FrontPoll {
 
 impl<'a> Stream<'a> {
     pub(super) fn new(ahead: ReadAhead<'a>) -> Self {
-        Stream { ahead, exposed: 0 }
+        Stream {
+            ahead,
+            handout: Handout::default(),
+        }
     }
 
     /// The current file's path, when it was queued by path.
@@ -36,9 +58,28 @@ impl<'a> Stream<'a> {
         self.ahead.core.queue.front().map(|f| f.id)
     }
 
+    /// Whether the bytes handed out hold `n` (at least one) not consumed yet, and may still
+    /// be read (`Pool::holds`).
+    pub(super) fn holds(&self, n: usize) -> bool {
+        self.handout.left() >= n.max(1) && self.ahead.core.pool.holds(&self.handout.span)
+    }
+
+    /// The bytes handed out and not consumed yet, once `holds` said they may be read.
+    pub(super) fn handed(&self) -> &[u8] {
+        self.ahead
+            .core
+            .pool
+            .span_bytes(&self.handout.span, self.handout.pos)
+    }
+
+    /// Bytes consumed that the chunks and the file's progress have not learnt of yet.
+    pub(super) fn unsettled(&self) -> usize {
+        self.handout.pos
+    }
+
     /// The front chunk's unread bytes, `&[]` at the current file's end.
     pub(super) fn fill(&mut self) -> io::Result<&[u8]> {
-        self.exposed = 0;
+        self.settle();
         loop {
             match self.poll_front()? {
                 FrontPoll::Readable => break,
@@ -51,28 +92,40 @@ impl<'a> Stream<'a> {
             unreachable!("the loop breaks only on a readable chunk")
         };
         let region = c.region().expect("checked readable");
-        let bytes = core.pool.bytes(region, c.pos()..c.valid(front.stop()));
-        self.exposed = bytes.len();
-        Ok(bytes)
+        let len = c.valid(front.stop()) - c.pos();
+        self.handout.span = core.pool.span(region, c.pos(), len);
+        Ok(self.handed())
     }
 
     /// Hands out `len` contiguous bytes from the consumer's position, as many chunks as they
     /// span (see `front::run_len`).
     pub(super) fn expose_run(&mut self, len: usize) -> &[u8] {
-        self.exposed = len;
+        debug_assert_eq!(self.handout.pos, 0, "settled before the run was measured");
         let core = &self.ahead.core;
         match core.chunks.front() {
             Some(c) if len > 0 => {
                 let region = c.region().expect("a readable front chunk");
-                core.pool.span(region, c.pos(), len)
+                self.handout.span = core.pool.span(region, c.pos(), len);
+                self.handed()
             }
             _ => &[],
         }
     }
 
-    /// Nothing is handed out any more (the consumer's position moved another way).
+    /// Nothing is handed out any more (the consumer's position moves another way, or the
+    /// chunks are about to be looked at): what was consumed of it is settled.
     pub(super) fn hide(&mut self) {
-        self.exposed = 0;
+        self.settle();
+    }
+
+    /// Moves the chunks and the file's progress on by what the consumer took of the bytes
+    /// handed out, and hands nothing out any more.
+    fn settle(&mut self) {
+        let consumed = std::mem::take(&mut self.handout).pos;
+        if consumed > 0 {
+            self.ahead.core.stats.bytes_consumed += consumed as u64;
+            front::advance(&mut self.ahead.core, consumed);
+        }
     }
 
     /// One step towards a readable front chunk.
@@ -127,18 +180,12 @@ impl<'a> Stream<'a> {
     /// Marks `amt` bytes of the last `fill` (or `expose_run`) as read; clamps to what it
     /// returned.
     pub(super) fn consume(&mut self, amt: usize) {
-        let amt = amt.min(self.exposed);
-        if amt == 0 {
-            return;
-        }
-        self.exposed -= amt;
-        self.ahead.core.stats.bytes_consumed += amt as u64;
-        front::advance(&mut self.ahead.core, amt);
+        self.handout.pos += amt.min(self.handout.left());
     }
 
     /// Drops the rest of the current file; whether another file is now current.
     pub(super) fn move_to_next_file(&mut self) -> io::Result<bool> {
-        self.exposed = 0;
+        self.settle();
         if self.ahead.core.queue.is_empty() {
             return Ok(false);
         }
@@ -149,7 +196,7 @@ impl<'a> Stream<'a> {
 
     /// Makes the caller's `(file, limit)` current; see `SequentialFileReader::activate_file`.
     pub(super) fn activate(&mut self, file: &'a File, limit: u64) -> io::Result<()> {
-        self.exposed = 0;
+        self.settle();
         match self.ahead.core.queue.position(raw_fd(file), limit) {
             Some(i) => {
                 for _ in 0..i {
