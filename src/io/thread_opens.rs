@@ -83,6 +83,15 @@ impl Local {
         }
     }
 
+    /// `opened`, knowing whether its filesystem may hang: not where its device is known
+    /// local (a device is one filesystem), which spares an `fstatfs` a file.
+    fn locate<'a>(&self, opened: Opened<'a>) -> Opened<'a> {
+        match opened.fd.device() {
+            Some(device) if self.devices.contains(&device) => opened,
+            _ => opened.located(),
+        }
+    }
+
     /// Whether `path`'s directory is known to be local.
     fn holds(&self, path: &Path) -> bool {
         path.parent().is_some_and(|dir| self.dirs.contains(dir))
@@ -121,7 +130,8 @@ impl ThreadOpens {
             return None;
         }
         let (file, flags) = self.opener.open_cached(path, direct).ok()?;
-        Some(super::finish_open(file, flags, direct, path).map(Opened::located))
+        let opened = super::finish_open(file, flags, direct, path);
+        Some(opened.map(|opened| self.local.locate(opened)))
     }
 
     /// Starts opening `path` for file `file` on a helper thread; `false` where no helper
@@ -182,6 +192,9 @@ impl ThreadOpens {
     /// Opens under way for more than a tenth of the timeout (most likely hung), [`MAX_SLOW`]
     /// at most: they no longer count against the reader's depth of opens.
     pub(crate) fn slow(&self) -> usize {
+        if self.started.is_empty() {
+            return 0;
+        }
         let since = Instant::now().checked_sub(self.timeout / 10);
         let slow = (self.started.values()).filter(|(at, _)| since.is_some_and(|s| *at <= s));
         slow.count().min(MAX_SLOW)
@@ -225,7 +238,8 @@ impl ThreadOpens {
             }
         }
         if self.local.holds_file(&to_open) {
-            return to_open.open(direct, &mut self.opener);
+            let opened = to_open.open_sized(direct, &mut self.opener);
+            return opened.map(|opened| self.local.locate(opened));
         }
         let name = to_open.name();
         let (tx, rx) = mpsc::sync_channel(1);

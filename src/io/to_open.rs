@@ -72,8 +72,18 @@ impl ToOpen {
         }
     }
 
-    /// Opens and sizes the file with `opener`'s flags.
+    /// Opens and sizes the file with `opener`'s flags, and finds whether its filesystem may
+    /// hang.
     pub(crate) fn open(&self, direct: bool, opener: &mut Opener) -> Result<Opened<'static>, Error> {
+        self.open_sized(direct, opener).map(Opened::located)
+    }
+
+    /// Opens and sizes the file with `opener`'s flags: not yet [`located`](Opened::located).
+    pub(crate) fn open_sized(
+        &self,
+        direct: bool,
+        opener: &mut Opener,
+    ) -> Result<Opened<'static>, Error> {
         match self {
             ToOpen::Path(path) => {
                 let (file, flags) = opener.open(path, direct).map_err(|source| Error::Open {
@@ -84,7 +94,6 @@ impl ToOpen {
             }
             ToOpen::File { file, dup } => handed_in(file, *dup, direct, opener),
         }
-        .map(Opened::located)
     }
 }
 
