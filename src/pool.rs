@@ -156,6 +156,7 @@ pub(crate) struct Span {
 
 impl Span {
     /// The span's length in bytes.
+    #[inline]
     pub(crate) fn len(&self) -> usize {
         self.len
     }
@@ -328,11 +329,13 @@ impl Pool {
 
     /// Whether `span` may still be read: it was checked in this pool, and no region was lent
     /// since.
+    #[inline]
     pub(crate) fn holds(&self, span: &Span) -> bool {
         span.pool == self.id && span.loans == self.loans
     }
 
     /// The bytes of `span` from `from` bytes into it.
+    #[inline]
     pub(crate) fn span_bytes(&self, span: &Span, from: usize) -> &[u8] {
         assert!(
             self.holds(span),

@@ -99,6 +99,7 @@ impl<'a> FileEntry<'a> {
     }
 
     /// How far the file was asked for, brought in and consumed.
+    #[inline]
     pub(crate) fn progress(&self) -> &FileProgress {
         &self.progress
     }
@@ -287,6 +288,7 @@ impl<'a> Queue<'a> {
         self.files.is_empty()
     }
 
+    #[inline]
     pub(crate) fn front(&self) -> Option<&FileEntry<'a>> {
         self.files.front()
     }

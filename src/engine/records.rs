@@ -23,6 +23,7 @@ pub(super) struct Spill {
 
 impl Spill {
     /// Bytes waiting for the consumer.
+    #[inline]
     pub(super) fn pending(&self) -> usize {
         self.buf.len() - self.pos
     }
@@ -81,10 +82,16 @@ enum Gather {
 impl<'a> Engine<'a> {
     /// The current file's next bytes, `&[]` at its end: what waits in the spill, else the
     /// front chunk's bytes.
+    #[inline]
     pub(crate) fn fill_buf(&mut self) -> io::Result<&[u8]> {
         if self.spill.pending() == 0 && self.stream.holds(1) {
             return Ok(self.stream.handed());
         }
+        self.fill_buf_again()
+    }
+
+    /// `fill_buf` where the bytes handed out last are all consumed.
+    fn fill_buf_again(&mut self) -> io::Result<&[u8]> {
         if self.spill.pending() > 0 {
             self.stream.hide();
             return Ok(self.spill.expose());
@@ -94,16 +101,22 @@ impl<'a> Engine<'a> {
 
     /// Marks `amt` bytes of the last `fill_buf` (or `fill_buf_at_least`) as read; clamps to
     /// what it returned.
+    #[inline]
     pub(crate) fn consume(&mut self, amt: usize) {
         if self.spill.pending() == 0 {
             return self.stream.consume(amt);
         }
+        self.consume_spilled(amt);
+    }
+
+    fn consume_spilled(&mut self, amt: usize) {
         let amt = self.spill.consume(amt);
         self.stream.ahead.core.stats.bytes_consumed += amt as u64;
     }
 
     /// At least `n` contiguous bytes of the current file, or all it has left; see
     /// `SequentialFileReader::fill_buf_at_least`.
+    #[inline]
     pub(crate) fn fill_buf_at_least(&mut self, n: usize) -> io::Result<&[u8]> {
         // Most records lie inside the bytes handed out last: as std's `BufReader` hands out
         // its buffer, with no chunk or region looked at again.
@@ -120,6 +133,7 @@ impl<'a> Engine<'a> {
 
     /// The offset in the current file of the next byte the consumer gets: past what it was
     /// handed from the pool, less what waits for it in the spill.
+    #[inline]
     pub(crate) fn file_offset(&self) -> u64 {
         let front = self.stream.ahead.core.queue.front();
         let unsettled = self.stream.unsettled() as u64;

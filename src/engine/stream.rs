@@ -22,6 +22,7 @@ pub(super) struct Handout {
 
 impl Handout {
     /// Bytes handed out and not consumed yet: what `consume` may take.
+    #[inline]
     fn left(&self) -> usize {
         self.span.len() - self.pos
     }
@@ -60,11 +61,13 @@ impl<'a> Stream<'a> {
 
     /// Whether the bytes handed out hold `n` (at least one) not consumed yet, and may still
     /// be read (`Pool::holds`).
+    #[inline]
     pub(super) fn holds(&self, n: usize) -> bool {
         self.handout.left() >= n.max(1) && self.ahead.core.pool.holds(&self.handout.span)
     }
 
     /// The bytes handed out and not consumed yet, once `holds` said they may be read.
+    #[inline]
     pub(super) fn handed(&self) -> &[u8] {
         self.ahead
             .core
@@ -73,6 +76,7 @@ impl<'a> Stream<'a> {
     }
 
     /// Bytes consumed that the chunks and the file's progress have not learnt of yet.
+    #[inline]
     pub(super) fn unsettled(&self) -> usize {
         self.handout.pos
     }
@@ -179,6 +183,7 @@ impl<'a> Stream<'a> {
 
     /// Marks `amt` bytes of the last `fill` (or `expose_run`) as read; clamps to what it
     /// returned.
+    #[inline]
     pub(super) fn consume(&mut self, amt: usize) {
         self.handout.pos += amt.min(self.handout.left());
     }

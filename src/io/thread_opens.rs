@@ -6,7 +6,9 @@
 //!
 //! A helper thread costs a wake-up or two an open, which a scan of many small cached files
 //! feels. So a path in a directory where a file was already opened, on a helper thread, and
-//! found on a local filesystem (`sys::may_hang`), is opened on the reader's thread where the
+//! found on a local filesystem (`sys::may_hang`), or in a directory whose device, as the
+//! kernel has it cached, is such a file's (`sys::cached_dir_device`), is opened on the
+//! reader's thread where the
 //! kernel can open it from its caches (a cold inode goes to a helper thread, so that the
 //! reader reads on while the disk answers), without following a symbolic link (which may
 //! lead anywhere: that one goes to a helper thread too);
@@ -59,6 +61,9 @@ pub(crate) struct ThreadOpens {
 struct Local {
     dirs: HashSet<Box<Path>>,
     devices: HashSet<u64>,
+    /// Directories whose device could not be told local from the kernel's caches: not asked
+    /// again (a file opened there on a helper thread may still teach it).
+    asked: HashSet<Box<Path>>,
 }
 
 impl Local {
@@ -75,12 +80,16 @@ impl Local {
         let Some(dir) = path.and_then(Path::parent) else {
             return;
         };
-        if self.dirs.len() >= Self::MAX {
-            self.dirs.clear();
-        }
         if !self.dirs.contains(dir) {
-            self.dirs.insert(dir.into());
+            Self::insert(&mut self.dirs, dir);
         }
+    }
+
+    fn insert(dirs: &mut HashSet<Box<Path>>, dir: &Path) {
+        if dirs.len() >= Self::MAX {
+            dirs.clear();
+        }
+        dirs.insert(dir.into());
     }
 
     /// `opened`, knowing whether its filesystem may hang: not where its device is known
@@ -92,9 +101,29 @@ impl Local {
         }
     }
 
-    /// Whether `path`'s directory is known to be local.
-    fn holds(&self, path: &Path) -> bool {
-        path.parent().is_some_and(|dir| self.dirs.contains(dir))
+    /// Whether `path`'s directory is known to be local, or now found so: its device, as the
+    /// kernel has it cached (`sys::cached_dir_device`), is one a file was found local on.
+    /// So a scan of many directories sends one open to a helper thread, not one a directory.
+    fn holds(&mut self, path: &Path) -> bool {
+        let Some(dir) = path.parent() else {
+            return false;
+        };
+        if self.dirs.contains(dir) {
+            return true;
+        }
+        if self.devices.is_empty() || self.asked.contains(dir) {
+            return false;
+        }
+        let local = sys::cached_dir_device(dir).is_some_and(|d| self.devices.contains(&d));
+        Self::insert(
+            if local {
+                &mut self.dirs
+            } else {
+                &mut self.asked
+            },
+            dir,
+        );
+        local
     }
 
     /// Whether the file handed in lies on a device known to be local.
@@ -376,6 +405,25 @@ mod tests {
         assert!(opens.start(4, &dir.path().join("missing"), false));
         let got = take_all(&mut opens);
         assert!(matches!(&got[..], [(4, Err(_))]), "{got:?}");
+    }
+
+    #[test]
+    fn another_directory_on_a_device_found_local_opens_its_files_here() {
+        let dir = crate::tests::disk_tempdir();
+        let (a, b) = (dir.path().join("a"), dir.path().join("sub"));
+        std::fs::write(&a, b"aa").unwrap();
+        std::fs::create_dir(&b).unwrap();
+        std::fs::write(b.join("b"), b"bbb").unwrap();
+        let mut opens = ThreadOpens::new(Duration::from_secs(30));
+        assert!(opens.start(1, &a, false));
+        assert_eq!(opens.started.len(), 1, "the first file: on a helper thread");
+        assert_eq!(take_all(&mut opens).len(), 1);
+        assert!(opens.start(2, &b.join("b"), false));
+        if cfg!(target_os = "linux") {
+            assert!(opens.started.is_empty(), "the same device: opened here");
+        }
+        let got = take_all(&mut opens);
+        assert!(matches!(&got[..], [(2, Ok(o))] if o.size == 3), "{got:?}");
     }
 
     #[test]

@@ -36,6 +36,7 @@ impl FileProgress {
     }
 
     /// The offset of the next byte the consumer gets.
+    #[inline]
     pub(crate) fn consumed(&self) -> u64 {
         self.consumed
     }

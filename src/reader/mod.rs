@@ -263,6 +263,7 @@ impl<'a> SequentialFileReader<'a> {
     }
 
     /// The offset in the current file of the next byte `read` returns (0 with no file).
+    #[inline]
     pub fn file_offset(&self) -> u64 {
         self.engine.file_offset()
     }

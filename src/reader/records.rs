@@ -86,6 +86,7 @@ impl SequentialFileReader<'_> {
     /// # Ok(())
     /// # }
     /// ```
+    #[inline]
     pub fn fill_buf_at_least(&mut self, n: usize) -> io::Result<&[u8]> {
         self.engine.fill_buf_at_least(n)
     }

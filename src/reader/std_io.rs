@@ -48,12 +48,14 @@ impl BufRead for SequentialFileReader<'_> {
     /// The current file's next bytes: `&[]` at its end (until the reader moves on); at a
     /// failure, the bytes before it, then its error (again on every call until the reader
     /// moves on). Never bytes of another file.
+    #[inline]
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
         self.engine.fill_buf()
     }
 
     /// Marks bytes as read. Clamps `amt` to what the last `fill_buf` (or
     /// `fill_buf_at_least`) returned, as std's `BufReader` does.
+    #[inline]
     fn consume(&mut self, amt: usize) {
         self.engine.consume(amt)
     }

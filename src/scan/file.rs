@@ -42,6 +42,7 @@ struct Counted<'r> {
 impl Counted<'_> {
     /// The consumer is at `offset`: counts the bytes since the last count once they make a
     /// MiB.
+    #[inline]
     fn at(&mut self, offset: u64) {
         if offset.saturating_sub(self.counted) >= PUBLISH_EVERY {
             self.count(offset);
@@ -114,6 +115,7 @@ impl<'r, 'a> ScanFile<'r, 'a> {
 
     /// The offset in the file of the next byte, counted from the file's byte 0 (so from
     /// [`start`](Self::start) for a range).
+    #[inline]
     pub fn file_offset(&self) -> u64 {
         self.reader.file_offset()
     }
@@ -125,6 +127,7 @@ impl<'r, 'a> ScanFile<'r, 'a> {
     ///
     /// As [`SequentialFileReader::fill_buf_at_least`]: `n` larger than the pool, or the
     /// file's error.
+    #[inline]
     pub fn fill_buf_at_least(&mut self, n: usize) -> io::Result<&[u8]> {
         self.reader.fill_buf_at_least(n)
     }
@@ -142,6 +145,7 @@ impl<'r, 'a> ScanFile<'r, 'a> {
     }
 
     /// Adds the bytes consumed since the last count to the scan's, once they make a MiB.
+    #[inline]
     fn count_if_due(&mut self) {
         self.progress.at(self.reader.file_offset());
     }
@@ -173,10 +177,12 @@ impl Read for ScanFile<'_, '_> {
 }
 
 impl BufRead for ScanFile<'_, '_> {
+    #[inline]
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
         self.reader.fill_buf()
     }
 
+    #[inline]
     fn consume(&mut self, amt: usize) {
         self.reader.consume(amt);
         self.count_if_due();

@@ -20,6 +20,24 @@ pub(super) const DIRECT: i32 = libc::O_DIRECT;
 #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
 pub(super) const DIRECT: i32 = 0;
 
+/// The device of directory `dir`'s filesystem, where the kernel can tell it from its caches
+/// alone, so that the reader's thread may ask: the directory opened `O_PATH` (no
+/// filesystem's open is called) with `RESOLVE_CACHED` (no lookup waits), then `statx` with
+/// `AT_STATX_DONT_SYNC`. `None` where it cannot (a directory not cached, an older kernel,
+/// not Linux).
+pub(crate) fn cached_dir_device(dir: &Path) -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
+        super::unix::cached_device(&super::unix::open_cached(dir, flags).ok()?)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = dir;
+        None
+    }
+}
+
 /// The flags an [`Opener`] first tries (read-only is 0): close-on-exec, `O_NOATIME` (Linux),
 /// `O_NONBLOCK`, and `O_DIRECT` where asked and the platform has it.
 ///

@@ -55,6 +55,11 @@ pub(crate) fn reopen_direct(_file: &File, _opener: &mut Opener) -> Option<(File,
 }
 
 /// No device is known here without asking the filesystem.
+pub(crate) fn cached_dir_device(_dir: &Path) -> Option<u64> {
+    None
+}
+
+/// No device is known without asking the filesystem.
 pub(crate) fn cached_device(_file: &File) -> Option<u64> {
     None
 }
