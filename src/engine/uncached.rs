@@ -12,17 +12,18 @@ use crate::sys;
 /// How a read of `len` bytes at `offset` of the file at `idx` leaves the page cache: whether
 /// it carries `RWF_DONTCACHE`, and whether its pages are dropped once it has come back.
 /// `guess_cold`: the policy's guess that the read goes to the device, for where the kernel
-/// cannot tell what is cached. Decides the file's way at its first read.
+/// cannot tell what is cached; `fallback`: the file is dropped behind even where the flag is
+/// taken. Decides the file's way at its first read.
 pub(super) fn for_read(
     core: &mut Core<'_>,
     idx: usize,
     (offset, len): (u64, usize),
-    guess_cold: bool,
+    (guess_cold, fallback): (bool, bool),
 ) -> (bool, bool) {
     let entry = core.queue.get_mut(idx).expect("index from the queue");
     let fd = entry.fd().cloned().expect("read only once open");
     let cache_use = match entry.cache_use() {
-        CacheUse::Undecided if sys::uncached_refused(fd.device()) => {
+        CacheUse::Undecided if fallback || sys::uncached_refused(fd.device()) => {
             let to_stop = entry.stop().saturating_sub(offset);
             read_no_further(entry, &fd);
             let cold = none_cached(core, &fd, offset, to_stop) == Some(true);
