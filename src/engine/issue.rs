@@ -217,6 +217,8 @@ impl<'a> NextRead<'a> {
             cached,
             small,
             direct,
+            no_kernel_readahead: limits.uncached
+                && uncached::drops_behind(core, idx, limits.uncached_fallback),
             current,
         };
         NextRead {

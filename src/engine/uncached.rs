@@ -51,6 +51,19 @@ pub(super) fn for_read(
     }
 }
 
+/// Whether the file at `idx` is (or, at its first read, will be) read with its pages dropped
+/// behind, and so without the kernel's readahead: `fallback` forces it.
+pub(super) fn drops_behind(core: &mut Core<'_>, idx: usize, fallback: bool) -> bool {
+    let entry = core.queue.get_mut(idx).expect("index from the queue");
+    match entry.cache_use() {
+        CacheUse::Undecided => {
+            fallback || sys::uncached_refused(entry.fd().and_then(|fd| fd.device()))
+        }
+        CacheUse::Uncached => false,
+        CacheUse::DropBehind { .. } => true,
+    }
+}
+
 /// A file read with its pages dropped behind is read without the kernel's readahead (the
 /// reader reads ahead itself, at depth), so its reads bring in their own pages only: see
 /// `sys::no_readahead`. Only a file the reader opened by path: the open file description
