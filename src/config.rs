@@ -47,6 +47,9 @@ pub struct ReaderBuilder {
     pub(crate) drain_timeout: Duration,
     pub(crate) offload: bool,
     pub(crate) uncached: bool,
+    /// Uncached reads dropped behind even where `RWF_DONTCACHE` is taken (see
+    /// `uncached_fallback`).
+    pub(crate) uncached_fallback: bool,
     /// How long an idle submission thread polls before it sleeps, where there is one.
     pub(crate) sq_poll: Option<Duration>,
     /// The ring whose submission thread this reader's ring shares, where it does.
@@ -80,6 +83,7 @@ impl Default for ReaderBuilder {
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             offload: false,
             uncached: false,
+            uncached_fallback: false,
             sq_poll: None,
             sq_poll_ring: None,
         }
@@ -231,6 +235,15 @@ impl ReaderBuilder {
     /// ```
     pub fn uncached(mut self, on: bool) -> Self {
         self.uncached = on;
+        self
+    }
+
+    /// With [`uncached`](Self::uncached): every file read as on a filesystem that refuses
+    /// `RWF_DONTCACHE` (buffered, its reads' pages dropped behind), so that the fallback can
+    /// be measured where the flag is taken. Not a stable part of the API.
+    #[doc(hidden)]
+    pub fn uncached_fallback(mut self, on: bool) -> Self {
+        self.uncached_fallback = on;
         self
     }
 

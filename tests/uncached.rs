@@ -244,3 +244,34 @@ fn a_filesystem_that_refuses_the_flag_drops_only_what_it_read() {
         m.unmount().unwrap();
     }
 }
+
+/// The fallback, forced where the flag is taken (`uncached_fallback`): no read carries the
+/// flag, a cold file is dropped behind to nothing, and a file cached before stays cached.
+#[test]
+fn the_fallback_forced_drops_only_what_it_read() {
+    let dir = tempdir();
+    let Some(cold) = cold_file(dir.path(), "cold", 16 * MIB) else {
+        return;
+    };
+    let warm = make_file(dir.path(), "warm", 8 * MIB);
+    let paths = [cold, warm];
+    let want = oracle_all(&paths);
+    for (backend, b) in builders() {
+        evict_from_page_cache(&paths[0]);
+        File::open(&paths[1])
+            .unwrap()
+            .read_exact_at(&mut vec![0; 8 * MIB], 0)
+            .unwrap();
+        let (got, stats) = read_uncached(b.uncached_fallback(true), &paths);
+        assert_files_eq(&got, &want, &format!("{backend:?}"));
+        assert_eq!(stats.files_dropped_behind, 2, "{backend:?}: {stats:?}");
+        assert_eq!(stats.reads_uncached, 0, "{backend:?}: {stats:?}");
+        assert_eq!(
+            cached_pages(&paths[0]).unwrap().0,
+            0,
+            "{backend:?}: the cold file"
+        );
+        let (warm_after, pages) = cached_pages(&paths[1]).unwrap();
+        assert_eq!(warm_after, pages, "{backend:?}: the file cached before");
+    }
+}

@@ -100,6 +100,10 @@ pub struct Options {
     /// RWF_DONTCACHE, or pages dropped behind where the filesystem refuses it)
     #[arg(long)]
     pub uncached: bool,
+    /// With --uncached: every file read as where the filesystem refuses RWF_DONTCACHE
+    /// (buffered, its pages dropped behind), to measure that fallback on any filesystem
+    #[arg(long, requires = "uncached")]
+    pub uncached_fallback: bool,
     /// What every file's bytes go through: light | checksum | blake3 (default checksum)
     ///
     /// light: a wrapping sum of the file's u64 words, one add per 8 bytes. checksum: a
@@ -245,6 +249,9 @@ impl Options {
             }
             if self.uncached {
                 text += ", uncached";
+            }
+            if self.uncached_fallback {
+                text += " (dropped behind)";
             }
             if let Some(bytes) = self.memory {
                 text += &format!(", scan memory {} MiB", bytes >> 20);
@@ -400,6 +407,7 @@ pub fn child_args(opts: &Options, runner: Runner) -> Vec<OsString> {
         (opts.direct, "--direct"),
         (opts.offload, "--offload"),
         (opts.uncached, "--uncached"),
+        (opts.uncached_fallback, "--uncached-fallback"),
         (opts.drop_caches, "--drop-caches"),
     ];
     args.extend(flags.iter().filter(|f| f.0).map(|f| f.1.into()));
@@ -499,6 +507,7 @@ mod tests {
             "--direct",
             "--offload",
             "--uncached",
+            "--uncached-fallback",
             "--hash",
             "--drop-caches",
             "--buffer-size",
@@ -516,6 +525,7 @@ mod tests {
         assert_eq!(child.backend, Some(Runner::Ours(Backend::IoUring)));
         assert!(child.json && !child.compare && !child.fio);
         assert!(child.direct && child.drop_caches && child.offload && child.uncached);
+        assert!(child.uncached_fallback);
         assert_eq!(child.consumer(), Consumer::Blake3);
         assert_eq!(child.buffer_size, 8 << 20);
         assert_eq!(child.read_size, 128 << 10);

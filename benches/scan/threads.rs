@@ -72,6 +72,7 @@ fn builder(opts: &Options, backend: Backend) -> ReaderBuilder {
         .direct_io(opts.direct)
         .offload(opts.offload)
         .uncached(opts.uncached)
+        .uncached_fallback(opts.uncached_fallback)
         .backend(backend)
 }
 

@@ -84,6 +84,7 @@ fn the_real_ring_never_exposes_a_byte_no_read_wrote() {
             offload_depth: 2,
             offload: true,
             uncached: false,
+            uncached_fallback: false,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             open_depth: crate::consts::OPEN_DEPTH,
         };

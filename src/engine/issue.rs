@@ -45,6 +45,8 @@ struct NextRead<'a> {
     next: Next,
     /// Whether the reader leaves the page cache as it found it (see `uncached.rs`).
     uncached: bool,
+    /// Whether it does so by dropping pages behind, wherever the file lies.
+    fallback: bool,
 }
 
 impl Scheduler {
@@ -215,6 +217,8 @@ impl<'a> NextRead<'a> {
             cached,
             small,
             direct,
+            no_kernel_readahead: limits.uncached
+                && uncached::drops_behind(core, idx, limits.uncached_fallback),
             current,
         };
         NextRead {
@@ -224,6 +228,7 @@ impl<'a> NextRead<'a> {
             left,
             next,
             uncached: limits.uncached,
+            fallback: limits.uncached_fallback,
         }
     }
 
@@ -253,7 +258,12 @@ impl<'a> NextRead<'a> {
         entry.progress_mut().issued(len);
         let id = core.chunks.push(file, offset, read_len, pos);
         let (uncached, drop_behind) = if self.uncached {
-            uncached::for_read(core, idx, (offset, read_len), !self.next.cached)
+            uncached::for_read(
+                core,
+                idx,
+                (offset, read_len),
+                (!self.next.cached, self.fallback),
+            )
         } else {
             (false, false)
         };

@@ -61,6 +61,9 @@ pub(super) struct Next {
     pub(super) small: bool,
     /// Whether it is an `O_DIRECT` read.
     pub(super) direct: bool,
+    /// Whether its file is read without the kernel's readahead, its pages dropped behind
+    /// (see `uncached.rs`): as with `O_DIRECT`, the pool is all the depth the device gets.
+    pub(super) no_kernel_readahead: bool,
     /// Whether it is the current file's.
     pub(super) current: bool,
 }
@@ -107,7 +110,7 @@ impl Policy {
             // Copied on this thread into the region just consumed, still in its cache.
             (true, false, false) if one_read => Window::OneRead,
             (true, false, false) => Window::Warm,
-            (false, _, _) if next.direct || stretch => Window::Pool,
+            (false, _, _) if next.direct || next.no_kernel_readahead || stretch => Window::Pool,
             // Buffered reads from the device are copied by the CPU too, as the device
             // delivers them: too far ahead of the consumer, they leave its cache unread.
             (false, _, _) => Window::Cold,

@@ -12,17 +12,18 @@ use crate::sys;
 /// How a read of `len` bytes at `offset` of the file at `idx` leaves the page cache: whether
 /// it carries `RWF_DONTCACHE`, and whether its pages are dropped once it has come back.
 /// `guess_cold`: the policy's guess that the read goes to the device, for where the kernel
-/// cannot tell what is cached. Decides the file's way at its first read.
+/// cannot tell what is cached; `fallback`: the file is dropped behind even where the flag is
+/// taken. Decides the file's way at its first read.
 pub(super) fn for_read(
     core: &mut Core<'_>,
     idx: usize,
     (offset, len): (u64, usize),
-    guess_cold: bool,
+    (guess_cold, fallback): (bool, bool),
 ) -> (bool, bool) {
     let entry = core.queue.get_mut(idx).expect("index from the queue");
     let fd = entry.fd().cloned().expect("read only once open");
     let cache_use = match entry.cache_use() {
-        CacheUse::Undecided if sys::uncached_refused(fd.device()) => {
+        CacheUse::Undecided if fallback || sys::uncached_refused(fd.device()) => {
             let to_stop = entry.stop().saturating_sub(offset);
             read_no_further(entry, &fd);
             let cold = none_cached(core, &fd, offset, to_stop) == Some(true);
@@ -47,6 +48,19 @@ pub(super) fn for_read(
             (false, ours)
         }
         CacheUse::Undecided => unreachable!("decided above"),
+    }
+}
+
+/// Whether the file at `idx` is (or, at its first read, will be) read with its pages dropped
+/// behind, and so without the kernel's readahead: `fallback` forces it.
+pub(super) fn drops_behind(core: &mut Core<'_>, idx: usize, fallback: bool) -> bool {
+    let entry = core.queue.get_mut(idx).expect("index from the queue");
+    match entry.cache_use() {
+        CacheUse::Undecided => {
+            fallback || sys::uncached_refused(entry.fd().and_then(|fd| fd.device()))
+        }
+        CacheUse::Uncached => false,
+        CacheUse::DropBehind { .. } => true,
     }
 }
 

@@ -96,6 +96,7 @@ fn limits(config: &ReaderBuilder, backend: Backend) -> Limits {
         offload: config.offload && backend == Backend::IoUring,
         // `O_DIRECT` leaves the cache alone already; the flag is Linux's.
         uncached: config.uncached && !config.direct_io && cfg!(target_os = "linux"),
+        uncached_fallback: config.uncached_fallback,
         drain_timeout: config.drain_timeout,
         // Helper threads are to opens what kernel workers are to reads: a reader whose
         // workers are capped (each of a scan's) keeps as few helpers busy.

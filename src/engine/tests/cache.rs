@@ -329,6 +329,7 @@ pub(super) fn limits(read_size: usize, warm_window: usize) -> Limits {
         offload_depth: 2,
         offload: true,
         uncached: false,
+        uncached_fallback: false,
         drain_timeout: crate::consts::DEFAULT_DRAIN_TIMEOUT,
         open_depth: crate::consts::OPEN_DEPTH,
     }
