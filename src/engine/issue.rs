@@ -292,9 +292,13 @@ impl<'a> NextRead<'a> {
                 FromCache::Taken { all } => {
                     core.stats.reads_cached += 1;
                     found_cached(core, policy, all);
+                    if !all {
+                        policy.missed();
+                    }
                 }
                 FromCache::Missed(req) => {
                     found_cached(core, policy, false);
+                    policy.missed();
                     core.io.read(req);
                 }
                 // Says nothing of the cache: later reads ask it (`cached`).

@@ -5,7 +5,7 @@
 //! The policy is fixed, the same in every run (see ARCHITECTURE.md, "The read policy"):
 //! - a large buffered read is first copied at once on the consumer's thread, as far as the
 //!   page cache holds it ([`Io::read_if_cached`](crate::io::Io::read_if_cached)); what is not
-//!   cached goes to the device through the backend;
+//!   cached goes to the device through the backend, and so do the file's next large reads;
 //! - while reads are found cached, the read-ahead holds one read (the region just consumed,
 //!   still in the CPU's cache, is the next one written), or the small window for small reads;
 //! - once a read went to the device, the read-ahead holds the cold window for a pool's worth
@@ -50,6 +50,10 @@ pub(super) struct Policy {
     /// are tried again, at the cost of one refused call a file. Reads go in queue order,
     /// so the file whose reads are scheduled is the one to remember.
     nowait_refused: Option<u64>,
+    /// The last file a read copied at once found not (or not wholly) cached: its next large
+    /// reads go straight to the backend, which tries the cache first itself, rather than
+    /// each making a call that finds the disk still reading.
+    missed: Option<u64>,
 }
 
 /// What the scheduler knows of the next read when it asks the policy.
@@ -127,7 +131,7 @@ impl Policy {
         }
         let how = match (
             offload && !helping,
-            next.direct || next.small || self.refused_here(),
+            next.direct || next.small || self.refused_here() || self.missed_here(),
         ) {
             (true, _) => How::Offload,
             (false, false) => How::CachedFirst,
@@ -194,6 +198,16 @@ impl Policy {
     /// Whether reads of only what is cached were refused for the file being scheduled.
     fn refused_here(&self) -> bool {
         self.nowait_refused == Some(self.scheduling)
+    }
+
+    /// A read of the file being scheduled, copied at once, found its bytes not all cached.
+    pub(super) fn missed(&mut self) {
+        self.missed = Some(self.scheduling);
+    }
+
+    /// Whether a read of the file being scheduled found its bytes not all cached.
+    fn missed_here(&self) -> bool {
+        self.missed == Some(self.scheduling)
     }
 }
 

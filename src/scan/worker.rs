@@ -338,9 +338,13 @@ impl<'a> Lane<'a> {
         I::Item: Into<Entry<'a>>,
     {
         let (ahead, bytes) = (shared.queue_ahead, shared.queue_bytes);
-        // The bytes the window holds for its reader to read.
+        if self.queued.len() > ahead / 2 {
+            return Ok(());
+        }
+        // The bytes the window holds for its reader to read: a walk of its queue, so only
+        // once the count of files did not stop the top-up already.
         let held = self.readers.queued_bytes();
-        if self.queued.len() > ahead / 2 || held > bytes / 2 {
+        if held > bytes / 2 {
             return Ok(());
         }
         let files = (ahead - self.queued.len()).min(self.batch);
