@@ -133,8 +133,8 @@ pub(crate) struct Pool {
     at: Positions,
     /// Which regions are live, and which lent.
     regions: Regions,
-    /// The memory `ptr` points into (`None` for `Pool::empty`): freed when the pool is
-    /// dropped, or leaked where loans are still out.
+    /// The memory `ptr` points into: freed when the pool is dropped, or taken and leaked
+    /// where loans are still out (see `Drop`).
     mapping: Option<sys::Mapping>,
 }
 
@@ -159,23 +159,13 @@ impl Pool {
     pub(crate) fn with_capacity(capacity: usize) -> Option<Pool> {
         let capacity = capacity.max(1).checked_next_multiple_of(PAGE)?;
         let mut mapping = sys::Mapping::new(capacity)?;
-        Some(Pool::over(mapping.as_mut_ptr(), capacity, Some(mapping)))
-    }
-
-    /// A pool of no bytes that maps nothing: what an engine keeps once its pool has moved to
-    /// a rebound engine.
-    pub(crate) fn empty() -> Pool {
-        Pool::over(NonNull::dangling(), 0, None)
-    }
-
-    fn over(ptr: NonNull<u8>, capacity: usize, mapping: Option<sys::Mapping>) -> Pool {
-        Pool {
+        Some(Pool {
             id: NEXT_POOL.fetch_add(1, Ordering::Relaxed),
-            ptr,
+            ptr: mapping.as_mut_ptr(),
             at: Positions::new(capacity),
             regions: Regions::default(),
-            mapping,
-        }
+            mapping: Some(mapping),
+        })
     }
 
     /// The pool's size in bytes.

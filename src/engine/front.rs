@@ -46,7 +46,7 @@ pub(super) fn run_len(core: &Core<'_>, n: usize) -> (usize, usize) {
         let joins = c.file() == prev.file()
             && full == a.len()
             && c.offset() == prev.offset() + full as u64
-            && core.pool.adjacent(a, b);
+            && core.pool().adjacent(a, b);
         if run >= n || !joins {
             break;
         }

@@ -147,9 +147,10 @@ pub(super) struct ReadAhead<'a> {
 pub(super) struct Core<'a> {
     // Drop order: `Drop for ReadAhead` first takes every loan back from `io` (cancelling and
     // waiting); then `io` is dropped (closing the ring) before `pool` (freeing the memory).
-    // Where the wait gives up, `drain` leaks both instead, putting empty ones in their place.
-    io: Box<dyn Io<'a> + 'a>,
-    pool: Pool,
+    // Both are `None` once moved to a rebound engine, or leaked by a drain that gave up (see
+    // `Core::drain`): the engine is then only dropped.
+    io: Option<Box<dyn Io<'a> + 'a>>,
+    pool: Option<Pool>,
     queue: Queue<'a>,
     chunks: Chunks,
     stats: Stats,
@@ -255,11 +256,11 @@ impl<'a> Engine<'a> {
 
     /// A descriptor of the ring, where it has a submission thread others may share.
     pub(crate) fn sq_poll_ring(&self) -> Option<std::fs::File> {
-        self.core().io.sq_poll_ring()
+        self.core().io().sq_poll_ring()
     }
 
     pub(crate) fn backend(&self) -> Backend {
-        self.core().io.backend()
+        self.core().io().backend()
     }
 
     /// This engine's counters.
@@ -269,7 +270,7 @@ impl<'a> Engine<'a> {
 
     /// The pool's size in bytes.
     pub(crate) fn capacity(&self) -> usize {
-        self.core().pool.capacity()
+        self.core().pool().capacity()
     }
 
     fn core(&self) -> &Core<'a> {
@@ -289,12 +290,16 @@ impl std::fmt::Debug for Engine<'_> {
             .field("backend", &self.backend())
             .field("files_queued", &core.queue.len())
             .field("file_offset", &self.file_offset())
-            .field("reads_in_flight", &core.io.in_flight())
+            .field("reads_in_flight", &core.io().in_flight())
             .field(
                 "pool",
-                &format_args!("{}/{} bytes", core.pool.live_bytes(), core.pool.capacity()),
+                &format_args!(
+                    "{}/{} bytes",
+                    core.pool().live_bytes(),
+                    core.pool().capacity()
+                ),
             )
-            .field("registered_buffers", &core.io.registered())
+            .field("registered_buffers", &core.io().registered())
             .finish_non_exhaustive()
     }
 }

@@ -9,15 +9,12 @@
 //! up on a read it says so (`hung`), for its owner to give it up in turn.
 
 use std::io;
-use std::mem;
 use std::time::{Duration, Instant};
 
 use super::complete::Completions;
 use super::issue::Scheduler;
 use super::{ring_error, Core, Limits, ReadAhead};
 use crate::error::Error;
-use crate::io::Detached;
-use crate::pool::Pool;
 use crate::source::Source;
 
 /// A file taken back from an engine given up: queue it again elsewhere.
@@ -62,7 +59,7 @@ impl<'a> ReadAhead<'a> {
 
     /// Reaps what has completed and issues more reads: called whenever room may have opened.
     pub(super) fn refill(&mut self) -> io::Result<()> {
-        if self.core.io.in_flight() > 0 {
+        if self.core.io().in_flight() > 0 {
             self.completions.reap(&mut self.core)?;
         }
         self.handle_done();
@@ -101,7 +98,7 @@ impl<'a> ReadAhead<'a> {
 
     /// Whether a read or an open is under way: something to wait for.
     pub(super) fn anything_in_flight(&self) -> bool {
-        self.core.io.in_flight() > 0 || self.sched.opens_in_flight() > 0
+        self.core.io().in_flight() > 0 || self.sched.opens_in_flight() > 0
     }
 
     /// Handles every completion reaped, and every open the backend finished.
@@ -116,7 +113,7 @@ impl<'a> ReadAhead<'a> {
     /// wait in the submission queue until the consumer next blocks, with the device idle.
     /// Nothing is entered where nothing is queued.
     fn submit_continuations(&mut self) -> io::Result<()> {
-        self.core.io.submit().map_err(ring_error("submit"))
+        self.core.io_mut().submit().map_err(ring_error("submit"))
     }
 
     /// Blocks until a read completes, then handles what came back and refills. Where
@@ -134,7 +131,7 @@ impl<'a> ReadAhead<'a> {
         // The current file waits for its open, which a timeout fails, not for reads of the
         // files behind it: those are reaped once it is open. With no read in flight, what
         // can come is an open.
-        if (opening || self.core.io.in_flight() == 0) && self.core.io.wait_opens() {
+        if (opening || self.core.io().in_flight() == 0) && self.core.io_mut().wait_opens() {
             self.handle_done();
             self.schedule()?;
             return self.submit_continuations();
@@ -193,9 +190,8 @@ impl<'a> ReadAhead<'a> {
             self.drop_front_file();
         }
         self.drain()?;
-        let io = mem::replace(&mut self.core.io, Box::new(Detached)).rebind();
-        let pool = mem::replace(&mut self.core.pool, Pool::empty());
-        let mut core = Core::new(io, pool);
+        let (io, pool) = self.core.take_io_and_pool();
+        let mut core = Core::new(io.rebind(), pool);
         core.stats = self.core.stats;
         #[cfg(test)]
         {
@@ -233,7 +229,11 @@ impl Drop for ReadAhead<'_> {
         let drained = self.drain();
         // A drain that gave up leaked the pool (see `drain`). Had a loan stayed out anyway,
         // `Pool`'s drop would leak its memory rather than free it under the kernel.
-        debug_assert!(drained.is_err() || std::thread::panicking() || self.core.pool.lent() == 0);
+        debug_assert!(
+            drained.is_err()
+                || std::thread::panicking()
+                || self.core.pool.as_ref().is_none_or(|p| p.lent() == 0)
+        );
     }
 }
 

@@ -51,7 +51,7 @@ impl<'a> Stream<'a> {
             unreachable!("the loop breaks only on a readable chunk")
         };
         let region = c.region().expect("checked readable");
-        let bytes = core.pool.bytes(region, c.pos()..c.valid(front.stop()));
+        let bytes = core.pool().bytes(region, c.pos()..c.valid(front.stop()));
         self.exposed = bytes.len();
         Ok(bytes)
     }
@@ -64,7 +64,7 @@ impl<'a> Stream<'a> {
         match core.chunks.front() {
             Some(c) if len > 0 => {
                 let region = c.region().expect("a readable front chunk");
-                core.pool.span(region, c.pos(), len)
+                core.pool().span(region, c.pos(), len)
             }
             _ => &[],
         }

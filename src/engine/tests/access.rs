@@ -18,7 +18,7 @@ impl<'a> Engine<'a> {
     }
 
     pub(crate) fn pool(&self) -> &Pool {
-        &self.stream.ahead.core.pool
+        self.stream.ahead.core.pool()
     }
 
     /// Tests: every region is filled with `byte` before it is read into.

@@ -140,7 +140,7 @@ fn a_direct_skip_to_the_end_reads_nothing_more() {
         return;
     };
     // A pool of 8 reads: the read-ahead is far from the end when the skip passes it.
-    e.stream.ahead.core.pool = Pool::with_capacity(8 * 4096).unwrap();
+    e.stream.ahead.core.pool = Pool::with_capacity(8 * 4096);
     e.stream.ahead.sched.limits_mut().read_size = 4096;
     queue_paths(&mut e, &f);
     assert_eq!(e.fill_buf_at_least(10).unwrap()[..10], f.data[0][..10]);

@@ -13,7 +13,7 @@ fn moving_on_leaves_reads_in_flight_as_orphans() {
     queue_paths(&mut e, &f);
     assert_eq!(e.fill_buf().unwrap(), &f.data[0][..8192]);
     assert!(
-        e.stream.ahead.core.io.in_flight() > 1,
+        e.stream.ahead.core.io().in_flight() > 1,
         "read-ahead of the current file is in flight"
     );
     assert!(e.move_to_next_file().unwrap());

@@ -315,7 +315,7 @@ fn moving_past_a_file_with_reads_in_flight_stays_within_the_cap() {
     queue_paths(&mut e, &f);
     e.fill_buf().unwrap();
     assert!(
-        e.stream.ahead.core.io.in_flight() > 1,
+        e.stream.ahead.core.io().in_flight() > 1,
         "file 0's read-ahead is in flight"
     );
     assert!(e.move_to_next_file().unwrap());
