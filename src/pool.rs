@@ -292,16 +292,6 @@ impl Pool {
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(phys), len) }
     }
 
-    /// The bytes of a region that is not lent, writable (to fill it with a sentinel in tests).
-    #[cfg(test)]
-    pub(crate) fn bytes_mut(&mut self, region: &mut Region) -> &mut [u8] {
-        self.index_of(region, false);
-        let phys = self.phys(region);
-        // SAFETY: as in `bytes`, and the exclusive borrow of `self` means no other slice of the
-        // pool is alive.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(phys), region.len) }
-    }
-
     /// Hands a region to a backend. Until [`reclaim`](Self::reclaim) gets it back, nothing
     /// here touches its bytes.
     pub(crate) fn lend(&mut self, region: Region) -> Loan {

@@ -24,8 +24,6 @@ impl<'a> Core<'a> {
             queue: Queue::default(),
             chunks: Chunks::default(),
             stats: Stats::default(),
-            #[cfg(test)]
-            poison: None,
         }
     }
 

@@ -235,17 +235,8 @@ impl<'a> NextRead<'a> {
 
     /// Records it as the next read of the file at `idx`, a chunk, and lends it `region`:
     /// the request to hand the backend.
-    fn lend(
-        self,
-        core: &mut Core<'a>,
-        idx: usize,
-        #[cfg_attr(not(test), allow(unused_mut))] mut region: Region,
-    ) -> ReadReq<'a> {
+    fn lend(self, core: &mut Core<'a>, idx: usize, region: Region) -> ReadReq<'a> {
         let (fd, direct, len, read_len) = (self.fd, self.next.direct, self.len, self.read_len);
-        #[cfg(test)]
-        if let Some(byte) = core.poison {
-            core.pool_mut().bytes_mut(&mut region).fill(byte);
-        }
         let entry = core.queue.get_mut(idx).expect("index from the queue");
         let (file, offset) = (entry.id, entry.progress().next_read());
         // Past the start of the region only where `skip` jumped into an aligned O_DIRECT read.

@@ -154,10 +154,6 @@ pub(super) struct Core<'a> {
     queue: Queue<'a>,
     chunks: Chunks,
     stats: Stats,
-    /// Tests fill every region with this byte before it is read into, to catch bytes
-    /// exposed that no read wrote.
-    #[cfg(test)]
-    poison: Option<u8>,
 }
 
 impl<'a> Engine<'a> {

@@ -193,10 +193,6 @@ impl<'a> ReadAhead<'a> {
         let (io, pool) = self.core.take_io_and_pool();
         let mut core = Core::new(io.rebind(), pool);
         core.stats = self.core.stats;
-        #[cfg(test)]
-        {
-            core.poison = self.core.poison;
-        }
         Ok(ReadAhead::new(core, *self.sched.limits()))
     }
 

@@ -337,7 +337,7 @@ fn paths_the_source_opens_that_are_not_files_fail_alone() {
     for order in ORDERS {
         let mut e = engine(opening(&f, order), 64 << 10, 8192);
         for p in [&f.paths[0], &sub, &missing, &f.paths[1]] {
-            e.push(Source::Path(p.as_path().into()), 0, u64::MAX)
+            e.push_range(Source::Path(p.as_path().into()), 0, u64::MAX, false)
                 .unwrap();
         }
         let got = read_all(&mut e);
