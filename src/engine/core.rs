@@ -1,6 +1,6 @@
-//! What takes several parts of the engine's core at once: dropping reads no longer wanted
-//! (freeing their regions, or cancelling them in flight as orphans) and files with them,
-//! continuing a read, and draining what is in flight before the pool goes.
+//! The engine's core (`Core`), and what takes several of its parts at once: dropping reads
+//! no longer wanted (freeing their regions, or cancelling them in flight as orphans) and
+//! files with them, continuing a read, and draining what is in flight before the pool goes.
 
 use std::collections::BTreeSet;
 use std::io;
@@ -8,13 +8,28 @@ use std::mem;
 use std::time::Duration;
 
 use super::chunks::{Chunk, Chunks};
-use super::{ring_error, Core};
+use super::ring_error;
 use crate::error::Error;
 use crate::io::{Io, Opened, ReadReq};
 use crate::pool::{Pool, Region};
 use crate::queue::{CacheUse, FileEntry, Queue};
 use crate::source::{FdRef, Source};
 use crate::stats::{self, Stats};
+
+/// What the engine's other types work on: the backend, the pool, the queued files and the
+/// reads issued for them, and the counters. Each has its own interface; the methods here
+/// take several of them at once (dropping reads).
+pub(super) struct Core<'a> {
+    // Drop order: `Drop for ReadAhead` first takes every loan back from `io` (cancelling and
+    // waiting); then `io` is dropped (closing the ring) before `pool` (freeing the memory).
+    // Both are `None` once moved to a rebound engine, or leaked by a drain that gave up (see
+    // `drain`): the engine is then only dropped.
+    io: Option<Box<dyn Io<'a> + 'a>>,
+    pool: Option<Pool>,
+    pub(super) queue: Queue<'a>,
+    pub(super) chunks: Chunks,
+    pub(super) stats: Stats,
+}
 
 impl<'a> Core<'a> {
     pub(super) fn new(io: Box<dyn Io<'a> + 'a>, pool: Pool) -> Self {
@@ -44,6 +59,11 @@ impl<'a> Core<'a> {
 
     pub(super) fn pool_mut(&mut self) -> &mut Pool {
         self.pool.as_mut().expect(GONE)
+    }
+
+    /// Regions lent to the backend: none where the pool is gone.
+    pub(super) fn pool_lent(&self) -> usize {
+        self.pool.as_ref().map_or(0, Pool::lent)
     }
 
     /// Moves the backend and the pool out, to a rebound engine: this core then only drops.

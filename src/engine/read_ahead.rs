@@ -11,11 +11,25 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use super::complete::Completions;
-use super::issue::Scheduler;
-use super::{ring_error, Core, Limits, ReadAhead};
+use super::completions::Completions;
+use super::scheduler::Scheduler;
+use super::{ring_error, Core, Limits};
 use crate::error::Error;
 use crate::source::Source;
+
+/// Reads ahead of the consumer: reaps completions, issues more as room opens, waits.
+pub(super) struct ReadAhead<'a> {
+    pub(super) core: Core<'a>,
+    pub(super) sched: Scheduler,
+    completions: Completions<'a>,
+    /// The first error of a file dropped before any caller was given it (see
+    /// `unread_error`), until the reader's `take_unread_error` takes it.
+    unread: Option<Error>,
+    /// Whether a wait gave up on a read that may never complete (see `read_ahead.rs`).
+    pub(super) hung: bool,
+    /// Whether the read-ahead was given up (`abandon`): its drain waits for nothing.
+    abandoned: bool,
+}
 
 /// A file taken back from an engine given up: queue it again elsewhere.
 #[derive(Debug)]
@@ -225,11 +239,7 @@ impl Drop for ReadAhead<'_> {
         let drained = self.drain();
         // A drain that gave up leaked the pool (see `drain`). Had a loan stayed out anyway,
         // `Pool`'s drop would leak its memory rather than free it under the kernel.
-        debug_assert!(
-            drained.is_err()
-                || std::thread::panicking()
-                || self.core.pool.as_ref().is_none_or(|p| p.lent() == 0)
-        );
+        debug_assert!(drained.is_err() || std::thread::panicking() || self.core.pool_lent() == 0);
     }
 }
 

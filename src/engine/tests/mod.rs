@@ -503,6 +503,18 @@ fn engine<'a>(io: Scripted<'a>, pool: usize, read_size: usize) -> Engine<'a> {
     engine_windowed(io, pool, read_size, pool)
 }
 
+/// Like [`engine`], with the limits `set` changes: settings are made before the engine is,
+/// never changed under it.
+fn engine_with<'a>(
+    io: Scripted<'a>,
+    (pool, read_size): (usize, usize),
+    set: impl FnOnce(&mut Limits),
+) -> Engine<'a> {
+    let mut limits = limits(read_size, pool);
+    set(&mut limits);
+    poisoned(io, pool, limits)
+}
+
 /// An engine whose read-ahead of cached files stays within `warm_window` bytes; every region
 /// is filled with [`POISON`] before it is read into.
 fn engine_windowed<'a>(

@@ -61,11 +61,6 @@ impl Scheduler {
         &self.limits
     }
 
-    #[cfg(test)]
-    pub(super) fn limits_mut(&mut self) -> &mut Limits {
-        &mut self.limits
-    }
-
     pub(super) fn policy_mut(&mut self) -> &mut Policy {
         &mut self.policy
     }
