@@ -28,9 +28,10 @@ pub enum Backend {
     /// and no seccomp filter refusing `io_uring_setup` (as some container runtimes install);
     /// on any other platform `build()` fails saying io_uring exists only on Linux.
     IoUring,
-    /// Plain `pread(2)` on the calling thread, with read-ahead hints so the kernel reads
-    /// ahead across files (`posix_fadvise(WILLNEED)` on Linux and FreeBSD, `F_RDADVISE` on
-    /// macOS, none elsewhere). Works everywhere; the only backend off Linux.
+    /// Plain `pread(2)` on helper threads, four reads at a time a reader, which reads ahead
+    /// across files itself, with the ring's windows (no read-ahead hints); on Linux, reads
+    /// the page cache holds are copied at once on the calling thread. Works everywhere; the
+    /// only backend off Linux.
     Pread,
 }
 

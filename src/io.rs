@@ -421,36 +421,3 @@ pub(crate) trait Io<'a>: Send {
     /// If anything is in flight: call [`shutdown`](Self::shutdown) first.
     fn rebind<'b>(self: Box<Self>) -> Box<dyn Io<'b> + 'b>;
 }
-
-/// The backend left in an engine whose own backend moved to a rebound engine: nothing is in
-/// flight, and nothing can be issued.
-#[derive(Debug)]
-pub(crate) struct Detached;
-
-impl<'a> Io<'a> for Detached {
-    fn backend(&self) -> Backend {
-        Backend::Pread
-    }
-    fn read(&mut self, _req: ReadReq<'a>) {
-        unreachable!("a detached engine issues no reads")
-    }
-    fn cancel(&mut self, _id: u64) {}
-    fn submit(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-    fn reap(&mut self, _wait: bool, _out: &mut Vec<ReadDone<'a>>) -> io::Result<()> {
-        Ok(())
-    }
-    fn in_flight(&self) -> usize {
-        0
-    }
-    fn shutdown(&mut self, _out: &mut Vec<ReadDone<'a>>, _timeout: Duration) -> io::Result<()> {
-        Ok(())
-    }
-    fn open(&mut self, _source: &Source<'a>, _direct: bool) -> Result<Opened<'a>, Error> {
-        unreachable!("a detached engine opens no files")
-    }
-    fn rebind<'b>(self: Box<Self>) -> Box<dyn Io<'b> + 'b> {
-        self
-    }
-}

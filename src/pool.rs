@@ -133,8 +133,8 @@ pub(crate) struct Pool {
     at: Positions,
     /// Which regions are live, and which lent.
     regions: Regions,
-    /// The memory `ptr` points into (`None` for `Pool::empty`): freed when the pool is
-    /// dropped, or leaked where loans are still out.
+    /// The memory `ptr` points into: freed when the pool is dropped, or taken and leaked
+    /// where loans are still out (see `Drop`).
     mapping: Option<sys::Mapping>,
     /// Loans made so far: a [`Span`] checked before the last one may no longer be read.
     loans: u64,
@@ -183,24 +183,14 @@ impl Pool {
     pub(crate) fn with_capacity(capacity: usize) -> Option<Pool> {
         let capacity = capacity.max(1).checked_next_multiple_of(PAGE)?;
         let mut mapping = sys::Mapping::new(capacity)?;
-        Some(Pool::over(mapping.as_mut_ptr(), capacity, Some(mapping)))
-    }
-
-    /// A pool of no bytes that maps nothing: what an engine keeps once its pool has moved to
-    /// a rebound engine.
-    pub(crate) fn empty() -> Pool {
-        Pool::over(NonNull::dangling(), 0, None)
-    }
-
-    fn over(ptr: NonNull<u8>, capacity: usize, mapping: Option<sys::Mapping>) -> Pool {
-        Pool {
+        Some(Pool {
             id: NEXT_POOL.fetch_add(1, Ordering::Relaxed),
-            ptr,
+            ptr: mapping.as_mut_ptr(),
             at: Positions::new(capacity),
             regions: Regions::default(),
-            mapping,
+            mapping: Some(mapping),
             loans: 0,
-        }
+        })
     }
 
     /// The pool's size in bytes.
@@ -350,17 +340,6 @@ impl Pool {
         unsafe {
             std::slice::from_raw_parts(self.ptr.as_ptr().add(span.phys + from), span.len - from)
         }
-    }
-
-    /// The bytes of a region that is not lent, writable (to fill it with a sentinel in tests).
-    #[cfg(test)]
-    pub(crate) fn bytes_mut(&mut self, region: &mut Region) -> &mut [u8] {
-        self.index_of(region, false);
-        self.loans += 1;
-        let phys = self.phys(region);
-        // SAFETY: as in `bytes`, and the exclusive borrow of `self` means no other slice of the
-        // pool is alive.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(phys), region.len) }
     }
 
     /// Hands a region to a backend. Until [`reclaim`](Self::reclaim) gets it back, nothing

@@ -1,7 +1,7 @@
 //! The FIFO of files: where each comes from, the range to read of it, where it stands, and
 //! how far it has been asked for and consumed. No syscalls here.
 //!
-//! Each file is in one [`State`] at a time, kept with its range in a [`Status`] (see
+//! Each file is in one [`FileState`] at a time, kept with its range in a [`Status`] (see
 //! `status.rs` for their invariants), and how far it was read and consumed in a
 //! [`FileProgress`] (`progress.rs`). Invariant of a [`FileEntry`]: `fd` is the descriptor reads
 //! go to; an entry with reads in flight keeps it.
@@ -16,7 +16,7 @@ use crate::error::{Error, FileName};
 use crate::source::{FdRef, RawFd, Source};
 
 pub(crate) use progress::FileProgress;
-pub(crate) use status::{State, Status};
+pub(crate) use status::{FileState, Status};
 
 /// How a file's buffered reads leave the page cache where the reader was asked to leave it
 /// as found (`uncached(true)`): decided at its first read, and again where its filesystem
@@ -133,7 +133,7 @@ impl<'a> FileEntry<'a> {
     /// after it was opened, so the skip counted bytes it did not have): an error saying so,
     /// rather than an end at a place the file never reached.
     pub(crate) fn skipped_past_end(&self) -> Option<io::Error> {
-        let State::Ended { len } = *self.status.state() else {
+        let FileState::Ended { len } = *self.status.state() else {
             return None;
         };
         let consumed = self.progress.consumed();
@@ -157,15 +157,16 @@ impl<'a> FileEntry<'a> {
     pub(crate) fn set_opening(&mut self) {
         // Queued, or sized once and opened again (its descriptor was closed meanwhile).
         debug_assert!(
-            self.fd.is_none() && matches!(self.status.state(), State::Queued | State::Reading)
+            self.fd.is_none()
+                && matches!(self.status.state(), FileState::Queued | FileState::Reading)
         );
-        self.status.set(State::Opening);
+        self.status.set(FileState::Opening);
     }
 
     /// The open the backend started came back (to be retried, or handled by the caller).
     pub(crate) fn set_open_returned(&mut self) {
         debug_assert!(self.status.is_opening());
-        self.status.set(State::Queued);
+        self.status.set(FileState::Queued);
     }
 
     /// Records the file's size once opened: it is read up to `min(start + limit, size)`.
@@ -194,9 +195,9 @@ impl<'a> FileEntry<'a> {
     /// Whether the engine has more to do for this file: open it, or issue reads.
     pub(crate) fn wants_reads(&self) -> bool {
         match self.status.state() {
-            State::Queued | State::Opening => true,
-            State::Reading | State::Ended { .. } => self.progress.next_read() < self.stop(),
-            State::Failed { .. } => false,
+            FileState::Queued | FileState::Opening => true,
+            FileState::Reading | FileState::Ended { .. } => self.progress.next_read() < self.stop(),
+            FileState::Failed { .. } => false,
         }
     }
 
@@ -210,8 +211,10 @@ impl<'a> FileEntry<'a> {
 
     /// Whether every byte of the file has been asked for (it was sized, and did not fail).
     pub(crate) fn all_issued(&self) -> bool {
-        matches!(self.status.state(), State::Reading | State::Ended { .. })
-            && self.progress.next_read() >= self.stop()
+        matches!(
+            self.status.state(),
+            FileState::Reading | FileState::Ended { .. }
+        ) && self.progress.next_read() >= self.stop()
     }
 
     /// Whether nothing of the file is in flight and nothing more will be asked for: every
@@ -219,7 +222,7 @@ impl<'a> FileEntry<'a> {
     /// read in flight may still need it to be continued).
     pub(crate) fn reads_finished(&self) -> bool {
         self.progress.in_flight() == 0
-            && !matches!(self.status.state(), State::Queued | State::Opening)
+            && !matches!(self.status.state(), FileState::Queued | FileState::Opening)
             && !self.wants_reads()
     }
 

@@ -77,7 +77,7 @@ fn rewind_restores_the_sized_end_and_forgets_the_failure() {
     e.rewind();
     let p = e.progress();
     assert_eq!((p.next_read(), p.consumed(), e.stop()), (0, 0, 1000));
-    assert!(matches!(e.status().state(), State::Reading));
+    assert!(matches!(e.status().state(), FileState::Reading));
     e.fail(eio(500), 500);
     e.rewind();
     assert!(e.error().is_none());
@@ -109,7 +109,7 @@ fn a_failure_is_never_an_end() {
     );
     e.end_at(100);
     assert!(
-        matches!(e.status().state(), State::Ended { len: 100 }),
+        matches!(e.status().state(), FileState::Ended { len: 100 }),
         "bytes end first"
     );
     assert!(
@@ -186,7 +186,7 @@ fn an_exact_range_the_file_holds_only_part_of_fails() {
     let e = q.get_mut(3).unwrap();
     assert!(!e.set_size(10, 1));
     assert!(!e.end_at(5));
-    assert!(matches!(e.status().state(), State::Ended { len: 5 }));
+    assert!(matches!(e.status().state(), FileState::Ended { len: 5 }));
 }
 
 #[test]

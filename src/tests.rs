@@ -1,9 +1,9 @@
 //! What the unit tests share: what they do where the kernel or the disk refuses what they
 //! need (io_uring, `O_DIRECT`, a cold read), and a directory on the disk for their files.
 //!
-//! The same rule as the integration tests' (`tests/common`): a refusal is printed and the case
-//! skipped, unless `READAHEAD_REQUIRE_URING=1`, where it fails instead (CI sets it, so that a
-//! green run ran every case).
+//! The rule for a refusal is the integration tests' (`tests/common/refusal.rs`, a crate of
+//! their own): it is printed and the case skipped, unless `READAHEAD_REQUIRE_URING=1`, where
+//! it fails instead (CI sets it, so that a green run ran every case).
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
@@ -11,9 +11,22 @@ use std::path::{Path, PathBuf};
 
 use crate::sys::Opener;
 
-#[path = "../tests/common/refusal.rs"]
-mod refusal;
-pub(crate) use refusal::skip_refused;
+/// Where `what` a test needs is refused here, for `why`: says so on stderr, for the caller to
+/// skip that case; under `READAHEAD_REQUIRE_URING=1` fails instead. Any value of it but `0`,
+/// `1` or empty is a mistake, and fails.
+#[track_caller]
+pub(crate) fn skip_refused(what: &str, why: impl std::fmt::Display) {
+    let required = match std::env::var("READAHEAD_REQUIRE_URING").as_deref() {
+        Err(std::env::VarError::NotPresent) | Ok("" | "0") => false,
+        Ok("1") => true,
+        other => panic!("READAHEAD_REQUIRE_URING must be 0 or 1, not {other:?}"),
+    };
+    assert!(
+        !required,
+        "READAHEAD_REQUIRE_URING=1, yet {what} is refused here: {why}"
+    );
+    eprintln!("skipping {what}: {why}");
+}
 
 /// Whether io_uring may be used here; where not, see [`skip_refused`]. Linux only, as the
 /// ring's tests are.

@@ -117,7 +117,7 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// The crate's top-level module a file belongs to (`engine` for `src/engine/issue.rs`).
+/// The crate's top-level module a file belongs to (`engine` for `src/engine/scheduler.rs`).
 fn module(path: &Path) -> String {
     let under_src = path.strip_prefix("src").unwrap_or(path);
     let first = under_src

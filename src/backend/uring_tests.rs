@@ -29,8 +29,11 @@ pub(super) fn small_ring<'a>(pool: &Pool, register: bool) -> Ring<'a> {
         sq_poll: None,
         open_timeout: DEFAULT_DRAIN_TIMEOUT,
     };
-    let ring = Ring::new(config, pool).unwrap();
-    assert_eq!(ring.kernel.ring.params().cq_entries(), 2 * CQ_PER_DEPTH);
+    let mut ring = Ring::new(config, pool).unwrap();
+    assert_eq!(
+        ring.kernel.io_uring().params().cq_entries(),
+        2 * CQ_PER_DEPTH
+    );
     ring
 }
 
@@ -126,20 +129,20 @@ fn more_reads_than_the_completion_queue_holds_all_complete_once() {
             }
             ring.submit().unwrap();
             assert_eq!(ring.in_flight(), READS);
-            let overflowed = ring.kernel.ring.submission().cq_overflow();
-            let reaped_early = ring.flight.reads.ready_len();
+            let overflowed = ring.kernel.io_uring().submission().cq_overflow();
+            let reaped_early = ring.flight.ready_len();
             let mut done = Vec::new();
             while ring.in_flight() > 0 {
                 ring.reap(true, &mut done).unwrap();
             }
             assert_eq!(
-                ring.kernel.ring.completion().overflow(),
+                ring.kernel.io_uring().completion().overflow(),
                 0,
                 "no completion dropped"
             );
             eprintln!(
                 "fixed {}: overflowed {overflowed}, {reaped_early} reaped while submitting",
-                ring.kernel.fixed
+                ring.kernel.fixed()
             );
             assert_eq!(done.len(), READS);
             let mut seen = HashSet::new();

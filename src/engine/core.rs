@@ -1,6 +1,6 @@
-//! What takes several parts of the engine's core at once: dropping reads no longer wanted
-//! (freeing their regions, or cancelling them in flight as orphans) and files with them,
-//! continuing a read, and draining what is in flight before the pool goes.
+//! The engine's core (`Core`), and what takes several of its parts at once: dropping reads
+//! no longer wanted (freeing their regions, or cancelling them in flight as orphans) and
+//! files with them, continuing a read, and draining what is in flight before the pool goes.
 
 use std::collections::BTreeSet;
 use std::io;
@@ -8,44 +8,100 @@ use std::mem;
 use std::time::Duration;
 
 use super::chunks::{Chunk, Chunks};
-use super::{ring_error, Core};
+use super::ring_error;
 use crate::error::Error;
-use crate::io::{Detached, Io, ReadReq};
+use crate::io::{Io, Opened, ReadReq};
 use crate::pool::{Pool, Region};
 use crate::queue::{CacheUse, FileEntry, Queue};
-use crate::source::FdRef;
+use crate::source::{FdRef, Source};
 use crate::stats::{self, Stats};
+
+/// What the engine's other types work on: the backend, the pool, the queued files and the
+/// reads issued for them, and the counters. Each has its own interface; the methods here
+/// take several of them at once (dropping reads).
+pub(super) struct Core<'a> {
+    // Drop order: `Drop for ReadAhead` first takes every loan back from `io` (cancelling and
+    // waiting); then `io` is dropped (closing the ring) before `pool` (freeing the memory).
+    // Both are `None` once moved to a rebound engine, or leaked by a drain that gave up (see
+    // `drain`): the engine is then only dropped.
+    io: Option<Box<dyn Io<'a> + 'a>>,
+    pool: Option<Pool>,
+    pub(super) queue: Queue<'a>,
+    pub(super) chunks: Chunks,
+    pub(super) stats: Stats,
+}
 
 impl<'a> Core<'a> {
     pub(super) fn new(io: Box<dyn Io<'a> + 'a>, pool: Pool) -> Self {
         Core {
-            io,
-            pool,
+            io: Some(io),
+            pool: Some(pool),
             queue: Queue::default(),
             chunks: Chunks::default(),
             stats: Stats::default(),
-            #[cfg(test)]
-            poison: None,
         }
+    }
+
+    /// The backend: the core's until moved to a rebound engine or leaked by a drain that gave
+    /// up, after which the engine is only dropped.
+    pub(super) fn io(&self) -> &(dyn Io<'a> + 'a) {
+        self.io.as_deref().expect(GONE)
+    }
+
+    pub(super) fn io_mut(&mut self) -> &mut (dyn Io<'a> + 'a) {
+        self.io.as_deref_mut().expect(GONE)
+    }
+
+    /// The pool: the core's as long as the backend is.
+    #[inline]
+    pub(super) fn pool(&self) -> &Pool {
+        self.pool.as_ref().expect(GONE)
+    }
+
+    pub(super) fn pool_mut(&mut self) -> &mut Pool {
+        self.pool.as_mut().expect(GONE)
+    }
+
+    /// Regions lent to the backend: none where the pool is gone.
+    pub(super) fn pool_lent(&self) -> usize {
+        self.pool.as_ref().map_or(0, Pool::lent)
+    }
+
+    /// Moves the backend and the pool out, to a rebound engine: this core then only drops.
+    pub(super) fn take_io_and_pool(&mut self) -> (Box<dyn Io<'a> + 'a>, Pool) {
+        (self.io.take().expect(GONE), self.pool.take().expect(GONE))
+    }
+
+    /// Opens the queued file at `idx` here, with `O_DIRECT` where `direct`.
+    pub(super) fn open_queued(&mut self, idx: usize, direct: bool) -> Result<Opened<'a>, Error> {
+        let entry = self.queue.get_mut(idx).expect("index from the queue");
+        self.io
+            .as_deref_mut()
+            .expect(GONE)
+            .open(&entry.source, direct)
+    }
+
+    /// Starts opening the queued file at `idx` through the backend, if it can and the file
+    /// was queued by path; whether it did.
+    pub(super) fn start_open_queued(&mut self, idx: usize, direct: bool) -> bool {
+        let entry = self.queue.get_mut(idx).expect("index from the queue");
+        let Source::Path(path) = &entry.source else {
+            return false;
+        };
+        let io = self.io.as_deref_mut().expect(GONE);
+        io.start_open(entry.id, path, direct)
     }
 
     /// Reads the rest of chunk `i` (from its `from`) again, into `region`.
     pub(super) fn resubmit(&mut self, i: usize, region: Region, fd: FdRef<'a>) {
         let chunk = &self.chunks[i];
+        let (id, at, from, want) = (chunk.id(), chunk.resume_at(), chunk.from(), chunk.want());
         let entry = self.queue.by_id_mut(chunk.file());
         let direct = entry.as_ref().is_some_and(|e| e.direct());
         let uncached = entry.is_some_and(|e| e.cache_use() == CacheUse::Uncached);
-        let loan = self.pool.lend(region);
-        let (at, from) = (chunk.resume_at(), chunk.from());
-        let req = ReadReq::new(
-            chunk.id(),
-            (fd, direct),
-            at,
-            loan,
-            from,
-            chunk.want() - from,
-        );
-        self.io.read(req.with_uncached(uncached));
+        let loan = self.pool_mut().lend(region);
+        let req = ReadReq::new(id, (fd, direct), at, loan, from, want - from);
+        self.io_mut().read(req.with_uncached(uncached));
         self.stats.reads += 1;
         self.stats.reads_uncached += u64::from(uncached);
     }
@@ -68,23 +124,26 @@ impl<'a> Core<'a> {
     /// freeing what does. Where the wait times out or the ring fails with something still
     /// in flight, the kernel may yet write into the pool and post into the ring: both are
     /// leaked (the ring stays open and mapped, with every descriptor its reads name; the
-    /// pool stays mapped), replaced by a backend and a pool of nothing, and the
-    /// process-wide count of drains abandoned goes up. A backend without reads in the
-    /// kernel (`pread`) returns at once.
+    /// pool stays mapped), the core is left with neither, and the process-wide count of
+    /// drains abandoned goes up. A backend without reads in the kernel (`pread`) returns at
+    /// once, as does a core whose backend is gone.
     pub(super) fn drain(&mut self, timeout: Duration) -> io::Result<()> {
+        let (Some(io), Some(pool)) = (self.io.as_deref_mut(), self.pool.as_mut()) else {
+            return Ok(());
+        };
         let mut done = Vec::new();
-        let drained = self.io.shutdown(&mut done, timeout);
+        let drained = io.shutdown(&mut done, timeout);
         for d in done {
-            let region = self.pool.reclaim(d.loan);
-            self.pool.free(region);
+            let region = pool.reclaim(d.loan);
+            pool.free(region);
         }
         let Err(e) = drained else {
             return Ok(());
         };
-        let left = self.io.in_flight();
+        let left = io.in_flight();
         if left > 0 {
-            mem::forget(mem::replace(&mut self.io, Box::new(Detached)));
-            mem::forget(mem::replace(&mut self.pool, Pool::empty()));
+            mem::forget(self.io.take());
+            mem::forget(self.pool.take());
             stats::count_abandoned_drain();
         }
         Err(drain_error(e, left, timeout))
@@ -92,18 +151,19 @@ impl<'a> Core<'a> {
 
     /// Counts the peaks of reads in flight and pool bytes held, after reads were issued.
     pub(super) fn note_peaks(&mut self) {
-        let stats = &mut self.stats;
         // The backend's count has the opens in flight too.
         let reads = self.chunks.reads_in_flight() as u64;
+        let held = self.pool().live_bytes() as u64;
+        let stats = &mut self.stats;
         stats.peak_in_flight = stats.peak_in_flight.max(reads);
-        stats.peak_pool_bytes = stats.peak_pool_bytes.max(self.pool.live_bytes() as u64);
+        stats.peak_pool_bytes = stats.peak_pool_bytes.max(held);
     }
 
     /// Frees a chunk's region, or orphans it if its read is in flight.
     pub(super) fn drop_chunk(&mut self, c: Chunk) {
         let (id, file) = (c.id(), c.file());
         match c.into_region() {
-            Some(region) => self.pool.free(region),
+            Some(region) => self.pool_mut().free(region),
             None => {
                 let mut holds_fd = false;
                 if let Some(e) = self.queue.by_id_mut(file) {
@@ -111,7 +171,7 @@ impl<'a> Core<'a> {
                     holds_fd = e.opened_here();
                 }
                 self.chunks.orphan(id, holds_fd.then_some(file));
-                self.io.cancel(id);
+                self.io_mut().cancel(id);
             }
         }
     }
@@ -120,7 +180,7 @@ impl<'a> Core<'a> {
     pub(super) fn pop_chunk(&mut self) {
         let c = self.chunks.pop_front().expect("a front chunk");
         let region = c.into_region();
-        self.pool
+        self.pool_mut()
             .free(region.expect("a consumed chunk is not in flight"));
     }
 
@@ -187,6 +247,9 @@ impl<'a> Core<'a> {
         true
     }
 }
+
+/// Why an accessor found the backend or the pool gone.
+const GONE: &str = "the backend and the pool are gone only from an engine that is being dropped";
 
 /// A drain's failure, saying what it leaves behind: `left` operations still in the kernel's
 /// hands after waiting up to `timeout`.

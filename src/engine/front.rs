@@ -5,7 +5,7 @@ use std::io;
 
 use super::Core;
 use crate::consts::DIRECT_ALIGN;
-use crate::queue::State;
+use crate::queue::FileState;
 
 /// Moves the consumer `amt` bytes on through the current file's readable chunks (as many
 /// as they hold, from the front: the bytes just handed out).
@@ -46,7 +46,7 @@ pub(super) fn run_len(core: &Core<'_>, n: usize) -> (usize, usize) {
         let joins = c.file() == prev.file()
             && full == a.len()
             && c.offset() == prev.offset() + full as u64
-            && core.pool.adjacent(a, b);
+            && core.pool().adjacent(a, b);
         if run >= n || !joins {
             break;
         }
@@ -62,7 +62,7 @@ pub(super) fn run_len(core: &Core<'_>, n: usize) -> (usize, usize) {
 pub(super) fn check_passable(core: &Core<'_>, n: u64) -> io::Result<()> {
     let front = core.queue.front().expect("sized, so current");
     match front.status().state() {
-        State::Failed { at, .. } if front.progress().consumed().saturating_add(n) > *at => {
+        FileState::Failed { at, .. } if front.progress().consumed().saturating_add(n) > *at => {
             Err(front.error_out().expect("failed"))
         }
         _ => Ok(()),

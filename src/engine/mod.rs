@@ -3,21 +3,23 @@
 //! It knows nothing of the kernel: reads go through the [`Io`] trait, which the io_uring
 //! backend, the `pread` backend and the tests' scripted completion source implement.
 //!
-//! It is four types, each owning the next (an order of ownership, not of calls): the state
-//! they share (the backend, the pool, the queue, the chunks, the counters) is the `Core`'s,
-//! and each upper type also works on the `Core`'s parts directly, through their methods:
+//! It is four types, each owning the next (an order of ownership, not of calls, and not
+//! layers: each upper type also works on the `Core`'s parts directly, through their
+//! methods). The state they share (the backend, the pool, the queue, the chunks, the
+//! counters) is the `Core`'s:
 //!
-//! | type | file | job | state |
-//! |---|---|---|---|
-//! | `Engine` | `mod.rs`, `records.rs` | what the reader calls: `fill_buf` and `consume` (the spill's bytes first), records copied out of the pool, `skip` | [`records::Spill`] |
-//! | `Stream` | `stream.rs` | the current file's bytes in the pool: `fill`, `consume`, move on, activate | `handout` |
-//! | `ReadAhead` | `read_ahead.rs` | refilling, waiting (bounded: `hung`), draining | the scheduler, completions, `unread`, `hung` |
-//! | `Core` | `core.rs` | what the layers share: backend, pool, queue, chunks, counters; dropping reads | - |
+//! | type | declared in | methods in | job | state |
+//! |---|---|---|---|---|
+//! | `Engine` | `mod.rs` | `mod.rs`, `records.rs` | what the reader calls: `fill_buf` and `consume` (the spill's bytes first), records copied out of the pool, `skip` | [`records::Spill`] |
+//! | `Stream` | `mod.rs` | `stream.rs` | the current file's bytes in the pool: `fill`, `consume`, move on, activate | `handout` |
+//! | `ReadAhead` | `read_ahead.rs` | `read_ahead.rs` | refilling, waiting (bounded: `hung`), draining | the scheduler, completions, `unread`, `hung` |
+//! | `Core` | `core.rs` | `core.rs` | what the others share: backend and pool (`None` once moved or leaked), queue, chunks, counters; dropping reads | - |
 //!
-//! Beside them, each with the state it owns: `issue` (which read goes next:
-//! [`issue::Scheduler`]), `policy` (the read policy's decisions: [`policy::Policy`]), `opens`
-//! (descriptors: [`opens::Opens`]), `complete` (completions: [`complete::Completions`]),
-//! `chunks` (reads in flight or waiting, and orphans: [`chunks::Chunks`]), and `front` (the
+//! Beside them, each with the state it owns: `scheduler` (which read goes next:
+//! [`scheduler::Scheduler`]), `policy` (the read policy's decisions: [`policy::Policy`]),
+//! `opens` (descriptors: [`opens::Opens`]), `completions` (completions:
+//! [`completions::Completions`]), `chunks` (reads in flight or waiting, and orphans:
+//! [`chunks::Chunks`]), `uncached` (leaving the page cache as found), and `front` (the
 //! current file's chunks: how many of their bytes lie together, whether a skip may pass,
 //! moving the consumer through them).
 //!
@@ -32,14 +34,14 @@
 //! - A file's `in_flight` counts its live chunks that are in flight; orphans belong to no file.
 
 mod chunks;
-mod complete;
+mod completions;
 mod core;
 mod front;
-mod issue;
 mod opens;
 mod policy;
 mod read_ahead;
 mod records;
+mod scheduler;
 mod stream;
 mod uncached;
 
@@ -53,16 +55,14 @@ use crate::io::Io;
 #[cfg(test)]
 use crate::io::{Opened, ReadDone, ReadReq};
 use crate::pool::Pool;
-use crate::queue::Queue;
 #[cfg(test)]
 use crate::source::FdRef;
 use crate::source::Source;
 use crate::stats::Stats;
 
-use chunks::Chunks;
-use complete::Completions;
-use issue::Scheduler;
+use self::core::Core;
 pub(crate) use read_ahead::QueuedFile;
+use read_ahead::ReadAhead;
 use records::Spill;
 
 /// Settings the engine works by.
@@ -128,38 +128,6 @@ pub(super) struct Stream<'a> {
     /// The bytes the last `fill_buf` returned from the pool, and how far the consumer has
     /// come into them. Anything that changes the current file settles it first.
     handout: stream::Handout,
-}
-
-/// Reads ahead of the consumer: reaps completions, issues more as room opens, waits.
-pub(super) struct ReadAhead<'a> {
-    core: Core<'a>,
-    sched: Scheduler,
-    completions: Completions<'a>,
-    /// The first error of a file dropped before any caller was given it (see
-    /// `unread_error`), until the reader's `take_unread_error` takes it.
-    unread: Option<Error>,
-    /// Whether a wait gave up on a read that may never complete (see `read_ahead.rs`).
-    hung: bool,
-    /// Whether the read-ahead was given up (`abandon`): its drain waits for nothing.
-    abandoned: bool,
-}
-
-/// What every layer works on: the backend, the pool, the queued files and the reads issued
-/// for them, and the counters. Each has its own interface; `core.rs` has what takes several
-/// of them at once (dropping reads).
-pub(super) struct Core<'a> {
-    // Drop order: `Drop for ReadAhead` first takes every loan back from `io` (cancelling and
-    // waiting); then `io` is dropped (closing the ring) before `pool` (freeing the memory).
-    // Where the wait gives up, `drain` leaks both instead, putting empty ones in their place.
-    io: Box<dyn Io<'a> + 'a>,
-    pool: Pool,
-    queue: Queue<'a>,
-    chunks: Chunks,
-    stats: Stats,
-    /// Tests fill every region with this byte before it is read into, to catch bytes
-    /// exposed that no read wrote.
-    #[cfg(test)]
-    poison: Option<u8>,
 }
 
 impl<'a> Engine<'a> {
@@ -261,11 +229,11 @@ impl<'a> Engine<'a> {
 
     /// A descriptor of the ring, where it has a submission thread others may share.
     pub(crate) fn sq_poll_ring(&self) -> Option<std::fs::File> {
-        self.core().io.sq_poll_ring()
+        self.core().io().sq_poll_ring()
     }
 
     pub(crate) fn backend(&self) -> Backend {
-        self.core().io.backend()
+        self.core().io().backend()
     }
 
     /// This engine's counters.
@@ -277,7 +245,7 @@ impl<'a> Engine<'a> {
 
     /// The pool's size in bytes.
     pub(crate) fn capacity(&self) -> usize {
-        self.core().pool.capacity()
+        self.core().pool().capacity()
     }
 
     fn core(&self) -> &Core<'a> {
@@ -297,12 +265,16 @@ impl std::fmt::Debug for Engine<'_> {
             .field("backend", &self.backend())
             .field("files_queued", &core.queue.len())
             .field("file_offset", &self.file_offset())
-            .field("reads_in_flight", &core.io.in_flight())
+            .field("reads_in_flight", &core.io().in_flight())
             .field(
                 "pool",
-                &format_args!("{}/{} bytes", core.pool.live_bytes(), core.pool.capacity()),
+                &format_args!(
+                    "{}/{} bytes",
+                    core.pool().live_bytes(),
+                    core.pool().capacity()
+                ),
             )
-            .field("registered_buffers", &core.io.registered())
+            .field("registered_buffers", &core.io().registered())
             .finish_non_exhaustive()
     }
 }

@@ -7,7 +7,6 @@ use super::{Core, Limits};
 use crate::consts::{DIRECT_ALIGN, MAX_RETRIES};
 use crate::error::Error;
 use crate::io::{OpenResult, Opened};
-use crate::source::Source;
 
 /// Opens under way, and the cap on descriptors.
 #[derive(Debug, Default)]
@@ -136,14 +135,14 @@ impl Opens {
     /// many opens under way as it may have (`Limits::open_depth`, not counting those so slow that
     /// they most likely hung: the opens behind them go on).
     pub(super) fn at_cap(&self, core: &Core<'_>, limits: &Limits) -> bool {
-        let opening = self.in_flight.saturating_sub(core.io.slow_opens());
+        let opening = self.in_flight.saturating_sub(core.io().slow_opens());
         self.descriptors(core) >= self.max_open(limits) || opening >= limits.open_depth
     }
 
     /// Takes the opens the backend finished.
     pub(super) fn handle_opened(&mut self, core: &mut Core<'_>, limits: &Limits) {
         let mut opened = Vec::new();
-        core.io.take_opened(&mut opened);
+        core.io_mut().take_opened(&mut opened);
         for (id, result) in opened.drain(..) {
             self.in_flight -= 1;
             // A file moved past while it was being opened is closed here (dropped).
@@ -159,14 +158,13 @@ impl Opens {
 
     /// Starts opening the path at `idx` through the backend, if it can; whether it did.
     pub(super) fn start_open(&mut self, core: &mut Core<'_>, idx: usize, limits: &Limits) -> bool {
-        let entry = core.queue.get_mut(idx).expect("index from the queue");
-        let Source::Path(path) = &entry.source else {
-            return false;
-        };
-        if !core.io.start_open(entry.id, path, limits.direct) {
+        if !core.start_open_queued(idx, limits.direct) {
             return false;
         }
-        entry.set_opening();
+        core.queue
+            .get_mut(idx)
+            .expect("index from the queue")
+            .set_opening();
         self.in_flight += 1;
         true
     }
@@ -234,13 +232,12 @@ impl Opens {
                 if !self.cap.out_of_descriptors(core, idx, held) {
                     return;
                 }
-                let current = core.queue.get_mut(idx).expect("the current file");
-                core.io.open(&current.source, direct)
+                core.open_queued(idx, direct)
             }
             // Refused O_NOATIME (not the owner) or O_DIRECT (the filesystem): opened again,
             // which goes on without them (and without O_NOATIME from then on: the backend
             // remembers).
-            Some(libc::EPERM | libc::EINVAL) => core.io.open(&entry.source, direct),
+            Some(libc::EPERM | libc::EINVAL) => core.open_queued(idx, direct),
             _ => result,
         };
         self.opened(core, idx, opened, limits);
@@ -252,8 +249,7 @@ impl Opens {
     /// reader holds some: the file stays queued, and the reader keeps fewer open from then on.
     pub(super) fn open_entry(&mut self, core: &mut Core<'_>, idx: usize, limits: &Limits) -> bool {
         let held = self.descriptors(core);
-        let entry = core.queue.get_mut(idx).expect("index from the queue");
-        let opened = core.io.open(&entry.source, limits.direct);
+        let opened = core.open_queued(idx, limits.direct);
         match opened {
             Err(e) if idx > 0 && held > 0 && is_out_of_descriptors(&e) => {
                 self.cap.lower(held);

@@ -9,16 +9,27 @@
 //! up on a read it says so (`hung`), for its owner to give it up in turn.
 
 use std::io;
-use std::mem;
 use std::time::{Duration, Instant};
 
-use super::complete::Completions;
-use super::issue::Scheduler;
-use super::{ring_error, Core, Limits, ReadAhead};
+use super::completions::Completions;
+use super::scheduler::Scheduler;
+use super::{ring_error, Core, Limits};
 use crate::error::Error;
-use crate::io::Detached;
-use crate::pool::Pool;
 use crate::source::Source;
+
+/// Reads ahead of the consumer: reaps completions, issues more as room opens, waits.
+pub(super) struct ReadAhead<'a> {
+    pub(super) core: Core<'a>,
+    pub(super) sched: Scheduler,
+    completions: Completions<'a>,
+    /// The first error of a file dropped before any caller was given it (see
+    /// `unread_error`), until the reader's `take_unread_error` takes it.
+    unread: Option<Error>,
+    /// Whether a wait gave up on a read that may never complete (see `read_ahead.rs`).
+    pub(super) hung: bool,
+    /// Whether the read-ahead was given up (`abandon`): its drain waits for nothing.
+    abandoned: bool,
+}
 
 /// A file taken back from an engine given up: queue it again elsewhere.
 #[derive(Debug)]
@@ -62,7 +73,7 @@ impl<'a> ReadAhead<'a> {
 
     /// Reaps what has completed and issues more reads: called whenever room may have opened.
     pub(super) fn refill(&mut self) -> io::Result<()> {
-        if self.core.io.in_flight() > 0 {
+        if self.core.io().in_flight() > 0 {
             self.completions.reap(&mut self.core)?;
         }
         self.handle_done();
@@ -101,7 +112,7 @@ impl<'a> ReadAhead<'a> {
 
     /// Whether a read or an open is under way: something to wait for.
     pub(super) fn anything_in_flight(&self) -> bool {
-        self.core.io.in_flight() > 0 || self.sched.opens_in_flight() > 0
+        self.core.io().in_flight() > 0 || self.sched.opens_in_flight() > 0
     }
 
     /// Handles every completion reaped, and every open the backend finished.
@@ -116,7 +127,7 @@ impl<'a> ReadAhead<'a> {
     /// wait in the submission queue until the consumer next blocks, with the device idle.
     /// Nothing is entered where nothing is queued.
     fn submit_continuations(&mut self) -> io::Result<()> {
-        self.core.io.submit().map_err(ring_error("submit"))
+        self.core.io_mut().submit().map_err(ring_error("submit"))
     }
 
     /// Blocks until a read completes, then handles what came back and refills. Where
@@ -134,7 +145,7 @@ impl<'a> ReadAhead<'a> {
         // The current file waits for its open, which a timeout fails, not for reads of the
         // files behind it: those are reaped once it is open. With no read in flight, what
         // can come is an open.
-        if (opening || self.core.io.in_flight() == 0) && self.core.io.wait_opens() {
+        if (opening || self.core.io().in_flight() == 0) && self.core.io_mut().wait_opens() {
             self.handle_done();
             self.schedule()?;
             return self.submit_continuations();
@@ -193,14 +204,9 @@ impl<'a> ReadAhead<'a> {
             self.drop_front_file();
         }
         self.drain()?;
-        let io = mem::replace(&mut self.core.io, Box::new(Detached)).rebind();
-        let pool = mem::replace(&mut self.core.pool, Pool::empty());
-        let mut core = Core::new(io, pool);
+        let (io, pool) = self.core.take_io_and_pool();
+        let mut core = Core::new(io.rebind(), pool);
         core.stats = self.core.stats;
-        #[cfg(test)]
-        {
-            core.poison = self.core.poison;
-        }
         Ok(ReadAhead::new(core, *self.sched.limits()))
     }
 
@@ -233,7 +239,7 @@ impl Drop for ReadAhead<'_> {
         let drained = self.drain();
         // A drain that gave up leaked the pool (see `drain`). Had a loan stayed out anyway,
         // `Pool`'s drop would leak its memory rather than free it under the kernel.
-        debug_assert!(drained.is_err() || std::thread::panicking() || self.core.pool.lent() == 0);
+        debug_assert!(drained.is_err() || std::thread::panicking() || self.core.pool_lent() == 0);
     }
 }
 

@@ -186,7 +186,7 @@ fn fill_at_least<'s>(
     // nothing, so `consume` then takes nothing.
     spill.hide();
     stream.hide();
-    let capacity = stream.ahead.core.pool.capacity();
+    let capacity = stream.ahead.core.pool().capacity();
     if n > capacity {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,

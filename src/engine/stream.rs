@@ -63,16 +63,14 @@ impl<'a> Stream<'a> {
     /// be read (`Pool::holds`).
     #[inline]
     pub(super) fn holds(&self, n: usize) -> bool {
-        self.handout.left() >= n.max(1) && self.ahead.core.pool.holds(&self.handout.span)
+        self.handout.left() >= n.max(1) && self.ahead.core.pool().holds(&self.handout.span)
     }
 
     /// The bytes handed out and not consumed yet, once `holds` said they may be read.
     #[inline]
     pub(super) fn handed(&self) -> &[u8] {
-        self.ahead
-            .core
-            .pool
-            .span_bytes(&self.handout.span, self.handout.pos)
+        let pool = self.ahead.core.pool();
+        pool.span_bytes(&self.handout.span, self.handout.pos)
     }
 
     /// Bytes consumed that the chunks and the file's progress have not learnt of yet.
@@ -97,7 +95,7 @@ impl<'a> Stream<'a> {
         };
         let region = c.region().expect("checked readable");
         let len = c.valid(front.stop()) - c.pos();
-        self.handout.span = core.pool.span(region, c.pos(), len);
+        self.handout.span = core.pool().span(region, c.pos(), len);
         Ok(self.handed())
     }
 
@@ -109,7 +107,7 @@ impl<'a> Stream<'a> {
         match core.chunks.front() {
             Some(c) if len > 0 => {
                 let region = c.region().expect("a readable front chunk");
-                self.handout.span = core.pool.span(region, c.pos(), len);
+                self.handout.span = core.pool().span(region, c.pos(), len);
                 self.handed()
             }
             _ => &[],

@@ -77,7 +77,7 @@ fn read_no_further(entry: &FileEntry<'_>, fd: &FdRef<'_>) {
 /// Whether no page of `len` bytes of `fd` at `offset` is cached; `None` where the kernel
 /// cannot tell.
 fn none_cached<'a>(core: &mut Core<'a>, fd: &FdRef<'a>, offset: u64, len: u64) -> Option<bool> {
-    let (cached, _pages) = core.io.pages_cached(fd, offset, len)?;
+    let (cached, _pages) = core.io_mut().pages_cached(fd, offset, len)?;
     Some(cached == 0)
 }
 
@@ -129,7 +129,7 @@ pub(super) fn came_back(core: &mut Core<'_>, i: usize, filled: usize) {
     let Some(fd) = core.queue.by_id_mut(file).and_then(|e| e.fd().cloned()) else {
         return;
     };
-    core.io.drop_behind(&fd, offset, filled as u64);
+    core.io_mut().drop_behind(&fd, offset, filled as u64);
     core.stats.bytes_dropped_behind += filled as u64;
 }
 
@@ -154,6 +154,6 @@ pub(super) fn file_done(core: &mut Core<'_>, file: u64) {
     // Once: a file read again from its start (`activate_file`) asks the cache again.
     entry.set_cache_use(CacheUse::DropBehind { cold_from: None });
     if let Some(fd) = fd.filter(|_| end > from) {
-        core.io.drop_behind(&fd, from, end - from);
+        core.io_mut().drop_behind(&fd, from, end - from);
     }
 }

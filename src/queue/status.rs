@@ -1,5 +1,5 @@
 //! Where one queued file stands: the range asked of it, where its bytes stop once it is
-//! sized, and its [`State`], so that an offset means one thing: where a file ends and where
+//! sized, and its [`FileState`], so that an offset means one thing: where a file ends and where
 //! it failed are never the same field.
 //!
 //! Invariants of a [`Status`]:
@@ -16,7 +16,7 @@ use crate::error::{Error, FileName};
 
 /// Where one queued file stands.
 #[derive(Debug)]
-pub(crate) enum State {
+pub(crate) enum FileState {
     /// Waiting to be opened (a path) or sized (a file handed in).
     Queued,
     /// The backend is opening it (a path).
@@ -35,9 +35,9 @@ pub(crate) enum State {
     },
 }
 
-impl State {
-    fn failed(error: Error, at: u64) -> State {
-        State::Failed {
+impl FileState {
+    fn failed(error: Error, at: u64) -> FileState {
+        FileState::Failed {
             error: Box::new(error),
             at,
             reported: Cell::new(false),
@@ -47,7 +47,7 @@ impl State {
     /// The file's error, once it failed.
     pub(crate) fn error(&self) -> Option<&Error> {
         match self {
-            State::Failed { error, .. } => Some(error),
+            FileState::Failed { error, .. } => Some(error),
             _ => None,
         }
     }
@@ -55,7 +55,7 @@ impl State {
     /// The file's error for the caller, once it failed (a copy: it sticks), noted as given.
     pub(crate) fn error_out(&self) -> Option<io::Error> {
         match self {
-            State::Failed {
+            FileState::Failed {
                 error, reported, ..
             } => {
                 reported.set(true);
@@ -68,7 +68,7 @@ impl State {
     /// The file's error, if it failed and no caller was given it yet: then noted as given.
     pub(super) fn unreported_error_out(&self) -> Option<io::Error> {
         match self {
-            State::Failed { reported, .. } if !reported.get() => self.error_out(),
+            FileState::Failed { reported, .. } if !reported.get() => self.error_out(),
             _ => None,
         }
     }
@@ -86,7 +86,7 @@ pub(crate) struct Status {
     /// too, which no file holds): an end of file before that is the file's error, not its
     /// end.
     exact: bool,
-    state: State,
+    state: FileState,
     /// `min(start + limit, size)` once sized, with the size the file had then.
     sized_end: Option<u64>,
 }
@@ -97,7 +97,7 @@ impl Status {
             start,
             limit,
             exact,
-            state: State::Queued,
+            state: FileState::Queued,
             sized_end: None,
         }
     }
@@ -112,7 +112,7 @@ impl Status {
         self.limit
     }
 
-    pub(crate) fn state(&self) -> &State {
+    pub(crate) fn state(&self) -> &FileState {
         &self.state
     }
 
@@ -121,10 +121,10 @@ impl Status {
     /// meets there is `state`'s: an end, or the error.
     pub(crate) fn stop(&self) -> u64 {
         match self.state {
-            State::Queued | State::Opening => self.sized_end.unwrap_or(u64::MAX),
-            State::Reading => self.sized_end.expect("sized while reading"),
-            State::Ended { len } => len,
-            State::Failed { at, .. } => at,
+            FileState::Queued | FileState::Opening => self.sized_end.unwrap_or(u64::MAX),
+            FileState::Reading => self.sized_end.expect("sized while reading"),
+            FileState::Ended { len } => len,
+            FileState::Failed { at, .. } => at,
         }
     }
 
@@ -145,11 +145,11 @@ impl Status {
 
     /// Whether the backend is opening the file now.
     pub(crate) fn is_opening(&self) -> bool {
-        matches!(self.state, State::Opening)
+        matches!(self.state, FileState::Opening)
     }
 
     /// Moves to `state`: `Opening` as the backend starts an open, `Queued` as it returns.
-    pub(super) fn set(&mut self, state: State) {
+    pub(super) fn set(&mut self, state: FileState) {
         self.state = state;
     }
 
@@ -171,11 +171,11 @@ impl Status {
     /// at its start: no byte of a range that cannot be whole comes out. Whether it failed.
     fn start_reading(&mut self, name: impl FnOnce() -> FileName) -> bool {
         let end = self.sized_end.expect("sized");
-        self.state = State::Reading;
+        self.state = FileState::Reading;
         if !self.exact || end >= self.range_end() {
             return false;
         }
-        self.state = State::failed(self.cut_short(name(), end), self.start);
+        self.state = FileState::failed(self.cut_short(name(), end), self.start);
         true
     }
 
@@ -194,7 +194,7 @@ impl Status {
             return false; // Past where its bytes already stop: nothing it could change.
         }
         let first = self.state.error().is_none();
-        self.state = State::failed(error, at);
+        self.state = FileState::failed(error, at);
         first
     }
 
@@ -206,7 +206,7 @@ impl Status {
         if self.exact {
             return self.fail(self.cut_short(name(), at), at);
         }
-        self.state = State::Ended { len: at };
+        self.state = FileState::Ended { len: at };
         false
     }
 
@@ -214,14 +214,14 @@ impl Status {
     pub(super) fn rewind(&mut self, name: impl FnOnce() -> FileName) {
         match self.sized_end {
             Some(_) => _ = self.start_reading(name),
-            None => self.state = State::Queued,
+            None => self.state = FileState::Queued,
         }
     }
 
     /// The file's error, if it failed and no caller was ever given it.
     pub(super) fn into_unreported(self) -> Option<Error> {
         match self.state {
-            State::Failed {
+            FileState::Failed {
                 error, reported, ..
             } if !reported.get() => Some(*error),
             _ => None,

@@ -1,7 +1,7 @@
 //! What a scan shares with the caller while it runs: progress counters, the flag that stops
 //! it, and the gate that keeps the threads within the window of ordered results.
 //!
-//! Invariants of [`State`]:
+//! Invariants of [`ScanState`]:
 //! - `stop` is set once and never cleared; `cancelled` implies `stop`.
 //! - `released` only grows; a thread waits on `moved` only while its file is at or past
 //!   `released + window` and `stop` is clear, and whatever changes either notifies `moved`.
@@ -61,7 +61,7 @@ pub struct Progress {
 /// ```
 #[derive(Clone, Default)]
 pub struct ScanHandle {
-    pub(super) state: Arc<State>,
+    pub(super) state: Arc<ScanState>,
 }
 
 impl ScanHandle {
@@ -101,7 +101,7 @@ impl fmt::Debug for ScanHandle {
 
 /// The state behind a [`ScanHandle`].
 #[derive(Debug, Default)]
-pub(super) struct State {
+pub(super) struct ScanState {
     stop: AtomicBool,
     cancelled: AtomicBool,
     files: AtomicU64,
@@ -113,7 +113,7 @@ pub(super) struct State {
     moved: Condvar,
 }
 
-impl State {
+impl ScanState {
     /// Stops every thread before its next file, and wakes those waiting at the gate.
     pub(super) fn stop(&self) {
         self.stop.store(true, Relaxed);
@@ -183,7 +183,7 @@ impl State {
 
 /// Stops the scan when dropped during a panic: a thread whose closure panicked, or a caller
 /// whose consumer did, so that no other thread waits for it.
-pub(super) struct StopOnPanic<'s>(pub(super) &'s State);
+pub(super) struct StopOnPanic<'s>(pub(super) &'s ScanState);
 
 impl Drop for StopOnPanic<'_> {
     fn drop(&mut self) {

@@ -4,7 +4,7 @@ use std::fmt;
 use std::io::{self, BufRead, Read};
 use std::path::Path;
 
-use super::control::State;
+use super::control::ScanState;
 use crate::reader::SequentialFileReader;
 
 /// Bytes consumed between updates of the scan's byte count.
@@ -34,7 +34,7 @@ pub struct ScanFile<'r, 'a> {
 /// The bytes of one file added to the scan's count, a MiB at a time, so that a long file
 /// shows in the progress as it is read.
 struct Counted<'r> {
-    state: &'r State,
+    state: &'r ScanState,
     /// The file offset up to which bytes were added to the scan's count.
     counted: u64,
 }
@@ -62,7 +62,7 @@ impl<'r, 'a> ScanFile<'r, 'a> {
         index: usize,
         start: u64,
         len: Option<u64>,
-        state: &'r State,
+        state: &'r ScanState,
     ) -> Self {
         ScanFile {
             reader,

@@ -35,7 +35,7 @@ pub use control::{Progress, ScanHandle};
 pub use file::ScanFile;
 pub use order::Ordered;
 
-use control::{State, StopOnPanic};
+use control::{ScanState, StopOnPanic};
 use work::Work;
 use worker::{Batch, Builders, Shared, ThreadEnd};
 
@@ -420,7 +420,7 @@ where
     fn run<S, T, E, R>(
         self,
         window: Option<usize>,
-        consume: impl FnOnce(Receiver<Batch<T, E>>, &State) -> R,
+        consume: impl FnOnce(Receiver<Batch<T, E>>, &ScanState) -> R,
     ) -> io::Result<(R, ScanSummary)>
     where
         INIT: Fn() -> S + Sync,

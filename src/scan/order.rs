@@ -1,12 +1,12 @@
 //! Results in input order: outcomes arrive in the order files finish, and wait here until
 //! every one before them has arrived. The threads keep within a window of the last result
-//! handed out (see `State::wait_turn`), so what waits here is bounded.
+//! handed out (see `ScanState::wait_turn`), so what waits here is bounded.
 
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::mpsc::Receiver;
 
-use super::control::State;
+use super::control::ScanState;
 use super::worker::Batch;
 use super::Outcome;
 
@@ -25,14 +25,14 @@ const RELEASE_EVERY: usize = 16;
 /// See [`Scan`](crate::Scan#examples).
 pub struct Ordered<'s, T, E> {
     results: Receiver<Batch<T, E>>,
-    state: &'s State,
+    state: &'s ScanState,
     /// `waiting[i]` is the outcome of file `next + i`, once it has arrived.
     waiting: VecDeque<Option<Outcome<T, E>>>,
     next: usize,
 }
 
 impl<'s, T, E> Ordered<'s, T, E> {
-    pub(super) fn new(results: Receiver<Batch<T, E>>, state: &'s State) -> Self {
+    pub(super) fn new(results: Receiver<Batch<T, E>>, state: &'s ScanState) -> Self {
         Ordered {
             results,
             state,

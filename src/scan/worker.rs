@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::{Mutex, PoisonError};
 
-use super::control::{State, StopOnPanic};
+use super::control::{ScanState, StopOnPanic};
 use super::file::ScanFile;
 use super::work::{Taken, Work};
 use super::{Entry, Outcome};
@@ -120,12 +120,12 @@ const SEND_BATCH: usize = 32;
 /// gathered before the thread waits for the caller (`flush`) or ends, even by a panic.
 struct Outbox<'t, T, E> {
     tx: &'t SyncSender<Batch<T, E>>,
-    state: &'t State,
+    state: &'t ScanState,
     batch: Batch<T, E>,
 }
 
 impl<'t, T, E> Outbox<'t, T, E> {
-    fn new(tx: &'t SyncSender<Batch<T, E>>, state: &'t State) -> Self {
+    fn new(tx: &'t SyncSender<Batch<T, E>>, state: &'t ScanState) -> Self {
         Outbox {
             tx,
             state,
@@ -161,7 +161,7 @@ impl<T, E> Drop for Outbox<'_, T, E> {
 /// What every thread of a scan works by.
 pub(super) struct Shared<'s, I> {
     pub(super) work: &'s Work<I>,
-    pub(super) state: &'s State,
+    pub(super) state: &'s ScanState,
     pub(super) builders: &'s Builders,
     /// Entries a thread keeps queued in its reader at most.
     pub(super) queue_ahead: usize,
@@ -432,7 +432,7 @@ impl<'a> Lane<'a> {
     }
 
     /// Reports every entry left in the window as not run.
-    fn report_not_run<T, E>(&mut self, state: &State, out: &mut Outbox<'_, T, E>) {
+    fn report_not_run<T, E>(&mut self, state: &ScanState, out: &mut Outbox<'_, T, E>) {
         for q in self.queued.drain(..) {
             state.count_not_run();
             out.push(q.index, Outcome::NotRun);

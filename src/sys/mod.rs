@@ -3,7 +3,7 @@
 //! the functions here, whatever the platform; which file implements them is chosen by `cfg`:
 //!
 //! - [`unix`]: every Unix, with what differs between them (`O_NOATIME` and `cachestat` on
-//!   Linux, `O_DIRECT` where it exists, `F_NOCACHE`, `F_RDADVISE` and `F_GETPATH` on macOS)
+//!   Linux, `O_DIRECT` where it exists, `F_NOCACHE` and `F_GETPATH` on macOS)
 //!   marked per function.
 //! - [`open`]: how paths are opened on Unix, and what the kernel refused.
 //! - [`windows`]: enough for the portable backend; no hints, no direct I/O.

@@ -1,8 +1,7 @@
 //! The rule for a test whose needs the kernel or the disk refuses here (io_uring, `O_DIRECT`,
 //! a cold read): it is printed and the case skipped, unless `READAHEAD_REQUIRE_URING=1`, where
-//! it fails instead (CI sets it, so that a green run ran every case). One file, included by
-//! the integration tests (`tests/common`) and by the library's unit tests (`src/tests.rs`),
-//! which are separate crates.
+//! it fails instead (CI sets it, so that a green run ran every case). The library's unit
+//! tests, a crate of their own, follow the same rule (`src/tests.rs`).
 
 /// The variable that turns skipping into failing. Unset, empty or `0`: a refusal is printed
 /// and the case skipped; `1`: it fails.

@@ -1,118 +1,130 @@
-//! What the ring has handed to the kernel and not yet handed back: its reads (`Reads`), kept
-//! apart from the ring itself so that there is one place that adds and takes them. No
-//! `unsafe` here: pushing an entry, and turning a reaped read back into a loan, happen in
-//! `uring.rs`, which alone knows what the kernel has.
+//! What the kernel has of the ring (`InFlight`): its reads and cancels. Here, the part that
+//! needs no `unsafe`: collecting completions, waiting for them, counting and leaking what is
+//! in flight. Handing reads and cancels to the kernel, and turning what it reaped back into
+//! loans, are in `in_flight/loans.rs`; the reads themselves are kept in `in_flight/reads.rs`
+//! (`Reads`).
 
-use std::collections::HashMap;
+mod loans;
+mod reads;
+
+use std::io;
 use std::mem;
+use std::time::Instant;
 
-use crate::io::{KernelRead, ReadDone};
+use io_uring::CompletionQueue;
 
-use super::CANCEL;
+use super::kernel::Kernel;
+use crate::io::ReadDone;
+use reads::Reads;
 
-/// Reads handed to the ring: with the kernel, never sent because the ring failed, or
-/// completed and not yet collected.
-#[derive(Default)]
-pub(super) struct Reads<'a> {
-    /// Reads the kernel has, by id.
-    in_kernel: HashMap<u64, KernelRead<'a>>,
-    /// Reads handed over but not given to the kernel because the ring failed.
-    unsent: Vec<KernelRead<'a>>,
-    /// Completions reaped while submitting, or copied at once, not yet collected.
-    ready: Vec<ReadDone<'a>>,
+/// What the kernel has of the ring: reads and cancels, handed over and taken back
+/// (`loans.rs`), and what came back collected and waited for (here).
+pub(super) struct InFlight<'a> {
+    reads: Reads<'a>,
+    /// Cancels the kernel has.
+    cancels: usize,
+    /// The most cancels the kernel has at once (the engine keeps the reads to it).
+    depth: usize,
 }
 
-impl<'a> Reads<'a> {
-    pub(super) fn with_capacity(depth: usize) -> Self {
-        Reads {
-            in_kernel: HashMap::with_capacity(depth),
-            ..Reads::default()
+impl<'a> InFlight<'a> {
+    /// Nothing in flight yet, for a ring of `depth`.
+    pub(super) fn new(depth: usize) -> Self {
+        InFlight {
+            reads: Reads::with_capacity(depth),
+            cancels: 0,
+            depth,
         }
     }
 
-    /// Panics unless `id` can name a read handed to the kernel: not the tag of cancels, so a
-    /// completion with it is taken for a read's, and not the id of a read in flight, whose
-    /// region would otherwise be handed back on the first completion while the kernel still
-    /// writes it for the second. Checked in every build, before the push.
-    pub(super) fn check_id(&self, id: u64) {
-        assert!(id != CANCEL, "read id {id} is the tag of cancels");
-        assert!(
-            !self.in_kernel.contains_key(&id),
-            "read id {id} is already in flight"
-        );
+    /// Moves the completions in `cq` to the ready ones, to be collected later: while a busy
+    /// kernel holds a submission back.
+    pub(super) fn drain_ready(&mut self, cq: CompletionQueue<'_>) {
+        let mut ready = self.reads.lend_ready();
+        self.drain(cq, &mut ready);
+        self.reads.put_ready(ready);
     }
 
-    /// The kernel has the read `id` now (its entry was queued).
-    pub(super) fn sent(&mut self, id: u64, read: KernelRead<'a>) {
-        let replaced = self.in_kernel.insert(id, read);
-        debug_assert!(replaced.is_none(), "checked before the push");
+    /// Collects completions; with `wait` and none there, waits for one until its deadline
+    /// (`None`: for good). `Ok(false)`: the deadline passed with nothing collected.
+    pub(super) fn reap(
+        &mut self,
+        kernel: &mut Kernel,
+        wait: Option<Option<Instant>>,
+        out: &mut Vec<ReadDone<'a>>,
+    ) -> io::Result<bool> {
+        let before = out.len();
+        self.reads.take_ready(out);
+        self.drain(kernel.completions(), out);
+        match wait {
+            Some(deadline) if out.len() == before => {
+                kernel.check()?;
+                match kernel.wait(deadline) {
+                    Err(e) if e.kind() == io::ErrorKind::TimedOut => return Ok(false),
+                    waited => waited?,
+                }
+                self.drain(kernel.completions(), out);
+                // A wait that timed out returns as one that was woken: only the clock tells.
+                let late = deadline.is_some_and(|d| Instant::now() >= d);
+                return Ok(!(late && out.len() == before));
+            }
+            _ if kernel.queued() => kernel.submit(|cq| self.drain_ready(cq))?,
+            _ => {}
+        }
+        Ok(true)
     }
 
-    /// The read could not be queued (the ring is broken): kept to hand back on shutdown.
-    pub(super) fn not_sent(&mut self, read: KernelRead<'a>) {
-        self.unsent.push(read);
-    }
-
-    /// Takes the read whose completion, tagged `id`, was just reaped.
-    pub(super) fn completed(&mut self, id: u64) -> KernelRead<'a> {
-        self.in_kernel
-            .remove(&id)
-            .expect("a completion for a read in flight")
-    }
-
-    /// Whether the kernel has the read `id`.
-    pub(super) fn has(&self, id: u64) -> bool {
-        self.in_kernel.contains_key(&id)
-    }
-
-    /// Whether the kernel has any read.
-    pub(super) fn any_in_kernel(&self) -> bool {
-        !self.in_kernel.is_empty()
-    }
-
-    /// The ids of the reads the kernel has.
-    pub(super) fn ids(&self) -> impl Iterator<Item = u64> + '_ {
-        self.in_kernel.keys().copied()
+    /// Reaps into `out` until the kernel has no read left, waiting until `deadline` at most
+    /// (a read of a hung device or mount may never complete, cancelled or not).
+    pub(super) fn wait_all(
+        &mut self,
+        kernel: &mut Kernel,
+        out: &mut Vec<ReadDone<'a>>,
+        deadline: Option<Instant>,
+    ) -> io::Result<()> {
+        while self.any_in_kernel() {
+            self.drain(kernel.completions(), out);
+            if self.any_in_kernel() {
+                kernel.wait(deadline)?;
+            }
+        }
+        Ok(())
     }
 
     /// Reads handed over and not yet collected, wherever they are.
     pub(super) fn len(&self) -> usize {
-        self.in_kernel.len() + self.unsent.len() + self.ready.len()
+        self.reads.len()
     }
 
-    /// A completion to collect later.
+    /// Keeps a read completed without the kernel (copied at once) until it is collected.
     pub(super) fn push_ready(&mut self, done: ReadDone<'a>) {
-        self.ready.push(done);
+        self.reads.push_ready(done);
     }
 
-    /// Moves the completions waiting to be collected to `out`.
-    pub(super) fn take_ready(&mut self, out: &mut Vec<ReadDone<'a>>) {
-        out.append(&mut self.ready);
-    }
-
-    /// The completions waiting to be collected, for the ring to add to while it holds them
-    /// (`put_ready` gives them back).
-    pub(super) fn lend_ready(&mut self) -> Vec<ReadDone<'a>> {
-        mem::take(&mut self.ready)
-    }
-
-    pub(super) fn put_ready(&mut self, ready: Vec<ReadDone<'a>>) {
-        debug_assert!(self.ready.is_empty(), "lent while taken");
-        self.ready = ready;
-    }
-
-    /// Takes the reads that never reached the kernel.
-    pub(super) fn take_unsent(&mut self) -> Vec<KernelRead<'a>> {
-        mem::take(&mut self.unsent)
-    }
-
-    /// Reads the kernel may still write: never dropped (their loans keep the pool mapped).
-    pub(super) fn leak(&mut self) {
-        mem::forget(mem::take(&mut self.in_kernel));
-    }
-
+    /// Completions reaped and not yet collected.
     #[cfg(test)]
     pub(super) fn ready_len(&self) -> usize {
-        self.ready.len()
+        self.reads.ready_len()
+    }
+
+    /// Whether the kernel has any read.
+    pub(super) fn any_in_kernel(&self) -> bool {
+        self.reads.any_in_kernel()
+    }
+
+    /// Reads the kernel may still do: never freed (see `Reads::leak`).
+    pub(super) fn leak(&mut self) {
+        self.reads.leak();
+    }
+
+    /// The same cancels and depth, for reads of another lifetime. Nothing may be in flight.
+    pub(super) fn rebind<'b>(&mut self) -> InFlight<'b> {
+        // Empty (nothing in flight); dropped for their allocations, as they name `'a`.
+        drop(mem::take(&mut self.reads));
+        InFlight {
+            reads: Reads::with_capacity(self.depth),
+            cancels: self.cancels,
+            depth: self.depth,
+        }
     }
 }

@@ -1,17 +1,19 @@
-//! The ring's handle on the kernel (`Kernel`), the part that needs no `unsafe`: submitting
-//! what is queued, retrying while the kernel is busy, waiting for completions, and keeping
-//! the kernel's workers off the thread's CPU (`WorkersApart`). Pushing an entry, which hands
-//! the kernel what it names, and closing the ring stay in `uring.rs`.
+//! The ring's handle on the kernel (`Kernel`). Here, the part that needs no `unsafe`:
+//! submitting what is queued, retrying while the kernel is busy, waiting for completions, and
+//! keeping the kernel's workers off the thread's CPU (`WorkersApart`). Setting the ring up,
+//! building and pushing an entry, which hands the kernel what it names, and taking or closing
+//! the ring are in `kernel/lifetimes.rs`.
+
+mod lifetimes;
 
 use std::io;
+use std::mem::ManuallyDrop;
 use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
 use io_uring::{types, CompletionQueue, IoUring};
 
 use crate::sys::other_cpus;
-
-use super::Kernel;
 
 /// Tries of a wait the kernel answers with `EBUSY`/`EAGAIN` before giving up.
 const BUSY_TRIES: u32 = 64;
@@ -21,7 +23,32 @@ const BUSY_PATIENCE: Duration = Duration::from_secs(1);
 /// The longest pause between those tries (they start at a few microseconds, doubling).
 const BUSY_PAUSE: Duration = Duration::from_millis(10);
 
+/// The ring's handle on the kernel: the `IoUring`, what it was set up with, and whether it
+/// broke. Submits entries and waits (here); builds and pushes them (`kernel/lifetimes.rs`).
+pub(super) struct Kernel {
+    /// Closed only by `Drop for Ring` (of this ring, or of the one `rebind` moves it to), and
+    /// only once nothing is in flight.
+    ring: ManuallyDrop<IoUring>,
+    /// Whether the pool is registered (reads are `READ_FIXED` with buffer index 0).
+    fixed: bool,
+    /// The first error the ring returned; it is broken after that.
+    broken: Option<io::Error>,
+    /// Whether this ring asked the kernel's workers off its thread's CPU.
+    workers_apart: WorkersApart,
+}
+
 impl Kernel {
+    /// The ring itself, for the ring's tests to look at its queues.
+    #[cfg(test)]
+    pub(super) fn io_uring(&mut self) -> &mut IoUring {
+        &mut self.ring
+    }
+
+    /// Whether the pool is registered with the ring.
+    pub(super) fn fixed(&self) -> bool {
+        self.fixed
+    }
+
     /// Whether entries are queued and not yet submitted.
     pub(super) fn queued(&mut self) -> bool {
         !self.ring.submission().is_empty()

@@ -33,7 +33,7 @@ fn read_warm(
     queue_paths(&mut e, &f);
     let warm = cached == Some(true);
     let got = read_all_checking(&mut e, |e| {
-        let pool = e.pool();
+        let pool = pool(e);
         assert!(
             !warm || pool.live_regions() <= 1 || pool.live_bytes() <= window,
             "{} bytes in {} regions held, window {window}",

@@ -7,12 +7,19 @@ use crate::tests::direct_io_on;
 /// An engine reading with `O_DIRECT`, or `None` where `f`'s filesystem (the disk) refuses it
 /// (see `skip_refused`).
 fn direct_engine<'a>(io: Scripted<'a>, f: &Files) -> Option<Engine<'a>> {
+    direct_engine_sized(io, f, (256 << 10, 16 << 10))
+}
+
+/// Like [`direct_engine`], with a pool and reads of these sizes: `(pool, read_size)`.
+fn direct_engine_sized<'a>(
+    io: Scripted<'a>,
+    f: &Files,
+    sizes: (usize, usize),
+) -> Option<Engine<'a>> {
     if !direct_io_on(&f.paths[0]) {
         return None;
     }
-    let mut e = engine(io, 256 << 10, 16 << 10);
-    e.stream.ahead.sched.limits_mut().direct = true;
-    Some(e)
+    Some(engine_with(io, sizes, |l| l.direct = true))
 }
 
 /// Reads `f` with `O_DIRECT` from a filesystem that refuses `O_DIRECT` reads (not opens),
@@ -136,12 +143,10 @@ fn a_direct_skip_to_the_end_reads_nothing_more() {
         }
     });
     let log = io.log.clone();
-    let Some(mut e) = direct_engine(io, &f) else {
+    // A pool of 8 reads: the read-ahead is far from the end when the skip passes it.
+    let Some(mut e) = direct_engine_sized(io, &f, (8 * 4096, 4096)) else {
         return;
     };
-    // A pool of 8 reads: the read-ahead is far from the end when the skip passes it.
-    e.stream.ahead.core.pool = Pool::with_capacity(8 * 4096).unwrap();
-    e.stream.ahead.sched.limits_mut().read_size = 4096;
     queue_paths(&mut e, &f);
     assert_eq!(e.fill_buf_at_least(10).unwrap()[..10], f.data[0][..10]);
     assert_eq!(e.skip(1 << 20).unwrap(), 150_000);
@@ -161,10 +166,9 @@ fn a_skip_to_the_end_drops_the_last_read_in_flight() {
     for order in ORDERS {
         // The last read: 3,616 bytes of the file, asked as 4,096.
         let io = fail_at(16_384, 4096, libc::EIO).ordered(order);
-        let Some(mut e) = direct_engine(io, &f) else {
+        let Some(mut e) = direct_engine_sized(io, &f, (256 << 10, 8192)) else {
             return;
         };
-        e.stream.ahead.sched.limits_mut().read_size = 8192;
         queue_paths(&mut e, &f);
         assert_eq!(e.fill_buf_at_least(10).unwrap()[..10], f.data[0][..10]);
         if e.stream.ahead.core.queue.front().unwrap().error().is_some() {

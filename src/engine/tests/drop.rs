@@ -13,7 +13,7 @@ fn moving_on_leaves_reads_in_flight_as_orphans() {
     queue_paths(&mut e, &f);
     assert_eq!(e.fill_buf().unwrap(), &f.data[0][..8192]);
     assert!(
-        e.stream.ahead.core.io.in_flight() > 1,
+        e.stream.ahead.core.io().in_flight() > 1,
         "read-ahead of the current file is in flight"
     );
     assert!(e.move_to_next_file().unwrap());
@@ -39,9 +39,15 @@ fn activating_a_partly_read_file_restarts_it() {
     let mut io = Scripted::new(|_| Act::Full);
     io.lazy = true;
     let mut e = engine(io, 32 << 10, 4096);
-    e.push(Source::Borrowed(&file), 0, u64::MAX).unwrap();
-    e.push(Source::Path(f.paths[1].as_path().into()), 0, u64::MAX)
+    e.push_range(Source::Borrowed(&file), 0, u64::MAX, false)
         .unwrap();
+    e.push_range(
+        Source::Path(f.paths[1].as_path().into()),
+        0,
+        u64::MAX,
+        false,
+    )
+    .unwrap();
     let n = e.fill_buf().unwrap().len();
     e.consume(n - 10);
     assert_eq!(e.file_offset(), (n - 10) as u64);
@@ -61,8 +67,10 @@ fn a_borrowed_file_is_read_through_a_duplicate_closed_once_its_reads_are_done() 
     let mut io = Scripted::new(|_| Act::Full);
     io.lazy = true;
     let mut e = engine(io, 32 << 10, 4096);
-    e.push(Source::Borrowed(&small), 0, u64::MAX).unwrap();
-    e.push(Source::Borrowed(&big), 0, u64::MAX).unwrap();
+    e.push_range(Source::Borrowed(&small), 0, u64::MAX, false)
+        .unwrap();
+    e.push_range(Source::Borrowed(&big), 0, u64::MAX, false)
+        .unwrap();
     // Reads name the reader's own descriptor, never the caller's number.
     let dup = e
         .stream
@@ -94,7 +102,7 @@ fn drop_with_reads_in_flight_gets_every_loan_back() {
     let mut e = engine(io, 256 << 10, 8192);
     queue_paths(&mut e, &f);
     e.fill_buf().unwrap();
-    assert!(e.pool().lent() > 1);
+    assert!(pool(&e).lent() > 1);
     drop(e); // `Drop for Engine` debug-asserts that every loan came back.
 }
 
@@ -111,7 +119,7 @@ fn a_drain_that_times_out_leaks_counts_and_says_so() {
     let mut e = engine(io, 256 << 10, 8192);
     queue_paths(&mut e, &f);
     e.fill_buf().unwrap();
-    assert!(e.pool().lent() > 1);
+    assert!(pool(&e).lent() > 1);
     let before = crate::stats::drains_abandoned();
     let err = e.close().unwrap_err();
     assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
@@ -134,7 +142,8 @@ fn files_handed_on_from_an_engine_given_up_count_once() {
     assert_eq!(behind.len(), 3);
     let mut e = engine(Scripted::new(|_| Act::Full), 256 << 10, 4096);
     for file in behind {
-        e.push(file.source, file.start, file.limit).unwrap();
+        e.push_range(file.source, file.start, file.limit, false)
+            .unwrap();
     }
     let got = read_all(&mut e);
     assert!(got.iter().all(Result::is_ok), "{got:?}");

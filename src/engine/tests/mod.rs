@@ -2,7 +2,7 @@
 //! source and its log, the test files, and the helpers the tests in the files below share.
 
 mod access;
-pub(crate) use access::fds_under;
+pub(crate) use access::{fds_under, pool};
 mod cache;
 mod direct;
 mod drop;
@@ -270,7 +270,10 @@ impl<'a> Io<'a> for Scripted<'a> {
     fn backend(&self) -> Backend {
         Backend::Pread
     }
-    fn read(&mut self, req: ReadReq<'a>) {
+    /// Takes the read, first filling the bytes it is to write with [`POISON`], so that a
+    /// byte exposed that no read wrote shows.
+    fn read(&mut self, mut req: ReadReq<'a>) {
+        req.buf_mut().fill(POISON);
         let call = Call {
             offset: req.offset(),
             len: req.len(),
@@ -500,6 +503,18 @@ fn engine<'a>(io: Scripted<'a>, pool: usize, read_size: usize) -> Engine<'a> {
     engine_windowed(io, pool, read_size, pool)
 }
 
+/// Like [`engine`], with the limits `set` changes: settings are made before the engine is,
+/// never changed under it.
+fn engine_with<'a>(
+    io: Scripted<'a>,
+    (pool, read_size): (usize, usize),
+    set: impl FnOnce(&mut Limits),
+) -> Engine<'a> {
+    let mut limits = limits(read_size, pool);
+    set(&mut limits);
+    poisoned(io, pool, limits)
+}
+
 /// An engine whose read-ahead of cached files stays within `warm_window` bytes; every region
 /// is filled with [`POISON`] before it is read into.
 fn engine_windowed<'a>(
@@ -511,12 +526,10 @@ fn engine_windowed<'a>(
     poisoned(io, pool, limits(read_size, warm_window))
 }
 
-/// An engine with `limits` and a pool of `pool` bytes; every region is filled with
-/// [`POISON`] before it is read into.
+/// An engine with `limits` and a pool of `pool` bytes; every read's bytes are filled with
+/// [`POISON`] before it is read into (by `Scripted::read`).
 fn poisoned(io: Scripted<'_>, pool: usize, limits: Limits) -> Engine<'_> {
-    let mut e = Engine::new(Box::new(io), Pool::with_capacity(pool).unwrap(), limits);
-    e.set_poison(POISON);
-    e
+    Engine::new(Box::new(io), Pool::with_capacity(pool).unwrap(), limits)
 }
 
 /// Every queued file, read through `fill_buf`/`consume`: its bytes or its error's message.
@@ -558,7 +571,7 @@ fn read_all_checking(
 
 fn queue_paths(e: &mut Engine<'_>, f: &Files) {
     for p in &f.paths {
-        e.push(Source::Path(p.as_path().into()), 0, u64::MAX)
+        e.push_range(Source::Path(p.as_path().into()), 0, u64::MAX, false)
             .unwrap();
     }
 }
@@ -572,6 +585,6 @@ fn assert_exact(got: &[Result<Vec<u8>, String>], want: &[Vec<u8>]) {
 }
 
 fn assert_pool_empty(e: &Engine<'_>) {
-    assert_eq!(e.pool().used(), 0, "every region is back");
-    assert_eq!(e.pool().lent(), 0);
+    assert_eq!(pool(e).used(), 0, "every region is back");
+    assert_eq!(pool(e).lent(), 0);
 }

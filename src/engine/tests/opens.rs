@@ -27,8 +27,7 @@ fn paths_opened_by_the_source_read_exactly_within_the_cap() {
             let what = format!("order {order:?}, max_open {max_open}");
             let io = opening(&f, order);
             let log = io.log.clone();
-            let mut e = engine(io, 64 << 10, 8192);
-            e.stream.ahead.sched.limits_mut().max_open = max_open;
+            let mut e = engine_with(io, (64 << 10, 8192), |l| l.max_open = max_open);
             queue_paths(&mut e, &f);
             let got = read_all_checking(&mut e, |e| {
                 // A file whose reads are all done holds no descriptor, while it is current.
@@ -69,8 +68,7 @@ fn direct_opens_go_through_the_source_with_the_flag() {
     for order in ORDERS {
         let io = opening(&f, order);
         let log = io.log.clone();
-        let mut e = engine(io, 64 << 10, 8192);
-        e.stream.ahead.sched.limits_mut().direct = true;
+        let mut e = engine_with(io, (64 << 10, 8192), |l| l.direct = true);
         queue_paths(&mut e, &f);
         // Where the filesystem refuses O_DIRECT (EINVAL), the file is opened here without.
         assert_exact(&read_all(&mut e), &f.data);
@@ -310,12 +308,11 @@ fn moving_past_a_file_with_reads_in_flight_stays_within_the_cap() {
     let f = files(&[300_000, 10, 10]);
     let io = opening(&f, (false, true));
     let log = io.log.clone();
-    let mut e = engine(io, 256 << 10, 16 << 10);
-    e.stream.ahead.sched.limits_mut().max_open = 2;
+    let mut e = engine_with(io, (256 << 10, 16 << 10), |l| l.max_open = 2);
     queue_paths(&mut e, &f);
     e.fill_buf().unwrap();
     assert!(
-        e.stream.ahead.core.io.in_flight() > 1,
+        e.stream.ahead.core.io().in_flight() > 1,
         "file 0's read-ahead is in flight"
     );
     assert!(e.move_to_next_file().unwrap());
@@ -337,7 +334,7 @@ fn paths_the_source_opens_that_are_not_files_fail_alone() {
     for order in ORDERS {
         let mut e = engine(opening(&f, order), 64 << 10, 8192);
         for p in [&f.paths[0], &sub, &missing, &f.paths[1]] {
-            e.push(Source::Path(p.as_path().into()), 0, u64::MAX)
+            e.push_range(Source::Path(p.as_path().into()), 0, u64::MAX, false)
                 .unwrap();
         }
         let got = read_all(&mut e);

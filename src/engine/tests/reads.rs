@@ -168,7 +168,8 @@ fn ranges_read_their_bytes_only() {
         let ranges = [(0, 10_000), (4097, 100_000), (12_345, 0), (19_999, 5)];
         for (i, &(start, len)) in ranges.iter().enumerate() {
             let p = f.paths[i.min(2)].as_path();
-            e.push(Source::Path(p.into()), start, len).unwrap();
+            e.push_range(Source::Path(p.into()), start, len, false)
+                .unwrap();
         }
         let want: Vec<Vec<u8>> = ranges
             .iter()
@@ -194,7 +195,12 @@ fn a_file_whose_reads_cannot_start_is_not_queued() {
     io.fail_submit = true;
     let mut e = engine(io, 64 << 10, 4096);
     let err = e
-        .push(Source::Path(f.paths[0].as_path().into()), 0, u64::MAX)
+        .push_range(
+            Source::Path(f.paths[0].as_path().into()),
+            0,
+            u64::MAX,
+            false,
+        )
         .unwrap_err();
     assert!(err.to_string().contains("submit"), "{err}");
     assert_eq!(e.current_index(), None, "not queued");
@@ -259,9 +265,15 @@ fn a_file_whose_reads_come_back_eagain_while_nonblocking_reads() {
             .custom_flags(libc::O_NONBLOCK)
             .open(&f.paths[0])
             .unwrap();
-        e.push(Source::Owned(Arc::new(file)), 0, u64::MAX).unwrap();
-        e.push(Source::Path(f.paths[1].as_path().into()), 0, u64::MAX)
+        e.push_range(Source::Owned(Arc::new(file)), 0, u64::MAX, false)
             .unwrap();
+        e.push_range(
+            Source::Path(f.paths[1].as_path().into()),
+            0,
+            u64::MAX,
+            false,
+        )
+        .unwrap();
         assert_exact(&read_all(&mut e), &f.data);
     }
 }

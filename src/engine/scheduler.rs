@@ -63,11 +63,6 @@ impl Scheduler {
         &self.limits
     }
 
-    #[cfg(test)]
-    pub(super) fn limits_mut(&mut self) -> &mut Limits {
-        &mut self.limits
-    }
-
     pub(super) fn policy_mut(&mut self) -> &mut Policy {
         &mut self.policy
     }
@@ -91,7 +86,7 @@ impl Scheduler {
     pub(super) fn schedule_unless_ahead(&mut self, core: &mut Core<'_>) -> io::Result<()> {
         if self
             .policy
-            .ahead_enough(&self.limits, core.pool.ready_bytes())
+            .ahead_enough(&self.limits, core.pool().ready_bytes())
         {
             return Ok(());
         }
@@ -109,7 +104,7 @@ impl Scheduler {
         }
         let reads = core.stats.reads;
         self.helping = true;
-        let in_flight = core.io.in_flight() + 1;
+        let in_flight = core.io().in_flight() + 1;
         let issued = self.schedule_up_to(core, in_flight).is_ok() && core.stats.reads > reads;
         self.helping = false;
         issued
@@ -125,7 +120,7 @@ impl Scheduler {
         let in_flight = in_flight.min(self.limits.depth);
         let mut issued = false;
         let mut started = false;
-        while core.io.in_flight() < in_flight {
+        while core.io().in_flight() < in_flight {
             let Some(idx) = core.queue.next_with_work() else {
                 break;
             };
@@ -144,7 +139,7 @@ impl Scheduler {
             core.note_peaks();
         }
         if issued || started {
-            core.io.submit().map_err(ring_error("submit"))?;
+            core.io_mut().submit().map_err(ring_error("submit"))?;
         }
         Ok(())
     }
@@ -180,15 +175,15 @@ impl Scheduler {
             // (`cached` is true only once a read was found cached).
             read.widen(limits.inline_window);
         }
-        let limit = window.bytes(&self.limits, core.pool.capacity());
-        let held = core.pool.live_bytes();
+        let limit = window.bytes(&self.limits, core.pool().capacity());
+        let held = core.pool().live_bytes();
         if held > 0 && held + read.read_len > limit {
             return Step::Blocked;
         }
         let Some(how) = self.policy.how(&self.limits, read.next, self.helping) else {
             return Step::Blocked;
         };
-        let Some(region) = core.pool.alloc_below(read.read_len, limit) else {
+        let Some(region) = core.pool_mut().alloc_below(read.read_len, limit) else {
             return Step::Blocked;
         };
         read.send(core, idx, region, how, &mut self.policy);
@@ -240,17 +235,8 @@ impl<'a> NextRead<'a> {
 
     /// Records it as the next read of the file at `idx`, a chunk, and lends it `region`:
     /// the request to hand the backend.
-    fn lend(
-        self,
-        core: &mut Core<'a>,
-        idx: usize,
-        #[cfg_attr(not(test), allow(unused_mut))] mut region: Region,
-    ) -> ReadReq<'a> {
+    fn lend(self, core: &mut Core<'a>, idx: usize, region: Region) -> ReadReq<'a> {
         let (fd, direct, len, read_len) = (self.fd, self.next.direct, self.len, self.read_len);
-        #[cfg(test)]
-        if let Some(byte) = core.poison {
-            core.pool.bytes_mut(&mut region).fill(byte);
-        }
         let entry = core.queue.get_mut(idx).expect("index from the queue");
         let (file, offset) = (entry.id, entry.progress().next_read());
         // Past the start of the region only where `skip` jumped into an aligned O_DIRECT read.
@@ -271,7 +257,7 @@ impl<'a> NextRead<'a> {
             let i = core.chunks.index_of(id).expect("just pushed");
             core.chunks[i].set_drop_behind();
         }
-        let loan = core.pool.lend(region);
+        let loan = core.pool_mut().lend(region);
         core.stats.reads += 1;
         core.stats.reads_direct += u64::from(direct);
         core.stats.reads_uncached += u64::from(uncached);
@@ -282,13 +268,13 @@ impl<'a> NextRead<'a> {
     fn send(self, core: &mut Core<'a>, idx: usize, region: Region, how: How, policy: &mut Policy) {
         let req = self.lend(core, idx, region);
         match how {
-            How::Ring => core.io.read(req),
+            How::Ring => core.io_mut().read(req),
             How::Offload => {
-                core.io.read(req.with_offload(true));
+                core.io_mut().read(req.with_offload(true));
                 policy.offload_sent();
                 core.stats.reads_offloaded += 1;
             }
-            How::CachedFirst => match core.io.read_if_cached(req) {
+            How::CachedFirst => match core.io_mut().read_if_cached(req) {
                 FromCache::Taken { all } => {
                     core.stats.reads_cached += 1;
                     found_cached(core, policy, all);
@@ -299,12 +285,12 @@ impl<'a> NextRead<'a> {
                 FromCache::Missed(req) => {
                     found_cached(core, policy, false);
                     policy.missed();
-                    core.io.read(req);
+                    core.io_mut().read(req);
                 }
                 // Says nothing of the cache: later reads ask it (`cached`).
                 FromCache::Refused(req) => {
                     policy.nowait_refused();
-                    core.io.read(req);
+                    core.io_mut().read(req);
                 }
             },
         }
@@ -313,7 +299,7 @@ impl<'a> NextRead<'a> {
 
 /// Tells the policy whether a read was served by the page cache: the next reads go by it.
 fn found_cached(core: &Core<'_>, policy: &mut Policy, cached: bool) {
-    policy.found_cached(cached, core.stats.bytes_consumed, core.pool.capacity());
+    policy.found_cached(cached, core.stats.bytes_consumed, core.pool().capacity());
 }
 
 /// Whether a read of `len` bytes of `fd` (file `file`) at `offset` is expected to find them
@@ -327,7 +313,7 @@ fn cached<'a>(
     len: usize,
 ) -> bool {
     if policy.should_ask(limits, (file, offset), len) {
-        if let Some(cached) = core.io.cached(fd, offset, len as u64) {
+        if let Some(cached) = core.io_mut().cached(fd, offset, len as u64) {
             found_cached(core, policy, cached);
         }
     }

@@ -21,7 +21,7 @@ pub(super) struct Completions<'a> {
 impl<'a> Completions<'a> {
     /// Reaps what has completed, without waiting.
     pub(super) fn reap(&mut self, core: &mut Core<'a>) -> io::Result<()> {
-        core.io
+        core.io_mut()
             .reap(false, &mut self.done)
             .map_err(ring_error("reap"))
     }
@@ -35,7 +35,7 @@ impl<'a> Completions<'a> {
         timeout: Duration,
     ) -> io::Result<bool> {
         let deadline = start.checked_add(timeout);
-        core.io
+        core.io_mut()
             .reap_until(deadline, &mut self.done)
             .map_err(ring_error("wait"))
     }
@@ -62,9 +62,9 @@ fn complete<'a>(core: &mut Core<'a>, policy: &mut Policy, done: ReadDone<'a>) {
     if offload {
         policy.offload_done();
     }
-    let region = core.pool.reclaim(loan);
+    let region = core.pool_mut().reclaim(loan);
     if core.chunks.take_orphan(id) {
-        core.pool.free(region);
+        core.pool_mut().free(region);
         core.stats.reads_discarded += 1;
         if result > 0 {
             core.stats.bytes_read += result as u64;
@@ -138,8 +138,9 @@ fn read_on_buffered(
     let file = core.chunks[i].file();
     let entry = core.queue.by_id_mut(file).expect("a live chunk's file");
     let fd = entry.fd().cloned().expect("open while reads are in flight");
-    match core.io.clear_direct(&fd) {
+    match core.io_mut().clear_direct(&fd) {
         Ok(()) => {
+            let entry = core.queue.by_id_mut(file).expect("a live chunk's file");
             entry.clear_direct();
             core.resubmit(i, region, fd);
             Ok(())
@@ -198,7 +199,7 @@ fn end_chunk(core: &mut Core<'_>, i: usize, region: Region, error: Option<io::Er
 /// exact range fails there instead.
 fn end_early(core: &mut Core<'_>, file: u64, at: u64) {
     let fd = core.queue.by_id_mut(file).and_then(|e| e.fd().cloned());
-    let size = fd.and_then(|fd| core.io.size_now(&fd));
+    let size = fd.and_then(|fd| core.io_mut().size_now(&fd));
     let entry = core.queue.by_id_mut(file).expect("a live chunk's file");
     let len = size
         .map_or(at, |size| size.min(at))

@@ -1,0 +1,89 @@
+//! Where a read's region passes to the kernel and back: a read handed over stays in `reads`
+//! until its own completion is reaped, and only then is its `KernelLoan` a `Loan` again
+//! (`drain`); cancels name no memory. Each `unsafe` block here states which it relies on.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use io_uring::{opcode, CompletionQueue};
+
+use super::InFlight;
+use crate::backend::uring::kernel::Kernel;
+use crate::backend::uring::CANCEL;
+use crate::io::{ReadDone, ReadReq};
+
+impl<'a> InFlight<'a> {
+    /// Hands `req` to the kernel: the read stays in `reads` until `drain` reaps its
+    /// completion, or (never queued, the ring broken) until shutdown.
+    pub(in crate::backend::uring) fn read(&mut self, kernel: &mut Kernel, req: ReadReq<'a>) {
+        let id = req.id();
+        let (entry, read) = kernel.read_entry(req);
+        self.reads.check_id(id);
+        // SAFETY: the entry reads into `ptr..ptr+len` (`read_entry`), which lies in the
+        // request's region (`ReadReq::new` checks it), and the read, region and `FdRef` with it,
+        // goes into `reads` right below (its id free there and below the tags: checked above),
+        // where it stays until `drain` reaps this id's completion. With `fixed`, the address
+        // lies in the registered pool (every loan is a region of it).
+        match unsafe { kernel.push(&entry, |cq| self.drain_ready(cq)) } {
+            Ok(()) => self.reads.sent(id, read),
+            // Not queued (the ring is broken): keep it to hand back on shutdown.
+            Err(_) => self.reads.not_sent(read),
+        }
+    }
+
+    /// Asks the kernel to cancel the read `id`, where it has it and fewer than `depth`
+    /// cancels.
+    pub(in crate::backend::uring) fn cancel(&mut self, kernel: &mut Kernel, id: u64) {
+        if self.cancels >= self.depth || !self.reads.has(id) {
+            return; // Best effort: the read completes on its own.
+        }
+        let entry = opcode::AsyncCancel::new(id).build().user_data(CANCEL);
+        // SAFETY: a cancel names no buffer or descriptor, only the id of a read.
+        if unsafe { kernel.push(&entry, |cq| self.drain_ready(cq)) }.is_ok() {
+            self.cancels += 1;
+        }
+    }
+
+    /// Moves every completion in the completion queue `cq` to `out`.
+    pub(in crate::backend::uring) fn drain(
+        &mut self,
+        cq: CompletionQueue<'_>,
+        out: &mut Vec<ReadDone<'a>>,
+    ) {
+        for cqe in cq {
+            if cqe.user_data() == CANCEL {
+                self.cancels -= 1;
+                continue;
+            }
+            let read = self.reads.completed(cqe.user_data());
+            // SAFETY: this is the completion of the read `read` stands for (its id is the
+            // entry's `user_data`, unique among reads in flight): the kernel is done with it.
+            out.push(read.done(cqe.result(), |loan| unsafe { loan.reaped() }));
+        }
+    }
+
+    /// Cancels everything the kernel has and waits, for at most `timeout`, until every read
+    /// is back, to `out`.
+    pub(in crate::backend::uring) fn shutdown(
+        &mut self,
+        kernel: &mut Kernel,
+        out: &mut Vec<ReadDone<'a>>,
+        timeout: Duration,
+    ) -> io::Result<()> {
+        let deadline = Instant::now().checked_add(timeout);
+        // SAFETY: these reads never reached the kernel (`push` failed for each).
+        let unsent = self.reads.take_unsent().into_iter();
+        out.extend(unsent.map(|r| r.done(-libc::ECANCELED, |loan| unsafe { loan.reaped() })));
+        self.reads.take_ready(out);
+        let ids: Vec<u64> = self.reads.ids().collect();
+        for id in ids {
+            let entry = opcode::AsyncCancel::new(id).build().user_data(CANCEL);
+            // SAFETY: a cancel names no buffer or descriptor.
+            unsafe { kernel.push(&entry, |cq| self.drain_ready(cq)) }?;
+            self.cancels += 1;
+        }
+        // Pushing may have submitted, and a busy kernel reaped into `ready` meanwhile.
+        self.reads.take_ready(out);
+        self.wait_all(kernel, out, deadline)
+    }
+}
