@@ -269,6 +269,11 @@ impl Chunks {
         true
     }
 
+    /// Live chunks: reads in flight or read, not yet consumed.
+    pub(super) fn len(&self) -> usize {
+        self.live.len()
+    }
+
     /// Reads in flight: the live chunks' and the orphans'.
     pub(super) fn reads_in_flight(&self) -> usize {
         self.live.iter().filter(|c| c.in_flight()).count() + self.orphans.len()

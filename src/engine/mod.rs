@@ -11,7 +11,7 @@
 //! | type | declared in | methods in | job | state |
 //! |---|---|---|---|---|
 //! | `Engine` | `mod.rs` | `mod.rs`, `records.rs` | what the reader calls: `fill_buf` and `consume` (the spill's bytes first), records copied out of the pool, `skip` | [`records::Spill`] |
-//! | `Stream` | `mod.rs` | `stream.rs` | the current file's bytes in the pool: `fill`, `consume`, move on, activate | `handout` |
+//! | `Stream` | `stream.rs` | `stream.rs` | the current file's bytes in the pool: `fill`, `consume`, move on, activate | `handout` |
 //! | `ReadAhead` | `read_ahead.rs` | `read_ahead.rs` | refilling, waiting (bounded: `hung`), draining | the scheduler, completions, `unread`, `hung` |
 //! | `Core` | `core.rs` | `core.rs` | what the others share: backend and pool (`None` once moved or leaked), queue, chunks, counters; dropping reads | - |
 //!
@@ -64,6 +64,7 @@ use self::core::Core;
 pub(crate) use read_ahead::QueuedFile;
 use read_ahead::ReadAhead;
 use records::Spill;
+use stream::Stream;
 
 /// Settings the engine works by.
 #[derive(Clone, Copy, Debug)]
@@ -120,14 +121,6 @@ pub(crate) struct Engine<'a> {
     stream: Stream<'a>,
     /// Bytes of the current file copied out of the pool, read before the pool's.
     spill: Spill,
-}
-
-/// The current file's bytes, as the consumer is handed them from the pool.
-pub(super) struct Stream<'a> {
-    ahead: ReadAhead<'a>,
-    /// The bytes the last `fill_buf` returned from the pool, and how far the consumer has
-    /// come into them. Anything that changes the current file settles it first.
-    handout: stream::Handout,
 }
 
 impl<'a> Engine<'a> {

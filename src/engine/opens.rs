@@ -139,10 +139,11 @@ impl Opens {
         self.descriptors(core) >= self.max_open(limits) || opening >= limits.open_depth
     }
 
-    /// Takes the opens the backend finished.
-    pub(super) fn handle_opened(&mut self, core: &mut Core<'_>, limits: &Limits) {
+    /// Takes the opens the backend finished; whether there were any.
+    pub(super) fn handle_opened(&mut self, core: &mut Core<'_>, limits: &Limits) -> bool {
         let mut opened = Vec::new();
         core.io_mut().take_opened(&mut opened);
+        let any = !opened.is_empty();
         for (id, result) in opened.drain(..) {
             self.in_flight -= 1;
             // A file moved past while it was being opened is closed here (dropped).
@@ -154,6 +155,7 @@ impl Opens {
                 None => self.retries.forget(id),
             }
         }
+        any
     }
 
     /// Starts opening the path at `idx` through the backend, if it can; whether it did.

@@ -95,12 +95,22 @@ impl Policy {
         self.stretch = stretch;
     }
 
-    /// Whether so much is read ahead of the consumer (`ready` bytes) that more can wait:
-    /// while small reads of cached files complete at once, issuing them one by one as the
-    /// consumer moves on would cost a submission (and an open) per file; waiting until half
-    /// the window is consumed sends them in batches.
-    pub(super) fn ahead_enough(&self, limits: &Limits, ready: usize) -> bool {
-        self.warm() && self.small_last && ready >= limits.small_reads_window() / 2
+    /// Whether so much is read ahead of the consumer (`ready` bytes, in `held` reads issued
+    /// or read and not consumed) that more can wait. While small reads of cached files
+    /// complete at once, issuing them one by one as the consumer moves on would cost a
+    /// submission (and an open) per file; waiting until half the window is consumed sends
+    /// them in batches. Small reads from the device, likewise: each submission that starts
+    /// some notifies the device once (on a virtual disk, an exit to the host of several
+    /// microseconds), so while three quarters of the depth are issued or read, more wait
+    /// until a quarter is consumed, and go in one submission.
+    pub(super) fn ahead_enough(&self, limits: &Limits, ready: usize, held: usize) -> bool {
+        if !self.small_last {
+            return false;
+        }
+        if self.warm() {
+            return ready >= limits.small_reads_window() / 2;
+        }
+        held > limits.depth - limits.depth / 4
     }
 
     /// The window of the pool the read-ahead may hold with the `next` read, `consumed`

@@ -11,6 +11,10 @@ use crate::io::{FromCache, ReadReq};
 use crate::pool::Region;
 use crate::source::FdRef;
 
+/// Rounds of issuing reads and taking opens answered at once, in one scheduling: a bound,
+/// as helper threads may answer opens meanwhile too.
+const MAX_OPEN_ROUNDS: usize = 64;
+
 /// What decides and starts the reads: the limits, the policy, and the opens.
 #[derive(Debug)]
 pub(super) struct Scheduler {
@@ -86,7 +90,7 @@ impl Scheduler {
     pub(super) fn schedule_unless_ahead(&mut self, core: &mut Core<'_>) -> io::Result<()> {
         if self
             .policy
-            .ahead_enough(&self.limits, core.pool().ready_bytes())
+            .ahead_enough(&self.limits, core.pool().ready_bytes(), core.chunks.len())
         {
             return Ok(());
         }
@@ -118,8 +122,30 @@ impl Scheduler {
     /// `schedule`, with at most `in_flight` reads and opens in flight (at most the depth).
     fn schedule_up_to(&mut self, core: &mut Core<'_>, in_flight: usize) -> io::Result<()> {
         let in_flight = in_flight.min(self.limits.depth);
-        let mut issued = false;
-        let mut started = false;
+        let (mut issued, mut started) = (false, false);
+        // Opens answered at once (files the kernel had cached, opened on this thread) are
+        // taken here, so that their reads go out in this submission: else each submission
+        // would carry the reads of as many files as opens may be under way (a few).
+        for _ in 0..MAX_OPEN_ROUNDS {
+            let (i, s) = self.issue_up_to(core, in_flight);
+            (issued, started) = (issued | i, started | s);
+            if core.io().in_flight() >= in_flight || !self.opens.handle_opened(core, &self.limits) {
+                break;
+            }
+        }
+        if issued {
+            core.note_peaks();
+        }
+        if issued || started {
+            core.io_mut().submit().map_err(ring_error("submit"))?;
+        }
+        Ok(())
+    }
+
+    /// Issues reads, earliest file first, while `in_flight` allows, and starts opens of the
+    /// files ahead; whether it issued any read, and started any open.
+    fn issue_up_to(&mut self, core: &mut Core<'_>, in_flight: usize) -> (bool, bool) {
+        let (mut issued, mut started) = (false, false);
         while core.io().in_flight() < in_flight {
             let Some(idx) = core.queue.next_with_work() else {
                 break;
@@ -135,13 +161,7 @@ impl Scheduler {
             }
         }
         started |= self.opens.open_ahead(core, &self.limits);
-        if issued {
-            core.note_peaks();
-        }
-        if issued || started {
-            core.io_mut().submit().map_err(ring_error("submit"))?;
-        }
-        Ok(())
+        (issued, started)
     }
 
     /// Opens the file at `idx` (the earliest with work) or issues its next read.

@@ -5,9 +5,17 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
-use super::{front, ReadAhead, Stream};
+use super::{front, ReadAhead};
 use crate::pool::Span;
 use crate::source::{raw_fd, Source};
+
+/// The current file's bytes, as the consumer is handed them from the pool.
+pub(super) struct Stream<'a> {
+    pub(super) ahead: ReadAhead<'a>,
+    /// The bytes the last `fill_buf` returned from the pool, and how far the consumer has
+    /// come into them. Anything that changes the current file settles it first.
+    handout: Handout,
+}
 
 /// The bytes last handed to the consumer, kept as std's `BufReader` keeps `pos` and
 /// `filled`: a span of the pool, checked once when handed out, and how far into it the
@@ -15,7 +23,7 @@ use crate::source::{raw_fd, Source};
 /// progress learn of it (`settle`) before anything else looks at them. So a record that lies
 /// inside it costs a compare to hand out and an add to consume.
 #[derive(Debug, Default)]
-pub(super) struct Handout {
+struct Handout {
     span: Span,
     pos: usize,
 }
