@@ -9,7 +9,8 @@
 //!   of [`fifo`] keeps that, and knows no pointer.
 //! - A region is reachable through exactly one token, and every token names its pool (each
 //!   method checks it, and that the region is live, always, not only in debug builds):
-//!   - a [`Region`]: the consumer's, readable through [`Pool::bytes`];
+//!   - a [`Region`]: the consumer's, readable through a [`Span`] of one or more adjacent
+//!     regions ([`Pool::span`], which checks them once, then [`Pool::span_bytes`]);
 //!   - a [`Loan`]: lent to a backend that writes it itself (`pread`), through
 //!     [`Loan::as_mut_slice`];
 //!   - a [`KernelLoan`]: handed to the kernel, which writes it asynchronously. It gives no
@@ -17,6 +18,9 @@
 //!     [`KernelLoan::reaped`], once the kernel's completion for it has been reaped.
 //!
 //!   While a region is lent, nothing here reads, hands out or frees it.
+//! - Bytes are written only through a loan, and every loan is counted as it is made
+//!   ([`Pool::lend`]): a `Span` checked before the count last moved is read no more, so a
+//!   region freed and taken again is never read through an old span while it is written.
 //! - The allocation is freed only when no loan is outstanding; a pool dropped with loans out
 //!   leaks its memory instead, since the kernel may still write into it.
 #![allow(unsafe_code)]
@@ -155,6 +159,16 @@ pub(crate) struct Span {
 }
 
 impl Span {
+    /// The same span less its first `n` bytes.
+    pub(crate) fn after(self, n: usize) -> Span {
+        assert!(n <= self.len, "past the span's end");
+        Span {
+            phys: self.phys + n,
+            len: self.len - n,
+            ..self
+        }
+    }
+
     /// The span's length in bytes.
     #[inline]
     pub(crate) fn len(&self) -> usize {

@@ -101,6 +101,45 @@ fn lend_and_reclaim_keep_bytes() {
 }
 
 #[test]
+fn a_span_is_read_until_the_next_loan_and_only_in_its_pool() {
+    let mut p = Pool::with_capacity(4 * PAGE).unwrap();
+    let (a, b) = (p.alloc(PAGE).unwrap(), p.alloc(PAGE).unwrap());
+    let mut loan = p.lend(a);
+    loan.as_mut_slice()[PAGE - 2..].copy_from_slice(b"xy");
+    let a = p.reclaim(loan);
+    let mut loan = p.lend(b);
+    loan.as_mut_slice()[..2].copy_from_slice(b"zw");
+    let b = p.reclaim(loan);
+    // Across two adjacent regions, from two bytes before their border.
+    let span = p.span(&a, PAGE - 2, 4);
+    assert!(p.holds(&span));
+    assert_eq!(p.span_bytes(&span, 0), b"xyzw");
+    assert_eq!(p.span_bytes(&span.after(1), 2), b"w");
+    let other = Pool::with_capacity(4 * PAGE).unwrap();
+    assert!(!other.holds(&span), "a span of another pool");
+    assert!(!other.holds(&Span::default()) && !p.holds(&Span::default()));
+    // A loan may write any region taken again: spans checked before it are read no more.
+    p.free(a);
+    let c = p.alloc(PAGE).unwrap();
+    let loan = p.lend(c);
+    assert!(!p.holds(&span), "checked before a loan");
+    let c = p.reclaim(loan);
+    p.free(c);
+    p.free(b);
+}
+
+#[test]
+#[should_panic(expected = "a span checked before a loan")]
+fn a_span_read_after_a_loan_panics() {
+    let mut p = Pool::with_capacity(4 * PAGE).unwrap();
+    let a = p.alloc(PAGE).unwrap();
+    let span = p.span(&a, 0, 10);
+    let b = p.alloc(PAGE).unwrap();
+    let _loan = p.lend(b);
+    let _ = p.span_bytes(&span, 0);
+}
+
+#[test]
 fn dropping_with_a_loan_out_leaks_instead_of_freeing() {
     let mut p = Pool::with_capacity(PAGE).unwrap();
     let r = p.alloc(1).unwrap();

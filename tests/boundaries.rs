@@ -234,6 +234,39 @@ fn consume_after_moving_on_without_fill_buf_skips_nothing() {
     }
 }
 
+/// Queuing a file between `fill_buf` and `consume` changes nothing of what `consume` may
+/// take, as std's `BufReader` keeps its buffer across calls that read nothing; the file
+/// queued is read whole after.
+#[test]
+fn consume_after_queuing_another_file_takes_what_fill_buf_returned() {
+    let files = make_files(&[300_000, 7000]);
+    let want = oracle_all(&files.paths);
+    for (name, b) in configs() {
+        let mut r = reader_over(b, &files.paths[..1]);
+        let mut got = Vec::new();
+        for step in 0.. {
+            let avail = if step % 2 == 0 {
+                r.fill_buf().unwrap()
+            } else {
+                r.fill_buf_at_least(100).unwrap()
+            };
+            if avail.is_empty() {
+                break;
+            }
+            let n = avail.len().min(1000 + step);
+            got.extend_from_slice(&avail[..n]);
+            if step == 3 {
+                r.push(&files.paths[1]).unwrap();
+            }
+            r.consume(n);
+            assert_eq!(r.file_offset(), got.len() as u64, "{name}: step {step}");
+        }
+        assert_bytes_eq(&got, &want[0], &name);
+        assert!(r.move_to_next_file().unwrap());
+        assert_bytes_eq(&rest_of_file(&mut r).unwrap(), &want[1], &name);
+    }
+}
+
 #[test]
 fn consume_zero_changes_nothing() {
     let files = make_files(&[5000]);

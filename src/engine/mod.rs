@@ -189,6 +189,8 @@ impl<'a> Engine<'a> {
         limit: u64,
         exact: bool,
     ) -> io::Result<()> {
+        // Reads are scheduled by the bytes consumed so far.
+        self.stream.catch_up();
         self.stream.ahead.push(source, (start, limit), exact)
     }
 

@@ -50,9 +50,10 @@ pub(super) struct Policy {
     /// are tried again, at the cost of one refused call a file. Reads go in queue order,
     /// so the file whose reads are scheduled is the one to remember.
     nowait_refused: Option<u64>,
-    /// The last file a read copied at once found not (or not wholly) cached: its next large
+    /// The last file a read copied at once found none of its bytes cached in: its next large
     /// reads go straight to the backend, which tries the cache first itself, rather than
-    /// each making a call that finds the disk still reading.
+    /// each making a call that finds the disk still reading. (One that found some goes on
+    /// offering: the kernel's read-ahead may be just ahead of it.)
     missed: Option<u64>,
 }
 
@@ -210,12 +211,12 @@ impl Policy {
         self.nowait_refused == Some(self.scheduling)
     }
 
-    /// A read of the file being scheduled, copied at once, found its bytes not all cached.
+    /// A read of the file being scheduled, copied at once, found none of its bytes cached.
     pub(super) fn missed(&mut self) {
         self.missed = Some(self.scheduling);
     }
 
-    /// Whether a read of the file being scheduled found its bytes not all cached.
+    /// Whether a read of the file being scheduled found none of its bytes cached.
     fn missed_here(&self) -> bool {
         self.missed == Some(self.scheduling)
     }

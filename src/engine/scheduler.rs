@@ -298,9 +298,6 @@ impl<'a> NextRead<'a> {
                 FromCache::Taken { all } => {
                     core.stats.reads_cached += 1;
                     found_cached(core, policy, all);
-                    if !all {
-                        policy.missed();
-                    }
                 }
                 FromCache::Missed(req) => {
                     found_cached(core, policy, false);

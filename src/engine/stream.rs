@@ -129,13 +129,22 @@ impl<'a> Stream<'a> {
     }
 
     /// Moves the chunks and the file's progress on by what the consumer took of the bytes
-    /// handed out, and hands nothing out any more.
-    fn settle(&mut self) {
-        let consumed = std::mem::take(&mut self.handout).pos;
+    /// handed out, which stay handed out from where it is now: `consume` may still take
+    /// them, as std's `BufReader` lets it after any call that reads nothing.
+    pub(super) fn catch_up(&mut self) {
+        let consumed = std::mem::take(&mut self.handout.pos);
         if consumed > 0 {
             self.ahead.core.stats.bytes_consumed += consumed as u64;
             front::advance(&mut self.ahead.core, consumed);
+            self.handout.span = self.handout.span.after(consumed);
         }
+    }
+
+    /// Moves the chunks and the file's progress on by what the consumer took of the bytes
+    /// handed out, and hands nothing out any more.
+    fn settle(&mut self) {
+        self.catch_up();
+        self.handout = Handout::default();
     }
 
     /// One step towards a readable front chunk.

@@ -6,14 +6,12 @@
 //!
 //! A helper thread costs a wake-up or two an open, which a scan of many small cached files
 //! feels. So a path in a directory where a file was already opened, on a helper thread, and
-//! found on a local filesystem (`sys::may_hang`), or in a directory whose device, as the
-//! kernel has it cached, is such a file's (`sys::cached_dir_device`), is opened on the
-//! reader's thread where the
-//! kernel can open it from its caches (a cold inode goes to a helper thread, so that the
-//! reader reads on while the disk answers), without following a symbolic link (which may
-//! lead anywhere: that one goes to a helper thread too);
-//! and so is a file handed in whose device, as the kernel has it cached
-//! (`sys::cached_device`), is one such a file lay on.
+//! found on a local filesystem (`sys::may_hang`), or in a directory on the same mount as such
+//! a file (`sys::cached_dir_mount`, which asks no filesystem), is opened on the reader's
+//! thread where the kernel can open it from its caches (a cold inode goes to a helper
+//! thread, so that the reader reads on while the disk answers), without following a
+//! symbolic link (which may lead anywhere: that one goes to a helper thread too); and so is
+//! a file handed in on such a mount (`sys::mount_id`).
 
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -54,15 +52,20 @@ pub(crate) struct ThreadOpens {
     local: Local,
 }
 
-/// Directories and devices known to lie on a local filesystem: a file in one is opened on
-/// the reader's thread. At most [`Local::MAX`] directories are kept (then forgotten and
-/// learned again).
+/// Directories, mounts and devices known to lie on a local filesystem: a file in one is
+/// opened on the reader's thread. At most [`Local::MAX`] directories are kept (then
+/// forgotten and learned again).
 #[derive(Debug, Default)]
 struct Local {
     dirs: HashSet<Box<Path>>,
+    /// Mounts a file was found local on (`sys::mount_id`): a directory or a file handed in is
+    /// told local by its mount, which the VFS answers without asking the filesystem.
+    mounts: HashSet<u64>,
+    /// Devices (`st_dev`, from the `fstat` that sizes a file) a file was found local on: a
+    /// file opened here on one needs no `fstatfs`.
     devices: HashSet<u64>,
-    /// Directories whose device could not be told local from the kernel's caches: not asked
-    /// again (a file opened there on a helper thread may still teach it).
+    /// Directories not found on a local mount: not asked again (a file opened there on a
+    /// helper thread may still teach it).
     asked: HashSet<Box<Path>>,
 }
 
@@ -76,6 +79,9 @@ impl Local {
         }
         if let Some(device) = opened.fd.device() {
             self.devices.insert(device);
+        }
+        if let Some(mount) = sys::mount_id(opened.fd.file()) {
+            self.mounts.insert(mount);
         }
         let Some(dir) = path.and_then(Path::parent) else {
             return;
@@ -101,9 +107,9 @@ impl Local {
         }
     }
 
-    /// Whether `path`'s directory is known to be local, or now found so: its device, as the
-    /// kernel has it cached (`sys::cached_dir_device`), is one a file was found local on.
-    /// So a scan of many directories sends one open to a helper thread, not one a directory.
+    /// Whether `path`'s directory is known to be local, or now found so: it lies on a mount a
+    /// file was found local on (`sys::cached_dir_mount`). So a scan of many directories
+    /// sends one open to a helper thread, not one a directory.
     fn holds(&mut self, path: &Path) -> bool {
         let Some(dir) = path.parent() else {
             return false;
@@ -111,10 +117,10 @@ impl Local {
         if self.dirs.contains(dir) {
             return true;
         }
-        if self.devices.is_empty() || self.asked.contains(dir) {
+        if self.mounts.is_empty() || self.asked.contains(dir) {
             return false;
         }
-        let local = sys::cached_dir_device(dir).is_some_and(|d| self.devices.contains(&d));
+        let local = sys::cached_dir_mount(dir).is_some_and(|m| self.mounts.contains(&m));
         Self::insert(
             if local {
                 &mut self.dirs
@@ -126,12 +132,12 @@ impl Local {
         local
     }
 
-    /// Whether the file handed in lies on a device known to be local.
+    /// Whether the file handed in lies on a mount known to be local.
     fn holds_file(&self, to_open: &ToOpen) -> bool {
         let ToOpen::File { file, .. } = to_open else {
             return false;
         };
-        sys::cached_device(file).is_some_and(|device| self.devices.contains(&device))
+        sys::mount_id(file).is_some_and(|mount| self.mounts.contains(&mount))
     }
 }
 
@@ -408,7 +414,7 @@ mod tests {
     }
 
     #[test]
-    fn another_directory_on_a_device_found_local_opens_its_files_here() {
+    fn another_directory_on_a_mount_found_local_opens_its_files_here() {
         let dir = crate::tests::disk_tempdir();
         let (a, b) = (dir.path().join("a"), dir.path().join("sub"));
         std::fs::write(&a, b"aa").unwrap();
@@ -420,14 +426,14 @@ mod tests {
         assert_eq!(take_all(&mut opens).len(), 1);
         assert!(opens.start(2, &b.join("b"), false));
         if cfg!(target_os = "linux") {
-            assert!(opens.started.is_empty(), "the same device: opened here");
+            assert!(opens.started.is_empty(), "the same mount: opened here");
         }
         let got = take_all(&mut opens);
         assert!(matches!(&got[..], [(2, Ok(o))] if o.size == 3), "{got:?}");
     }
 
     #[test]
-    fn a_file_handed_in_on_a_device_found_local_is_opened_here() {
+    fn a_file_handed_in_on_a_mount_found_local_is_opened_here() {
         let dir = crate::tests::disk_tempdir();
         let (a, b) = (dir.path().join("a"), dir.path().join("b"));
         std::fs::write(&a, b"aa").unwrap();
@@ -437,11 +443,11 @@ mod tests {
             dup: false,
         };
         let mut opens = ThreadOpens::new(Duration::from_secs(30));
-        assert!(!opens.local.holds_file(&handed_in()), "no device known yet");
+        assert!(!opens.local.holds_file(&handed_in()), "no mount known yet");
         assert!(opens.start(1, &a, false));
         let got = take_all(&mut opens);
         assert!(matches!(&got[..], [(1, Ok(_))]), "{got:?}");
-        assert!(opens.local.holds_file(&handed_in()), "the same device");
+        assert!(opens.local.holds_file(&handed_in()), "the same mount");
         let opened = opens.open(handed_in(), false).unwrap();
         assert_eq!(opened.size, 3);
     }

@@ -20,20 +20,38 @@ pub(super) const DIRECT: i32 = libc::O_DIRECT;
 #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
 pub(super) const DIRECT: i32 = 0;
 
-/// The device of directory `dir`'s filesystem, where the kernel can tell it from its caches
-/// alone, so that the reader's thread may ask: the directory opened `O_PATH` (no
-/// filesystem's open is called) with `RESOLVE_CACHED` (no lookup waits), then `statx` with
-/// `AT_STATX_DONT_SYNC`. `None` where it cannot (a directory not cached, an older kernel,
-/// not Linux).
-pub(crate) fn cached_dir_device(dir: &Path) -> Option<u64> {
+/// The mount directory `dir` lies on, where the kernel can tell it without asking any
+/// filesystem, so that the reader's thread may ask: the directory opened `O_PATH` (no
+/// filesystem's open is called) with `RESOLVE_CACHED` (no lookup waits), then its
+/// [`mount_id`]. `None` where it cannot (a directory not cached, an older kernel, not Linux).
+pub(crate) fn cached_dir_mount(dir: &Path) -> Option<u64> {
     #[cfg(target_os = "linux")]
     {
         let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
-        super::unix::cached_device(&super::unix::open_cached(dir, flags).ok()?)
+        mount_id(&super::unix::open_cached(dir, flags).ok()?)
     }
     #[cfg(not(target_os = "linux"))]
     {
         let _ = dir;
+        None
+    }
+}
+
+/// The mount a descriptor lies on (`mnt_id` in `/proc/self/fdinfo`): the VFS answers it, not
+/// the filesystem (`statx`, even with `AT_STATX_DONT_SYNC`, may ask a 9p or CIFS server), so
+/// the reader's thread may ask it of any descriptor. `None` without `/proc`, or off Linux.
+pub(crate) fn mount_id(file: &File) -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", file.as_raw_fd()));
+        let info = info.ok()?;
+        let line = info.lines().find_map(|l| l.strip_prefix("mnt_id:"))?;
+        line.trim().parse().ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = file;
         None
     }
 }

@@ -303,26 +303,6 @@ pub(crate) fn open_cached(path: &std::path::Path, flags: i32) -> io::Result<File
     Ok(unsafe { File::from_raw_fd(fd as i32) })
 }
 
-/// The device (`st_dev`) of `file`'s filesystem as the kernel has it cached (`statx` with
-/// `AT_STATX_DONT_SYNC`, which asks no server or daemon, so the reader's thread may ask it);
-/// `None` where it cannot be told.
-#[cfg(target_os = "linux")]
-pub(crate) fn cached_device(file: &File) -> Option<u64> {
-    // SAFETY: `statx` is plain old data, which the kernel fills.
-    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-    let flags = libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC;
-    // SAFETY: the path is an empty C string and `stx` is borrowed mutably for the call; the
-    // descriptor is open (`file`).
-    let ret = unsafe { libc::statx(file.as_raw_fd(), c"".as_ptr(), flags, 0, &mut stx) };
-    (ret == 0).then(|| libc::makedev(stx.stx_dev_major, stx.stx_dev_minor))
-}
-
-/// Off Linux, no device is known without asking the filesystem.
-#[cfg(not(target_os = "linux"))]
-pub(crate) fn cached_device(_file: &File) -> Option<u64> {
-    None
-}
-
 /// Off Linux, where the filesystem is not asked, every file is taken as one that may hang:
 /// its directory's other files are opened on helper threads too.
 #[cfg(not(target_os = "linux"))]

@@ -54,13 +54,13 @@ pub(crate) fn reopen_direct(_file: &File, _opener: &mut Opener) -> Option<(File,
     None
 }
 
-/// No device is known here without asking the filesystem.
-pub(crate) fn cached_dir_device(_dir: &Path) -> Option<u64> {
+/// No mount is known here without asking the filesystem.
+pub(crate) fn cached_dir_mount(_dir: &Path) -> Option<u64> {
     None
 }
 
-/// No device is known without asking the filesystem.
-pub(crate) fn cached_device(_file: &File) -> Option<u64> {
+/// No mount is known here without asking the filesystem.
+pub(crate) fn mount_id(_file: &File) -> Option<u64> {
     None
 }
 
