@@ -10,7 +10,7 @@
 //!
 //! | type | declared in | methods in | job | state |
 //! |---|---|---|---|---|
-//! | `Engine` | `mod.rs` | `mod.rs`, `records.rs` | what the reader calls: `fill_buf` and `consume` (the spill's bytes first), records copied out of the pool, `skip` | [`records::Spill`] |
+//! | `Engine` | `mod.rs` | `mod.rs`, `consumer.rs` | what the reader calls: `fill_buf` and `consume` (the spill's bytes first), records copied out of the pool, `skip` | [`spill::Spill`] |
 //! | `Stream` | `stream.rs` | `stream.rs` | the current file's bytes in the pool: `fill`, `consume`, move on, activate | `handout` |
 //! | `ReadAhead` | `read_ahead.rs` | `read_ahead.rs` | refilling, waiting (bounded: `hung`), draining | the scheduler, completions, `unread`, `hung` |
 //! | `Core` | `core.rs` | `core.rs` | what the others share: backend and pool (`None` once moved or leaked), queue, chunks, counters; dropping reads | - |
@@ -35,13 +35,14 @@
 
 mod chunks;
 mod completions;
+mod consumer;
 mod core;
 mod front;
 mod opens;
 mod policy;
 mod read_ahead;
-mod records;
 mod scheduler;
+mod spill;
 mod stream;
 mod uncached;
 
@@ -63,7 +64,7 @@ use crate::stats::Stats;
 use self::core::Core;
 pub(crate) use read_ahead::QueuedFile;
 use read_ahead::ReadAhead;
-use records::Spill;
+use spill::Spill;
 use stream::Stream;
 
 /// Settings the engine works by.

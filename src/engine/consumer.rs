@@ -1,74 +1,13 @@
-//! What parsers of records need: `fill_buf_at_least` (a record in one piece, without copying
-//! where its bytes lie in adjacent regions) and `skip` (ranges passed over are not read);
-//! and the spill, which holds a record's bytes copied out of the pool, read before the
-//! pool's.
+//! What the consumer calls of the engine: `fill_buf` and `consume` (the spill's bytes
+//! first), `fill_buf_at_least` (a record in one piece, without copying where its bytes lie
+//! in adjacent regions, else copied into the spill), `skip` (ranges passed over are not
+//! read), where it is in the current file, and moving on.
 
 use std::fs::File;
 use std::io;
 
+use super::spill::Spill;
 use super::{front, Engine, ReadAhead, Stream};
-
-/// Bytes of the current file copied out of the pool because they straddle the pool's end or
-/// regions that are not adjacent. While any wait, the consumer reads them first.
-///
-/// Invariant: `exposed <= pending()`; the bytes `buf[pos..]` come right before the current
-/// file's `consumed` offset.
-#[derive(Debug, Default)]
-pub(super) struct Spill {
-    buf: Vec<u8>,
-    pos: usize,
-    /// Bytes the last fill handed out that are not consumed yet.
-    exposed: usize,
-}
-
-impl Spill {
-    /// Bytes waiting for the consumer.
-    #[inline]
-    pub(super) fn pending(&self) -> usize {
-        self.buf.len() - self.pos
-    }
-
-    /// Hands out every byte that waits.
-    fn expose(&mut self) -> &[u8] {
-        self.exposed = self.pending();
-        &self.buf[self.pos..]
-    }
-
-    /// Consumes up to `amt` of the bytes handed out; how many.
-    fn consume(&mut self, amt: usize) -> usize {
-        let amt = amt.min(self.exposed);
-        self.exposed -= amt;
-        self.pass(amt);
-        amt
-    }
-
-    /// Passes over up to `n` waiting bytes; how many.
-    fn skip(&mut self, n: u64) -> u64 {
-        let n = n.min(self.pending() as u64);
-        self.pass(n as usize);
-        n
-    }
-
-    /// Nothing is handed out any more (the consumer's position moves another way, or a call
-    /// to hand bytes out failed).
-    fn hide(&mut self) {
-        self.exposed = 0;
-    }
-
-    fn pass(&mut self, n: usize) {
-        self.pos += n;
-        if self.pos == self.buf.len() {
-            self.clear();
-        }
-    }
-
-    /// Forgets what waits (the current file changed); keeps the allocation.
-    pub(super) fn clear(&mut self) {
-        self.buf.clear();
-        self.pos = 0;
-        self.exposed = 0;
-    }
-}
 
 /// How a run of `n` bytes from the consumer's position can be had.
 enum Gather {
@@ -287,15 +226,14 @@ fn issue_for_run(ahead: &mut ReadAhead<'_>, id: u64, chunks: usize) -> io::Resul
 /// Copies the current file's next bytes into the spill until `n` wait there (or the file
 /// ends), freeing their regions as it goes, so that any `n` up to the pool's size fits.
 fn fill_spill(stream: &mut Stream<'_>, spill: &mut Spill, n: usize) -> io::Result<()> {
-    spill.buf.drain(..spill.pos);
-    spill.pos = 0;
+    spill.make_room();
     while spill.pending() < n {
         let bytes = stream.fill()?;
         if bytes.is_empty() {
             break;
         }
         let take = bytes.len().min(n - spill.pending());
-        spill.buf.extend_from_slice(&bytes[..take]);
+        spill.extend(&bytes[..take]);
         stream.hide();
         front::advance(&mut stream.ahead.core, take);
         stream.ahead.core.stats.bytes_spilled += take as u64;
