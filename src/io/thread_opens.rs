@@ -77,11 +77,15 @@ impl Local {
         if opened.fd.may_hang() {
             return;
         }
-        if let Some(device) = opened.fd.device() {
-            self.devices.insert(device);
-        }
-        if let Some(mount) = sys::mount_id(opened.fd.file()) {
-            self.mounts.insert(mount);
+        // A device seen before most likely lies on a mount seen before: its mount is not
+        // asked again, which is a read of `/proc` (one left out only sends a directory's
+        // first open to a helper thread).
+        let new_device = opened
+            .fd
+            .device()
+            .is_none_or(|device| self.devices.insert(device));
+        if new_device {
+            self.mounts.extend(sys::mount_id(opened.fd.file()));
         }
         let Some(dir) = path.and_then(Path::parent) else {
             return;
