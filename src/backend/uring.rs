@@ -61,6 +61,11 @@ use kernel::Kernel;
 
 /// The `user_data` of cancel requests; read ids never reach it.
 const CANCEL: u64 = u64::MAX;
+/// After an inode the kernel did not have cached, how many of the next paths of a local
+/// directory go to the ring without first trying an open from the caches on this thread:
+/// the files of a scan mostly went cold together, and a try that fails costs a system call
+/// (a warm one the ring opens costs a kernel worker's hand-off instead).
+const COLD_RUN: u8 = 7;
 /// Set in the `user_data` of opens (with the file's id in the low bits); read ids stay below.
 const OPEN: u64 = 1 << 62;
 
@@ -96,6 +101,9 @@ pub(crate) struct Ring<'a> {
     flight: InFlight<'a>,
     /// Opens, on helper threads.
     opens: ThreadOpens,
+    /// Paths of a local directory still to be opened through the ring without first trying
+    /// the kernel's caches (see [`COLD_RUN`]).
+    cold_run: u8,
 }
 
 impl std::fmt::Debug for Ring<'_> {
@@ -116,6 +124,7 @@ impl<'a> Ring<'a> {
             kernel,
             flight: InFlight::new(config.depth as usize),
             opens: ThreadOpens::new(config.open_timeout),
+            cold_run: 0,
         })
     }
 }
@@ -148,13 +157,23 @@ impl<'a> Io<'a> for Ring<'a> {
     }
 
     fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> bool {
+        let opener = *self.opens.opener_mut();
+        if self.cold_run > 0 && self.opens.in_local_dir(path) {
+            self.cold_run -= 1;
+            if (self.flight).open(&mut self.kernel, (file, path), direct, &opener) {
+                return true;
+            }
+        }
         if self.opens.start_cached(file, path, direct) {
             return true;
         }
-        let opener = *self.opens.opener_mut();
-        (self.opens.in_local_dir(path)
-            && (self.flight).open(&mut self.kernel, (file, path), direct, &opener))
-            || self.opens.start_on_helper(file, path, direct).is_ok()
+        if self.opens.in_local_dir(path)
+            && (self.flight).open(&mut self.kernel, (file, path), direct, &opener)
+        {
+            self.cold_run = COLD_RUN;
+            return true;
+        }
+        self.opens.start_on_helper(file, path, direct).is_ok()
     }
 
     fn take_opened(&mut self, out: &mut Vec<(u64, OpenResult<'a>)>) {
@@ -225,6 +244,7 @@ impl<'a> Io<'a> for Ring<'a> {
             kernel,
             flight: old.flight.rebind(),
             opens: ThreadOpens::new(old.opens.timeout()),
+            cold_run: 0,
         };
         Box::new(rebound)
     }
