@@ -307,7 +307,8 @@ pub(crate) trait Io<'a>: Send {
     ) -> io::Result<bool> {
         self.reap(true, out).map(|()| true)
     }
-    /// Reads handed over and not yet returned.
+    /// Reads (and, for a backend that opens with its reads, opens) handed over and not yet
+    /// returned.
     fn in_flight(&self) -> usize;
     /// Cancels everything and waits until every read has come back, or until `timeout` has
     /// passed: then an error of kind [`TimedOut`](io::ErrorKind::TimedOut), with what has not
@@ -351,9 +352,10 @@ pub(crate) trait Io<'a>: Send {
     fn wait_opens(&mut self) -> bool {
         self.thread_opens_mut().is_some_and(ThreadOpens::wait)
     }
-    /// Opens under way so long that they no longer count against the reader's depth of
-    /// opens (most likely hung: see `ThreadOpens::slow`).
-    fn slow_opens(&self) -> usize {
+    /// Opens under way that do not count against the reader's depth of opens: those so slow
+    /// that they most likely hung (see `ThreadOpens::slow`), and those of kernel workers,
+    /// which the ring's cap on its workers bounds already.
+    fn uncounted_opens(&self) -> usize {
         self.thread_opens().map_or(0, ThreadOpens::slow)
     }
     /// Whether the pool is registered with the kernel (reads are `READ_FIXED`).

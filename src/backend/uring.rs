@@ -4,31 +4,39 @@
 //! Invariants:
 //! - Every read handed to the kernel stays in `reads` as a
 //!   [`KernelRead`](crate::io::KernelRead) (its region: the bytes the kernel writes; its
-//!   `FdRef`: the descriptor it names) until its completion is reaped. Nothing can reach those bytes meanwhile: a `KernelRead` gives no access to them,
-//!   and only `drain` turns one back into a completion, for the completion it reaped. A
-//!   read's id is below the tags of opens and cancels and unique among reads in flight,
-//!   checked in every build before its entry is queued.
-//! - At most `depth` reads and `depth` cancels are in flight (plus one cancel each on
-//!   shutdown), and the completion queue holds `8 * depth`, so it cannot overflow (and the
-//!   kernel keeps overflow anyway: `FEAT_NODROP`).
-//! - If the ring is dropped with reads still in flight (a drain that timed out or failed),
-//!   the ring itself, their loans and descriptors are leaked, never closed or freed (the pool
-//!   leaks its memory with the loans): the kernel may still write into them. The engine
-//!   leaks the whole ring in that case anyway (`Core::drain`).
+//!   `FdRef`: the descriptor it names) until its completion is reaped. Nothing can reach
+//!   those bytes meanwhile: a `KernelRead` gives no access to them, and only `drain` turns
+//!   one back into a completion, for the completion it reaped. A read's id is below the tags
+//!   of opens and cancels and unique among reads in flight, checked in every build before
+//!   its entry is queued.
+//! - Every open handed to the kernel keeps its path in `opens` until its completion is
+//!   reaped; its tag (`OPEN` and the file's id) is unique among opens in flight, checked in
+//!   every build before its entry is queued.
+//! - At most `depth` reads, `depth` opens and `depth` cancels are in flight (plus one cancel
+//!   each on shutdown), and the completion queue holds `8 * depth`, so it cannot overflow
+//!   (and the kernel keeps overflow anyway: `FEAT_NODROP`).
+//! - If the ring is dropped with reads or opens still in flight (a drain that timed out or
+//!   failed), the ring itself, their loans, descriptors and paths are leaked, never closed
+//!   or freed (the pool leaks its memory with the loans): the kernel may still write into
+//!   them. The engine leaks the whole ring in that case anyway (`Core::drain`).
 //!
-//! Files are not opened through the ring: an `IORING_OP_OPENAT` first tries the open on the
-//! submitting thread, which a FUSE mount's open can block for good. They are opened on
-//! helper threads, as by the `pread` backend ([`ThreadOpens`]).
+//! Files are opened on helper threads, as by the `pread` backend ([`ThreadOpens`]): an
+//! `IORING_OP_OPENAT` first tries the open on the submitting thread, which a FUSE mount's
+//! open can block for good. Only a path in a directory found on a local filesystem, which
+//! the kernel cannot open from its caches at once, is opened through the ring, on a kernel
+//! worker (`IOSQE_ASYNC`, never tried on this thread) and without following a link: a
+//! helper thread's hand-off cost more than the open itself (`in_flight/opens.rs`).
 //!
 //! The ring is three types, each in its own file with the state it owns: `Ring` (here), the
 //! [`Io`] interface, which delegates to the two others (and opens files on helper threads)
 //! and closes or leaks the ring when dropped; `Kernel` (`uring/kernel.rs`), the `IoUring`
 //! handle, which submits entries, retrying while the kernel is busy, and waits for
-//! completions; `InFlight` (`uring/in_flight.rs`), the reads and cancels the kernel has,
-//! which collects what comes back. Where each needs `unsafe`, it is in a child named for
-//! what it guards: `kernel/lifetimes.rs` (setting the ring up, pushing entries, taking and
-//! closing the ring) and `in_flight/loans.rs` (handing reads over and turning their
-//! completions back into loans); `in_flight/reads.rs` keeps the reads (`Reads`).
+//! completions; `InFlight` (`uring/in_flight.rs`), the reads, opens and cancels the kernel
+//! has, which collects what comes back. Where each needs `unsafe`, it is in a child named
+//! for what it guards: `kernel/lifetimes.rs` (setting the ring up, pushing entries, taking
+//! and closing the ring) and `in_flight/loans.rs` (handing reads and opens over and turning
+//! their completions back into loans and files); `in_flight/reads.rs` keeps the reads
+//! (`Reads`), `in_flight/opens.rs` the opens (`Opens`).
 #![allow(unsafe_code)]
 
 mod in_flight;
@@ -37,12 +45,13 @@ mod kernel;
 use std::fs::File;
 use std::io;
 use std::mem::ManuallyDrop;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use io_uring::{opcode, IoUring};
 
 use crate::consts::Backend;
-use crate::io::{FromCache, Io, ReadDone, ReadReq, ThreadOpens};
+use crate::io::{FromCache, Io, OpenResult, ReadDone, ReadReq, ThreadOpens};
 use crate::pool::Pool;
 
 use super::setup::check_features;
@@ -52,6 +61,13 @@ use kernel::Kernel;
 
 /// The `user_data` of cancel requests; read ids never reach it.
 const CANCEL: u64 = u64::MAX;
+/// After an inode the kernel did not have cached, how many of the next paths of a local
+/// directory go to the ring without first trying an open from the caches on this thread:
+/// the files of a scan mostly went cold together, and a try that fails costs a system call
+/// (a warm one the ring opens costs a kernel worker's hand-off instead).
+const COLD_RUN: u8 = 7;
+/// Set in the `user_data` of opens (with the file's id in the low bits); read ids stay below.
+const OPEN: u64 = 1 << 62;
 
 /// Sets up a small ring and checks it can do what the backend needs.
 pub(crate) fn probe() -> io::Result<()> {
@@ -85,6 +101,9 @@ pub(crate) struct Ring<'a> {
     flight: InFlight<'a>,
     /// Opens, on helper threads.
     opens: ThreadOpens,
+    /// Paths of a local directory still to be opened through the ring without first trying
+    /// the kernel's caches (see [`COLD_RUN`]).
+    cold_run: u8,
 }
 
 impl std::fmt::Debug for Ring<'_> {
@@ -105,6 +124,7 @@ impl<'a> Ring<'a> {
             kernel,
             flight: InFlight::new(config.depth as usize),
             opens: ThreadOpens::new(config.open_timeout),
+            cold_run: 0,
         })
     }
 }
@@ -134,6 +154,45 @@ impl<'a> Io<'a> for Ring<'a> {
 
     fn cancel(&mut self, id: u64) {
         self.flight.cancel(&mut self.kernel, id);
+    }
+
+    fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> bool {
+        let opener = *self.opens.opener_mut();
+        if self.cold_run > 0 && self.opens.in_local_dir(path) {
+            self.cold_run -= 1;
+            if (self.flight).open(&mut self.kernel, (file, path), direct, &opener) {
+                return true;
+            }
+        }
+        if self.opens.start_cached(file, path, direct) {
+            return true;
+        }
+        if self.opens.in_local_dir(path)
+            && (self.flight).open(&mut self.kernel, (file, path), direct, &opener)
+        {
+            self.cold_run = COLD_RUN;
+            return true;
+        }
+        self.opens.start_on_helper(file, path, direct).is_ok()
+    }
+
+    fn take_opened(&mut self, out: &mut Vec<(u64, OpenResult<'a>)>) {
+        self.flight.hand_over_opens(&mut self.opens);
+        self.opens.take(out);
+    }
+
+    fn wait_opens(&mut self) -> bool {
+        // Opens the kernel has complete with the reads: `reap` waits for them.
+        if self.opens.any_answered() || self.flight.any_open_answered() {
+            return true;
+        }
+        !self.flight.any_open_in_kernel() && self.opens.wait()
+    }
+
+    fn uncounted_opens(&self) -> usize {
+        // The kernel's: as many workers make them as make the reads (`io_workers`), however
+        // many are queued, and at most `depth` are.
+        self.opens.slow() + self.flight.opens_len()
     }
 
     fn submit(&mut self) -> io::Result<()> {
@@ -185,6 +244,7 @@ impl<'a> Io<'a> for Ring<'a> {
             kernel,
             flight: old.flight.rebind(),
             opens: ThreadOpens::new(old.opens.timeout()),
+            cold_run: 0,
         };
         Box::new(rebound)
     }
@@ -212,3 +272,7 @@ mod tests;
 #[cfg(test)]
 #[path = "uring_bytes_tests.rs"]
 mod bytes_tests;
+
+#[cfg(test)]
+#[path = "uring_opens_tests.rs"]
+mod opens_tests;

@@ -260,7 +260,7 @@ fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
-/// A read whose id is already in flight, or is the tag of cancels, panics
+/// A read whose id is already in flight, or among the tags of opens and cancels, panics
 /// in every build before its entry is queued: the kernel never gets its region, and the read
 /// in flight under that id completes alone, its region intact.
 #[test]
@@ -271,14 +271,15 @@ fn a_read_id_in_flight_or_among_the_tags_panics_before_it_is_queued() {
     let (file, data) = blocks_file(4);
     within(10, "checking read ids", move || {
         // One region for each read, taken in order: the refused ones follow the first.
-        let mut pool = Pool::with_capacity(3 * BLOCK).unwrap();
+        let mut pool = Pool::with_capacity(4 * BLOCK).unwrap();
         let (base, _) = pool.as_raw_parts();
         let mut ring = small_ring(&pool, false);
         ring.read(read_block(&mut pool, 7, &file, 0));
         ring.submit().unwrap();
         for (id, block, why) in [
             (7, 1, "already in flight"),
-            (CANCEL, 2, "the tag of cancels"),
+            (CANCEL, 2, "among the tags of opens and cancels"),
+            (OPEN, 3, "among the tags of opens and cancels"),
         ] {
             let req = read_block(&mut pool, id, &file, block);
             let again = &mut ring;
@@ -300,9 +301,9 @@ fn a_read_id_in_flight_or_among_the_tags_panics_before_it_is_queued() {
         let region = pool.reclaim(done.pop().unwrap().loan);
         assert!(pool.bytes(&region, 0..BLOCK) == &data[..BLOCK]);
         // SAFETY: the pool (and its mapping) lives, and no read of the refused regions (the
-        // two after the first; their loans leaked with the panics) reached the kernel
+        // three after the first; their loans leaked with the panics) reached the kernel
         // (checked above), so nothing writes these bytes.
-        let refused = unsafe { std::slice::from_raw_parts(base.add(BLOCK), 2 * BLOCK) };
+        let refused = unsafe { std::slice::from_raw_parts(base.add(BLOCK), 3 * BLOCK) };
         assert!(
             refused.iter().all(|&b| b == 0),
             "the kernel wrote a refused region"

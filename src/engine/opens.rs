@@ -133,9 +133,10 @@ impl Opens {
 
     /// Whether the reader holds or is opening as many descriptors as it may now, or has as
     /// many opens under way as it may have (`Limits::open_depth`, not counting those so slow that
-    /// they most likely hung: the opens behind them go on).
+    /// they most likely hung, so that the opens behind them go on, nor the ring's, which its
+    /// kernel workers make: see `Io::uncounted_opens`).
     pub(super) fn at_cap(&self, core: &Core<'_>, limits: &Limits) -> bool {
-        let opening = self.in_flight.saturating_sub(core.io().slow_opens());
+        let opening = self.in_flight.saturating_sub(core.io().uncounted_opens());
         self.descriptors(core) >= self.max_open(limits) || opening >= limits.open_depth
     }
 

@@ -11,7 +11,9 @@
 //! thread where the kernel can open it from its caches (a cold inode goes to a helper
 //! thread, so that the reader reads on while the disk answers), without following a
 //! symbolic link (which may lead anywhere: that one goes to a helper thread too); and so is
-//! a file handed in on such a mount (`sys::mount_id`).
+//! a file handed in on such a mount (`sys::mount_id`). The ring opens a cold inode of such a
+//! directory itself, on a kernel worker (`backend/uring/in_flight/opens.rs`), and hands its
+//! answer in here (`answer`), to be taken with the others.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -176,10 +178,66 @@ impl ThreadOpens {
     /// Starts opening `path` for file `file` on a helper thread; `false` where no helper
     /// thread can be had (the open is then made with [`open`](Self::open), which says why).
     pub(crate) fn start(&mut self, file: u64, path: &Path, direct: bool) -> bool {
-        if let Some(opened) = self.open_here(path, direct) {
-            self.answered.push((file, opened));
-            return true;
+        self.start_cached(file, path, direct) || self.start_on_helper(file, path, direct).is_ok()
+    }
+
+    /// Opens `path` for file `file` on this thread where [`open_here`](Self::open_here) can,
+    /// its answer taken with the others; whether it did.
+    pub(crate) fn start_cached(&mut self, file: u64, path: &Path, direct: bool) -> bool {
+        let Some(opened) = self.open_here(path, direct) else {
+            return false;
+        };
+        self.answered.push((file, opened));
+        true
+    }
+
+    /// Whether `path`'s directory is known to lie on a local filesystem (see the module
+    /// docs): a file there that the kernel does not have cached may be opened by the ring.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone
+    pub(crate) fn in_local_dir(&mut self, path: &Path) -> bool {
+        self.local.holds(path)
+    }
+
+    /// The answer for file `file` of an open made elsewhere (by the ring), taken with the
+    /// others.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone
+    pub(crate) fn answer(&mut self, file: u64, opened: Result<Opened<'static>, Error>) {
+        self.answered.push((file, opened));
+    }
+
+    /// `opened`, from a directory known to be local, knowing whether its filesystem may hang
+    /// (asked of it only where its device is not known to be local).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone
+    pub(crate) fn locate(&self, opened: Opened<'static>) -> Opened<'static> {
+        self.local.locate(opened)
+    }
+
+    /// The flags paths are opened with, and what the kernel refused of them so far.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone
+    pub(crate) fn opener_mut(&mut self) -> &mut Opener {
+        &mut self.opener
+    }
+
+    /// Whether an open is answered and not yet taken, without waiting.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone
+    pub(crate) fn any_answered(&mut self) -> bool {
+        while let Ok(answer) = self.rx.try_recv() {
+            self.answered_with(answer);
         }
+        !self.answered.is_empty()
+    }
+
+    /// Starts opening `path` for file `file` on a helper thread, whatever its directory.
+    ///
+    /// # Errors
+    ///
+    /// No helper thread can be had (see `helpers::spawn`).
+    pub(crate) fn start_on_helper(
+        &mut self,
+        file: u64,
+        path: &Path,
+        direct: bool,
+    ) -> io::Result<()> {
         let (tx, mut opener) = (self.tx.clone(), self.opener);
         let to_open = ToOpen::Path(path.into());
         let job = move || {
@@ -187,11 +245,9 @@ impl ThreadOpens {
             // The reader may have gone: the file is closed here then.
             let _ = tx.send((file, opened, opener));
         };
-        if helpers::spawn(job).is_err() {
-            return false;
-        }
+        helpers::spawn(job)?;
         self.started.insert(file, (Instant::now(), path.into()));
-        true
+        Ok(())
     }
 
     /// Moves the opens answered to `out`; those given up on are closed.

@@ -1,10 +1,12 @@
-//! What the kernel has of the ring (`InFlight`): its reads and cancels. Here, the part that
-//! needs no `unsafe`: collecting completions, waiting for them, counting and leaking what is
-//! in flight. Handing reads and cancels to the kernel, and turning what it reaped back into
-//! loans, are in `in_flight/loans.rs`; the reads themselves are kept in `in_flight/reads.rs`
-//! (`Reads`).
+//! What the kernel has of the ring (`InFlight`): its reads, opens and cancels. Here, the
+//! part that needs no `unsafe`: collecting completions, waiting for them, counting and
+//! leaking what is in flight. Handing reads, opens and cancels to the kernel, and turning
+//! what it reaped back into loans and files, are in `in_flight/loans.rs`; the reads
+//! themselves are kept in `in_flight/reads.rs` (`Reads`), the opens in `in_flight/opens.rs`
+//! (`Opens`).
 
 mod loans;
+mod opens;
 mod reads;
 
 use std::io;
@@ -14,13 +16,15 @@ use std::time::Instant;
 use io_uring::CompletionQueue;
 
 use super::kernel::Kernel;
-use crate::io::ReadDone;
+use crate::io::{ReadDone, ThreadOpens};
+use opens::Opens;
 use reads::Reads;
 
-/// What the kernel has of the ring: reads and cancels, handed over and taken back
+/// What the kernel has of the ring: reads, opens and cancels, handed over and taken back
 /// (`loans.rs`), and what came back collected and waited for (here).
 pub(super) struct InFlight<'a> {
     reads: Reads<'a>,
+    opens: Opens,
     /// Cancels the kernel has.
     cancels: usize,
     /// The most cancels the kernel has at once (the engine keeps the reads to it).
@@ -32,6 +36,7 @@ impl<'a> InFlight<'a> {
     pub(super) fn new(depth: usize) -> Self {
         InFlight {
             reads: Reads::with_capacity(depth),
+            opens: Opens::default(),
             cancels: 0,
             depth,
         }
@@ -45,8 +50,9 @@ impl<'a> InFlight<'a> {
         self.reads.put_ready(ready);
     }
 
-    /// Collects completions; with `wait` and none there, waits for one until its deadline
-    /// (`None`: for good). `Ok(false)`: the deadline passed with nothing collected.
+    /// Collects completions; with `wait` and none there (no read, and no open to hand over),
+    /// waits for one until its deadline (`None`: for good). `Ok(false)`: the deadline passed
+    /// with nothing collected.
     pub(super) fn reap(
         &mut self,
         kernel: &mut Kernel,
@@ -57,7 +63,7 @@ impl<'a> InFlight<'a> {
         self.reads.take_ready(out);
         self.drain(kernel.completions(), out);
         match wait {
-            Some(deadline) if out.len() == before => {
+            Some(deadline) if out.len() == before && !self.opens.any_answered() => {
                 kernel.check()?;
                 match kernel.wait(deadline) {
                     Err(e) if e.kind() == io::ErrorKind::TimedOut => return Ok(false),
@@ -66,7 +72,7 @@ impl<'a> InFlight<'a> {
                 self.drain(kernel.completions(), out);
                 // A wait that timed out returns as one that was woken: only the clock tells.
                 let late = deadline.is_some_and(|d| Instant::now() >= d);
-                return Ok(!(late && out.len() == before));
+                return Ok(!(late && out.len() == before && !self.opens.any_answered()));
             }
             _ if kernel.queued() => kernel.submit(|cq| self.drain_ready(cq))?,
             _ => {}
@@ -74,8 +80,9 @@ impl<'a> InFlight<'a> {
         Ok(true)
     }
 
-    /// Reaps into `out` until the kernel has no read left, waiting until `deadline` at most
-    /// (a read of a hung device or mount may never complete, cancelled or not).
+    /// Reaps into `out` until the kernel has no read or open left, waiting until `deadline`
+    /// at most (a read of a hung device or mount may never complete, cancelled or not); then
+    /// closes the files opened for nothing.
     pub(super) fn wait_all(
         &mut self,
         kernel: &mut Kernel,
@@ -88,12 +95,34 @@ impl<'a> InFlight<'a> {
                 kernel.wait(deadline)?;
             }
         }
+        self.opens.close_answered();
         Ok(())
     }
 
-    /// Reads handed over and not yet collected, wherever they are.
+    /// Reads and opens handed over and not yet collected, wherever they are.
     pub(super) fn len(&self) -> usize {
-        self.reads.len()
+        self.reads.len() + self.opens.len()
+    }
+
+    /// Hands the opens the kernel answered over to `opens`, to be taken with those of
+    /// helper threads (see `opens::hand_over`).
+    pub(super) fn hand_over_opens(&mut self, opens: &mut ThreadOpens) {
+        opens::hand_over(self.opens.take(), opens);
+    }
+
+    /// Whether an open the kernel made is answered and not yet handed over.
+    pub(super) fn any_open_answered(&self) -> bool {
+        self.opens.any_answered()
+    }
+
+    /// Opens the kernel has or answered, not yet handed over.
+    pub(super) fn opens_len(&self) -> usize {
+        self.opens.len()
+    }
+
+    /// Whether the kernel has any open.
+    pub(super) fn any_open_in_kernel(&self) -> bool {
+        self.opens.any_in_kernel()
     }
 
     /// Keeps a read completed without the kernel (copied at once) until it is collected.
@@ -107,22 +136,26 @@ impl<'a> InFlight<'a> {
         self.reads.ready_len()
     }
 
-    /// Whether the kernel has any read.
+    /// Whether the kernel has any read or open.
     pub(super) fn any_in_kernel(&self) -> bool {
-        self.reads.any_in_kernel()
+        self.reads.any_in_kernel() || self.opens.any_in_kernel()
     }
 
-    /// Reads the kernel may still do: never freed (see `Reads::leak`).
+    /// Reads and opens the kernel may still do: never freed (see `Reads::leak`,
+    /// `Opens::leak`).
     pub(super) fn leak(&mut self) {
         self.reads.leak();
+        self.opens.leak();
     }
 
-    /// The same cancels and depth, for reads of another lifetime. Nothing may be in flight.
+    /// The same cancels and depth, for reads of another lifetime. Nothing may be in flight
+    /// (no open either: `Opens` names no lifetime, and a new one is as good).
     pub(super) fn rebind<'b>(&mut self) -> InFlight<'b> {
         // Empty (nothing in flight); dropped for their allocations, as they name `'a`.
         drop(mem::take(&mut self.reads));
         InFlight {
             reads: Reads::with_capacity(self.depth),
+            opens: Opens::default(),
             cancels: self.cancels,
             depth: self.depth,
         }

@@ -1,16 +1,22 @@
-//! Where a read's region passes to the kernel and back: a read handed over stays in `reads`
-//! until its own completion is reaped, and only then is its `KernelLoan` a `Loan` again
-//! (`drain`); cancels name no memory. Each `unsafe` block here states which it relies on.
+//! Where a read's region, or an open's path, passes to the kernel and back: a read handed
+//! over stays in `reads` until its own completion is reaped, and only then is its
+//! `KernelLoan` a `Loan` again (`drain`); an open's path stays in `opens` until its
+//! completion is reaped, which alone owns the descriptor it brings; cancels name no memory.
+//! Each `unsafe` block here states which it relies on.
 
+use std::fs::File;
 use std::io;
+use std::os::fd::FromRawFd;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use io_uring::{opcode, CompletionQueue};
 
 use super::InFlight;
 use crate::backend::uring::kernel::Kernel;
-use crate::backend::uring::CANCEL;
+use crate::backend::uring::{CANCEL, OPEN};
 use crate::io::{ReadDone, ReadReq};
+use crate::sys::Opener;
 
 impl<'a> InFlight<'a> {
     /// Hands `req` to the kernel: the read stays in `reads` until `drain` reaps its
@@ -29,6 +35,32 @@ impl<'a> InFlight<'a> {
             // Not queued (the ring is broken): keep it to hand back on shutdown.
             Err(_) => self.reads.not_sent(read),
         }
+    }
+
+    /// Hands the kernel an open of `path` for file `file`, on one of its workers, with
+    /// `opener`'s flags; `false` where it is to be opened on a helper thread instead.
+    pub(in crate::backend::uring) fn open(
+        &mut self,
+        kernel: &mut Kernel,
+        file: (u64, &Path),
+        direct: bool,
+        opener: &Opener,
+    ) -> bool {
+        if kernel.check().is_err() {
+            return false;
+        }
+        let Some((entry, open)) = self.opens.prepare(file, direct, opener, self.depth) else {
+            return false;
+        };
+        // SAFETY: the entry names the path's bytes, on the heap, owned by the `CString` in
+        // `open` (moving it does not move them), which goes into `opens` right below and
+        // stays there until `drain` reaps this open's completion (or is leaked with the
+        // ring); its tag is free among opens (`prepare` checks it) and above every read id.
+        if unsafe { kernel.push(&entry, |cq| self.drain_ready(cq)) }.is_err() {
+            return false;
+        }
+        self.opens.sent(open);
+        true
     }
 
     /// Asks the kernel to cancel the read `id`, where it has it and fewer than `depth`
@@ -55,6 +87,14 @@ impl<'a> InFlight<'a> {
                 self.cancels -= 1;
                 continue;
             }
+            if cqe.user_data() & OPEN != 0 {
+                // SAFETY: this is the completion of the open tagged so (tags are unique
+                // among opens in flight): a result of zero or more is a new descriptor,
+                // owned by nobody else, which the `File` takes over and closes.
+                let own = |fd| unsafe { File::from_raw_fd(fd) };
+                self.opens.completed(cqe.user_data(), cqe.result(), own);
+                continue;
+            }
             let read = self.reads.completed(cqe.user_data());
             // SAFETY: this is the completion of the read `read` stands for (its id is the
             // entry's `user_data`, unique among reads in flight): the kernel is done with it.
@@ -63,7 +103,7 @@ impl<'a> InFlight<'a> {
     }
 
     /// Cancels everything the kernel has and waits, for at most `timeout`, until every read
-    /// is back, to `out`.
+    /// is back, to `out`, and every open (the files it opened are closed).
     pub(in crate::backend::uring) fn shutdown(
         &mut self,
         kernel: &mut Kernel,
@@ -75,7 +115,7 @@ impl<'a> InFlight<'a> {
         let unsent = self.reads.take_unsent().into_iter();
         out.extend(unsent.map(|r| r.done(-libc::ECANCELED, |loan| unsafe { loan.reaped() })));
         self.reads.take_ready(out);
-        let ids: Vec<u64> = self.reads.ids().collect();
+        let ids: Vec<u64> = self.reads.ids().chain(self.opens.tags()).collect();
         for id in ids {
             let entry = opcode::AsyncCancel::new(id).build().user_data(CANCEL);
             // SAFETY: a cancel names no buffer or descriptor.

@@ -7,7 +7,7 @@ use std::mem;
 
 use crate::io::{KernelRead, ReadDone};
 
-use crate::backend::uring::CANCEL;
+use crate::backend::uring::OPEN;
 
 /// Reads handed to the ring: with the kernel, never sent because the ring failed, or
 /// completed and not yet collected.
@@ -29,12 +29,16 @@ impl<'a> Reads<'a> {
         }
     }
 
-    /// Panics unless `id` can name a read handed to the kernel: not the tag of cancels, so a
-    /// completion with it is taken for a read's, and not the id of a read in flight, whose
+    /// Panics unless `id` can name a read handed to the kernel: below the tags of opens and
+    /// cancels, so a completion with it is taken for a read's, and not the id of a read in
+    /// flight, whose
     /// region would otherwise be handed back on the first completion while the kernel still
     /// writes it for the second. Checked in every build, before the push.
     pub(super) fn check_id(&self, id: u64) {
-        assert!(id != CANCEL, "read id {id} is the tag of cancels");
+        assert!(
+            id < OPEN,
+            "read id {id} lies among the tags of opens and cancels"
+        );
         assert!(
             !self.in_kernel.contains_key(&id),
             "read id {id} is already in flight"

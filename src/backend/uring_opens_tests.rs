@@ -1,0 +1,91 @@
+//! Opens through the ring: files of a directory found local whose inodes the kernel dropped
+//! go to its kernel workers, and come back as files that read what `std::fs::read` reads; a
+//! link among them goes to a helper thread. Skipped, saying why, where io_uring is refused, or
+//! where the inodes cannot be dropped (not root, or the kernel keeps them): see
+//! `crate::tests`.
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use super::tests::small_ring;
+use super::*;
+use crate::tests::{disk_tempdir, io_uring_here, skip_refused};
+
+/// Files of the directory beside the first, which teaches the ring the directory is local.
+const FILES: usize = 24;
+
+/// Drops the kernel's cached dentries and inodes (root only); why not, where it cannot.
+fn drop_inodes() -> Result<(), String> {
+    std::fs::write("/proc/sys/vm/drop_caches", "2").map_err(|e| e.to_string())
+}
+
+/// Waits for every open started on `ring` (the kernel's, and helper threads') and takes
+/// what came of them.
+fn take_all(ring: &mut Ring<'static>) -> Vec<(u64, OpenResult<'static>)> {
+    let (mut got, mut reaped) = (Vec::new(), Vec::new());
+    loop {
+        ring.submit().unwrap();
+        ring.take_opened(&mut got);
+        if ring.flight.any_open_in_kernel() {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            assert!(ring.reap_until(Some(deadline), &mut reaped).unwrap());
+        } else if !ring.wait_opens() {
+            break;
+        }
+    }
+    assert!(reaped.is_empty(), "no read was queued");
+    got
+}
+
+#[test]
+fn cold_inodes_of_a_local_directory_open_through_the_ring() {
+    if !io_uring_here() {
+        return;
+    }
+    let dir = disk_tempdir();
+    let path = |i: usize| dir.path().join(format!("f{i}"));
+    for i in 0..=FILES {
+        std::fs::write(path(i), vec![i as u8; 1000 + 37 * i]).unwrap();
+    }
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(path(1), &link).unwrap();
+    let pool = Pool::with_capacity(4096).unwrap();
+    let mut ring = small_ring(&pool, false);
+    // The first file, on a helper thread, finds the directory local.
+    assert!(ring.start_open(0, &path(0), false));
+    assert!(matches!(&take_all(&mut ring)[..], [(0, Ok(_))]));
+    if let Err(why) = drop_inodes() {
+        skip_refused("dropping inodes", why);
+        return;
+    }
+    let mut through_ring = 0;
+    let mut paths: Vec<PathBuf> = (1..=FILES).map(path).collect();
+    paths.push(link);
+    for (i, path) in paths.iter().enumerate() {
+        let before = ring.flight.opens_len();
+        assert!(ring.start_open(1 + i as u64, path, false));
+        through_ring += ring.flight.opens_len() - before;
+        if ring.flight.opens_len() >= 2 {
+            ring.submit().unwrap(); // The ring's depth: take what came before more.
+            let got = take_all(&mut ring);
+            check(&paths, got);
+        }
+    }
+    check(&paths, take_all(&mut ring));
+    if through_ring == 0 {
+        skip_refused("cold inodes", "the kernel kept every inode cached");
+    }
+}
+
+/// Each file opened reads what `std::fs::read` reads of its path.
+fn check(paths: &[PathBuf], got: Vec<(u64, OpenResult<'static>)>) {
+    for (file, opened) in got {
+        let path = &paths[file as usize - 1];
+        let opened = opened.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let mut bytes = Vec::new();
+        let mut file = opened.fd.file();
+        file.read_to_end(&mut bytes).unwrap();
+        assert_eq!(bytes, std::fs::read(path).unwrap(), "{}", path.display());
+        assert_eq!(opened.size, bytes.len() as u64);
+    }
+}
