@@ -301,7 +301,12 @@ impl<'a> NextRead<'a> {
                 }
                 FromCache::Missed(req) => {
                     found_cached(core, policy, false);
-                    policy.missed();
+                    // An uncached read goes on asking: reads sent straight to the backend
+                    // after a miss may find pages the miss's own read-ahead brought in, and
+                    // leave them cached.
+                    if !req.uncached() {
+                        policy.missed();
+                    }
                     core.io_mut().read(req);
                 }
                 // Says nothing of the cache: later reads ask it (`cached`).
