@@ -177,12 +177,16 @@ impl<'a> Stream<'a> {
         if front.all_issued() {
             return Ok(FrontPoll::End);
         }
-        let id = front.id;
+        let (id, sized) = (front.id, front.status().is_sized());
         self.ahead.schedule()?;
         let core = &mut self.ahead.core;
         let issued = core.chunks.front().is_some_and(|c| c.file() == id);
-        let failed = core.queue.front().is_some_and(|f| f.error().is_some());
-        if !issued && !failed {
+        let front = core.queue.front();
+        let failed = front.is_some_and(|f| f.error().is_some());
+        // An open answered while scheduling (a helper thread's) sizes the file: an empty
+        // one then has nothing to read, which the next look tells as its end.
+        let opened = !sized && front.is_some_and(|f| f.status().is_sized());
+        if !issued && !failed && !opened {
             if !self.ahead.anything_in_flight() {
                 if self.ahead.core.drop_read_ahead() {
                     return Ok(FrontPoll::Again);

@@ -128,6 +128,12 @@ struct Scripted<'a> {
     /// Whether `start_open` takes opens (completed like reads); else paths are opened with
     /// `Io::open`.
     async_open: bool,
+    /// Whether those opens are answered by themselves, as a helper thread's are, on the
+    /// second time the engine looks for answers after starting them (so while it
+    /// schedules, not when it waits).
+    opens_answer_themselves: bool,
+    /// Opens answered by themselves, and how many more looks before each is answered.
+    answering: Vec<(OpenCall, u32)>,
     /// Errnos the next opens of a path get, in turn; after them it is really opened.
     open_errors: HashMap<PathBuf, VecDeque<i32>>,
     /// Opens completed and not yet taken.
@@ -156,6 +162,8 @@ impl<'a> Scripted<'a> {
             cached: None,
             refuse_nowait: |_| false,
             async_open: false,
+            opens_answer_themselves: false,
+            answering: Vec::new(),
             open_errors: HashMap::new(),
             opened: Vec::new(),
             opener: Opener::default(),
@@ -382,11 +390,21 @@ impl<'a> Io<'a> for Scripted<'a> {
             direct,
         };
         self.log.lock().unwrap().opens.push(call.clone());
+        if self.opens_answer_themselves {
+            self.answering.push((call, 1));
+            return true;
+        }
         self.pending.push(Op::Open(call));
         self.note_descriptors();
         true
     }
     fn take_opened(&mut self, out: &mut Vec<(u64, OpenResult<'a>)>) {
+        for (call, looks) in std::mem::take(&mut self.answering) {
+            match looks {
+                0 => self.complete_open(call),
+                _ => self.answering.push((call, looks - 1)),
+            }
+        }
         out.append(&mut self.opened);
     }
     fn cached(&mut self, _fd: &FdRef<'a>, _offset: u64, _len: u64) -> Option<bool> {
@@ -423,6 +441,8 @@ impl<'a> Io<'a> for Scripted<'a> {
             cached: s.cached,
             refuse_nowait: s.refuse_nowait,
             async_open: s.async_open,
+            opens_answer_themselves: s.opens_answer_themselves,
+            answering: s.answering,
             open_errors: s.open_errors,
             opened: s
                 .opened

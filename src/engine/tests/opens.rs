@@ -19,6 +19,23 @@ const OPEN_SIZES: [usize; 12] = [
     0, 1, 5000, 70_000, 4096, 0, 20_000, 3, 100_000, 8192, 1, 65_536,
 ];
 
+/// An open answered while the engine still schedules is taken in the same round: an empty
+/// file opened so is at its end, not a file no read could be issued for.
+#[test]
+fn opens_answered_while_scheduling_read_exactly_empty_files_too() {
+    // An empty file alone (nothing else in flight), and files behind it.
+    for sizes in [&[0][..], &[0, 0], &OPEN_SIZES] {
+        let f = files(sizes);
+        for order in ORDERS {
+            let mut io = opening(&f, order);
+            io.opens_answer_themselves = true;
+            let mut e = engine_with(io, (64 << 10, 8192), |_| {});
+            queue_paths(&mut e, &f);
+            assert_exact(&read_all(&mut e), &f.data);
+        }
+    }
+}
+
 #[test]
 fn paths_opened_by_the_source_read_exactly_within_the_cap() {
     let f = files(&OPEN_SIZES);
