@@ -7,6 +7,7 @@ mod cache;
 mod direct;
 mod drop;
 mod opens;
+mod reading;
 mod reads;
 mod records;
 
@@ -25,6 +26,7 @@ use crate::source::RawFd;
 use crate::sys::Opener;
 use crate::tests::disk_tempdir;
 use cache::limits;
+use reading::{assert_exact, read_all, read_all_checking};
 
 /// What the script says one read returns.
 #[derive(Clone, Copy, Debug)]
@@ -552,55 +554,10 @@ fn poisoned(io: Scripted<'_>, pool: usize, limits: Limits) -> Engine<'_> {
     Engine::new(Box::new(io), Pool::with_capacity(pool).unwrap(), limits)
 }
 
-/// Every queued file, read through `fill_buf`/`consume`: its bytes or its error's message.
-fn read_all(e: &mut Engine<'_>) -> Vec<Result<Vec<u8>, String>> {
-    read_all_checking(e, |_| {})
-}
-
-/// Like [`read_all`], calling `check` after every `fill_buf`.
-fn read_all_checking(
-    e: &mut Engine<'_>,
-    mut check: impl FnMut(&Engine<'_>),
-) -> Vec<Result<Vec<u8>, String>> {
-    let mut out = Vec::new();
-    loop {
-        let mut bytes = Vec::new();
-        let res = loop {
-            match e.fill_buf() {
-                Ok([]) => break Ok(bytes),
-                Ok(buf) => {
-                    // Every byte shown is consumed in turn, so checking those is enough.
-                    let n = buf.len().min(1000);
-                    assert!(
-                        !buf[..n].contains(&POISON),
-                        "bytes no read wrote were exposed"
-                    );
-                    bytes.extend_from_slice(&buf[..n]);
-                    e.consume(n);
-                    check(e);
-                }
-                Err(err) => break Err(err.to_string()),
-            }
-        };
-        out.push(res);
-        if !e.move_to_next_file().unwrap() {
-            return out;
-        }
-    }
-}
-
 fn queue_paths(e: &mut Engine<'_>, f: &Files) {
     for p in &f.paths {
         e.push_range(Source::Path(p.as_path().into()), 0, u64::MAX, false)
             .unwrap();
-    }
-}
-
-fn assert_exact(got: &[Result<Vec<u8>, String>], want: &[Vec<u8>]) {
-    assert_eq!(got.len(), want.len());
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let g = g.as_ref().unwrap_or_else(|e| panic!("file {i}: {e}"));
-        assert!(g == w, "file {i}: {} bytes, want {}", g.len(), w.len());
     }
 }
 
