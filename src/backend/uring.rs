@@ -25,7 +25,7 @@
 //! open can block for good. Only a path in a directory found on a local filesystem, which
 //! the kernel cannot open from its caches at once, is opened through the ring, on a kernel
 //! worker (`IOSQE_ASYNC`, never tried on this thread) and without following a link: a
-//! helper thread's hand-off cost more than the open itself (`in_flight/opens.rs`).
+//! helper thread's hand-off cost more than the open itself (`in_flight/ring_opens.rs`).
 //!
 //! The ring is three types, each in its own file with the state it owns: `Ring` (here), the
 //! [`Io`] interface, which delegates to the two others (and opens files on helper threads)
@@ -36,7 +36,7 @@
 //! for what it guards: `kernel/lifetimes.rs` (setting the ring up, pushing entries, taking
 //! and closing the ring) and `in_flight/loans.rs` (handing reads and opens over and turning
 //! their completions back into loans and files); `in_flight/reads.rs` keeps the reads
-//! (`Reads`), `in_flight/opens.rs` the opens (`Opens`).
+//! (`Reads`), `in_flight/ring_opens.rs` the opens (`RingOpens`).
 #![allow(unsafe_code)]
 
 mod in_flight;

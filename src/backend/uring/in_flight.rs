@@ -2,12 +2,12 @@
 //! part that needs no `unsafe`: collecting completions, waiting for them, counting and
 //! leaking what is in flight. Handing reads, opens and cancels to the kernel, and turning
 //! what it reaped back into loans and files, are in `in_flight/loans.rs`; the reads
-//! themselves are kept in `in_flight/reads.rs` (`Reads`), the opens in `in_flight/opens.rs`
-//! (`Opens`).
+//! themselves are kept in `in_flight/reads.rs` (`Reads`), the opens in `in_flight/ring_opens.rs`
+//! (`RingOpens`).
 
 mod loans;
-mod opens;
 mod reads;
+mod ring_opens;
 
 use std::io;
 use std::mem;
@@ -17,14 +17,14 @@ use io_uring::CompletionQueue;
 
 use super::kernel::Kernel;
 use crate::io::{ReadDone, ThreadOpens};
-use opens::Opens;
 use reads::Reads;
+use ring_opens::RingOpens;
 
 /// What the kernel has of the ring: reads, opens and cancels, handed over and taken back
 /// (`loans.rs`), and what came back collected and waited for (here).
 pub(super) struct InFlight<'a> {
     reads: Reads<'a>,
-    opens: Opens,
+    opens: RingOpens,
     /// Cancels the kernel has.
     cancels: usize,
     /// The most cancels the kernel has at once (the engine keeps the reads to it).
@@ -36,7 +36,7 @@ impl<'a> InFlight<'a> {
     pub(super) fn new(depth: usize) -> Self {
         InFlight {
             reads: Reads::with_capacity(depth),
-            opens: Opens::default(),
+            opens: RingOpens::default(),
             cancels: 0,
             depth,
         }
@@ -105,9 +105,9 @@ impl<'a> InFlight<'a> {
     }
 
     /// Hands the opens the kernel answered over to `opens`, to be taken with those of
-    /// helper threads (see `opens::hand_over`).
+    /// helper threads (see `ring_opens::hand_over`).
     pub(super) fn hand_over_opens(&mut self, opens: &mut ThreadOpens) {
-        opens::hand_over(self.opens.take(), opens);
+        ring_opens::hand_over(self.opens.take(), opens);
     }
 
     /// Whether an open the kernel made is answered and not yet handed over.
@@ -142,20 +142,20 @@ impl<'a> InFlight<'a> {
     }
 
     /// Reads and opens the kernel may still do: never freed (see `Reads::leak`,
-    /// `Opens::leak`).
+    /// `RingOpens::leak`).
     pub(super) fn leak(&mut self) {
         self.reads.leak();
         self.opens.leak();
     }
 
     /// The same cancels and depth, for reads of another lifetime. Nothing may be in flight
-    /// (no open either: `Opens` names no lifetime, and a new one is as good).
+    /// (no open either: `RingOpens` names no lifetime, and a new one is as good).
     pub(super) fn rebind<'b>(&mut self) -> InFlight<'b> {
         // Empty (nothing in flight); dropped for their allocations, as they name `'a`.
         drop(mem::take(&mut self.reads));
         InFlight {
             reads: Reads::with_capacity(self.depth),
-            opens: Opens::default(),
+            opens: RingOpens::default(),
             cancels: self.cancels,
             depth: self.depth,
         }

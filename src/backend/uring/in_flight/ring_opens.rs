@@ -1,4 +1,4 @@
-//! Opens the ring hands to the kernel's workers (`Opens`): only of paths in a directory
+//! Opens the ring hands to the kernel's workers (`RingOpens`): only of paths in a directory
 //! found on a local filesystem whose inode the kernel does not have cached, which a helper
 //! thread would cost a wake-up or two apiece for. Each is sent with `IOSQE_ASYNC`, so that
 //! the kernel never tries it on the submitting thread first, and without following a
@@ -29,7 +29,7 @@ pub(in crate::backend::uring) type Answer = (u64, PathBuf, i32, Result<File, i32
 /// Opens the ring handed to the kernel: their paths, which it reads until it is done, and
 /// those completed and not yet collected.
 #[derive(Debug, Default)]
-pub(super) struct Opens {
+pub(super) struct RingOpens {
     /// Opens the kernel has, by `user_data`: the path it reads, and the flags.
     in_kernel: HashMap<u64, (CString, i32)>,
     /// Opens completed and not yet collected.
@@ -43,7 +43,7 @@ pub(super) struct Pending {
     flags: i32,
 }
 
-impl Opens {
+impl RingOpens {
     /// The entry that opens `path` for file `file` with `opener`'s flags, on a kernel worker
     /// and without following a last symbolic link, and what it names, to hand to `sent` once
     /// pushed; `None` where the ring does not open it (`depth` opens are in flight, the id
