@@ -32,7 +32,7 @@ impl<'a> Engine<'a> {
     /// `fill_buf` where the bytes handed out last are all consumed.
     fn fill_buf_again(&mut self) -> io::Result<&[u8]> {
         if self.spill.pending() > 0 {
-            self.stream.hide();
+            self.stream.settle();
             return Ok(self.spill.expose());
         }
         self.stream.fill()
@@ -124,7 +124,7 @@ fn fill_at_least<'s>(
     // Whatever comes of it, this call's answer replaces the last one's: an error hands out
     // nothing, so `consume` then takes nothing.
     spill.hide();
-    stream.hide();
+    stream.settle();
     let capacity = stream.ahead.core.pool().capacity();
     if n > capacity {
         return Err(io::Error::new(
@@ -148,7 +148,7 @@ fn fill_at_least<'s>(
             Ok(Gather::Spill) => {}
             // `gather` looks at the bytes through `fill`, which hands them out.
             Err(e) => {
-                stream.hide();
+                stream.settle();
                 return Err(e);
             }
         }
@@ -159,7 +159,7 @@ fn fill_at_least<'s>(
 
 /// Passes over `n` bytes of the current file: those waiting in the spill first.
 fn skip(stream: &mut Stream<'_>, spill: &mut Spill, n: u64) -> io::Result<u64> {
-    stream.hide();
+    stream.settle();
     spill.hide();
     let in_file = n.saturating_sub(spill.pending() as u64);
     if in_file > 0 && ensure_sized(stream)? {
@@ -234,7 +234,7 @@ fn fill_spill(stream: &mut Stream<'_>, spill: &mut Spill, n: usize) -> io::Resul
         }
         let take = bytes.len().min(n - spill.pending());
         spill.extend(&bytes[..take]);
-        stream.hide();
+        stream.settle();
         front::advance(&mut stream.ahead.core, take);
         stream.ahead.core.stats.bytes_spilled += take as u64;
     }

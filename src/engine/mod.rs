@@ -138,7 +138,7 @@ impl<'a> Engine<'a> {
     /// spill's allocation.
     pub(crate) fn rebind<'b>(mut self) -> io::Result<Engine<'b>> {
         self.spill.clear();
-        self.stream.hide();
+        self.stream.settle();
         let ahead = self.stream.ahead.rebind()?;
         Ok(Engine {
             stream: Stream::new(ahead),
@@ -170,7 +170,7 @@ impl<'a> Engine<'a> {
     /// its counters, less the opens and failures of those files: the reader they are
     /// queued into next opens them again, and says whether they fail.
     pub(crate) fn abandon(mut self) -> (Vec<QueuedFile<'a>>, Stats) {
-        self.stream.hide();
+        self.stream.settle();
         let core = &mut self.stream.ahead.core;
         let mut stats = core.stats;
         for i in 1..core.queue.len() {

@@ -122,12 +122,6 @@ impl<'a> Stream<'a> {
         }
     }
 
-    /// Nothing is handed out any more (the consumer's position moves another way, or the
-    /// chunks are about to be looked at): what was consumed of it is settled.
-    pub(super) fn hide(&mut self) {
-        self.settle();
-    }
-
     /// Moves the chunks and the file's progress on by what the consumer took of the bytes
     /// handed out, which stay handed out from where it is now: `consume` may still take
     /// them, as std's `BufReader` lets it after any call that reads nothing.
@@ -141,8 +135,9 @@ impl<'a> Stream<'a> {
     }
 
     /// Moves the chunks and the file's progress on by what the consumer took of the bytes
-    /// handed out, and hands nothing out any more.
-    fn settle(&mut self) {
+    /// handed out, and hands nothing out any more: before the consumer's position moves
+    /// another way, or the chunks are looked at.
+    pub(super) fn settle(&mut self) {
         self.catch_up();
         self.handout = Handout::default();
     }

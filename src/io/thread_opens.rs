@@ -187,7 +187,7 @@ impl ThreadOpens {
         let Some(opened) = self.open_here(path, direct) else {
             return false;
         };
-        self.answered.push((file, opened));
+        self.answer(file, opened);
         true
     }
 
@@ -198,9 +198,8 @@ impl ThreadOpens {
         self.local.holds(path)
     }
 
-    /// The answer for file `file` of an open made elsewhere (by the ring), taken with the
-    /// others.
-    #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone
+    /// The answer for file `file` of an open made elsewhere (on this thread, or by the
+    /// ring), taken with the others.
     pub(crate) fn answer(&mut self, file: u64, opened: Result<Opened<'static>, Error>) {
         self.answered.push((file, opened));
     }
@@ -221,9 +220,7 @@ impl ThreadOpens {
     /// Whether an open is answered and not yet taken, without waiting.
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone
     pub(crate) fn any_answered(&mut self) -> bool {
-        while let Ok(answer) = self.rx.try_recv() {
-            self.answered_with(answer);
-        }
+        self.collect();
         !self.answered.is_empty()
     }
 
@@ -252,9 +249,7 @@ impl ThreadOpens {
 
     /// Moves the opens answered to `out`; those given up on are closed.
     pub(crate) fn take<'a>(&mut self, out: &mut Vec<(u64, OpenResult<'a>)>) {
-        while let Ok(answer) = self.rx.try_recv() {
-            self.answered_with(answer);
-        }
+        self.collect();
         out.extend(
             self.answered
                 .drain(..)
@@ -399,6 +394,13 @@ impl ThreadOpens {
     }
 
     /// Takes an answer from a helper thread, unless its open was given up on.
+    /// Collects what the helper threads answered so far, without waiting.
+    fn collect(&mut self) {
+        while let Ok(answer) = self.rx.try_recv() {
+            self.answered_with(answer);
+        }
+    }
+
     fn answered_with(&mut self, (file, opened, opener): Answer) {
         self.opener.learn(opener);
         let Some((_, path)) = self.started.remove(&file) else {
