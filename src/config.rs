@@ -214,15 +214,24 @@ impl ReaderBuilder {
     /// cached. For a scan that reads a data set once (a startup check, a backup, a checksum
     /// run) without evicting what the rest of the system keeps in memory. Default `false`.
     ///
-    /// Reads carry `RWF_DONTCACHE` (Linux 6.14 and filesystems that support it: ext4, XFS,
-    /// among others), so the kernel drops their pages once copied, with no alignment rules
-    /// and no cost on files already cached (their copies are made as without it). Where the
-    /// filesystem refuses the flag (older kernels, btrfs, FUSE, many network filesystems),
-    /// the read is sent again without it, the filesystem is remembered for the process, and
-    /// the pages of the reads that did not find their pages cached are dropped with
-    /// `posix_fadvise(POSIX_FADV_DONTNEED)` once read into the pool; where a read cannot
-    /// tell, its pages stay. [`Stats`](crate::Stats) say which way each file went
-    /// ([`files_uncached`](crate::Stats::files_uncached),
+    /// Each file goes one of three ways, decided at its first read (one `cachestat`):
+    /// - **No page of it cached**, and the reader opened it by path: it is read with
+    ///   `O_DIRECT` (turned on for its descriptor), which brings no page in and, at the
+    ///   read-ahead's depth, is faster and cheaper than any read through the page cache.
+    ///   Only where the filesystem takes `O_DIRECT`, and only a file the reader opened: a
+    ///   file handed in shares its open file description with the caller.
+    /// - **Otherwise**, its reads carry `RWF_DONTCACHE` (Linux 6.14 and filesystems that
+    ///   support it: ext4, XFS, among others), so the kernel drops the pages they bring in
+    ///   once copied, with no alignment rules; what was cached is copied as without it.
+    /// - **Where the filesystem refuses the flag** (older kernels, btrfs, FUSE, many network
+    ///   filesystems), the read is sent again without it, the filesystem is remembered for
+    ///   the process, and the pages of the reads that did not find their pages cached are
+    ///   dropped with `posix_fadvise(POSIX_FADV_DONTNEED)` once read into the pool; where a
+    ///   read cannot tell, its pages stay.
+    ///
+    /// [`Stats`](crate::Stats) say which way each file went
+    /// ([`files_direct`](crate::Stats::files_direct),
+    /// [`files_uncached`](crate::Stats::files_uncached),
     /// [`files_dropped_behind`](crate::Stats::files_dropped_behind)).
     ///
     /// With [`direct_io`](Self::direct_io) it changes nothing (`O_DIRECT` bypasses the cache
@@ -239,8 +248,8 @@ impl ReaderBuilder {
     }
 
     /// With [`uncached`](Self::uncached): every file read as on a filesystem that refuses
-    /// `RWF_DONTCACHE` (buffered, its reads' pages dropped behind), so that the fallback can
-    /// be measured where the flag is taken. Not a stable part of the API.
+    /// both `RWF_DONTCACHE` and `O_DIRECT` (buffered, its reads' pages dropped behind), so
+    /// that the fallback can be measured where they are taken. Not a stable part of the API.
     #[doc(hidden)]
     pub fn uncached_fallback(mut self, on: bool) -> Self {
         self.uncached_fallback = on;

@@ -410,6 +410,11 @@ pub(crate) trait Io<'a>: Send {
             None => sys::file_size(fd.file()).ok(),
         }
     }
+    /// Switches the descriptor of a file the reader opened to `O_DIRECT` reads: a cold file
+    /// read uncached.
+    fn set_direct(&mut self, fd: &FdRef<'a>) -> io::Result<()> {
+        sys::set_direct(fd.file())
+    }
     /// Switches the descriptor of a file that refused `O_DIRECT` reads to buffered ones:
     /// the same descriptor, never the file reopened by its path, which may name another
     /// file by now.

@@ -28,6 +28,9 @@ pub(crate) enum CacheUse {
     Undecided,
     /// Reads carry `RWF_DONTCACHE`.
     Uncached,
+    /// No page of the file was cached at its first read: it is read with `O_DIRECT`, which
+    /// brings none in (and, at depth, reads faster than the page cache fills).
+    Direct,
     /// The filesystem refuses `RWF_DONTCACHE`: plain buffered reads, the pages of those that
     /// brought them in dropped once read. `cold_from`: no page of the file from there on was
     /// cached when it was decided, so every page its reads find there was brought in by them.
@@ -109,9 +112,19 @@ impl<'a> FileEntry<'a> {
         &mut self.progress
     }
 
-    /// The descriptor no longer reads `O_DIRECT` (the filesystem refused it).
+    /// The descriptor reads `O_DIRECT` from now on (turned on for a cold file read
+    /// uncached).
+    pub(crate) fn set_direct(&mut self) {
+        self.direct = true;
+    }
+
+    /// The descriptor no longer reads `O_DIRECT` (the filesystem refused it). A file read
+    /// direct for being uncached goes on with `RWF_DONTCACHE`.
     pub(crate) fn clear_direct(&mut self) {
         self.direct = false;
+        if self.cache_use == CacheUse::Direct {
+            self.cache_use = CacheUse::Uncached;
+        }
     }
 
     /// Where the consumer's bytes stop (see [`Status::stop`]).
@@ -425,6 +438,11 @@ impl<'a> Queue<'a> {
         debug_assert!(e.fd.is_none(), "opened once");
         e.fd = Some(fd);
         e.direct = direct;
+        // Closed before its first read and opened again: `O_DIRECT` was turned on for the
+        // descriptor closed, so the file's way is decided again.
+        if e.cache_use == CacheUse::Direct {
+            e.cache_use = CacheUse::Undecided;
+        }
         e.opened_here = opened_here;
         if opened_here {
             self.open_here += 1;

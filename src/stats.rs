@@ -67,6 +67,11 @@ pub struct Stats {
     /// [`uncached`](crate::ReaderBuilder::uncached)). A file whose filesystem refused it is
     /// counted in [`files_dropped_behind`](Self::files_dropped_behind) instead.
     pub files_uncached: u64,
+    /// Files read with [`uncached`](crate::ReaderBuilder::uncached) that had no page cached
+    /// at their first read: read with `O_DIRECT`, which brings none in. Only files the
+    /// reader opened by path, on a filesystem that takes `O_DIRECT`; their reads are
+    /// counted in [`reads_direct`](Self::reads_direct).
+    pub files_direct: u64,
     /// Files read with [`uncached`](crate::ReaderBuilder::uncached) on a filesystem that
     /// refuses `RWF_DONTCACHE`: read buffered, the pages of their reads that found them not
     /// cached dropped after with `posix_fadvise(POSIX_FADV_DONTNEED)`.
@@ -128,6 +133,7 @@ impl Stats {
         self.reads_offloaded += other.reads_offloaded;
         self.reads_uncached += other.reads_uncached;
         self.files_uncached += other.files_uncached;
+        self.files_direct += other.files_direct;
         self.files_dropped_behind += other.files_dropped_behind;
         self.bytes_dropped_behind += other.bytes_dropped_behind;
         self.retries += other.retries;
@@ -159,6 +165,7 @@ mod tests {
             reads_offloaded: 8,
             reads_uncached: 19,
             files_uncached: 20,
+            files_direct: 23,
             files_dropped_behind: 21,
             bytes_dropped_behind: 22,
             retries: 9,

@@ -1,6 +1,7 @@
 //! Random file sets, sizes, limits, ways of queuing, pool and read sizes, queue depths and
-//! ways of reading, on both backends with direct I/O on and off, against the oracle:
-//! `std::fs::read` cut at the limit.
+//! ways of reading, on both backends with direct I/O on and off and uncached (the files
+//! evicted first, so that those opened by path go `O_DIRECT` where the disk allows it),
+//! against the oracle: `std::fs::read` cut at the limit.
 
 mod common;
 
@@ -123,13 +124,26 @@ fn case() -> impl Strategy<Value = Case> {
         })
 }
 
-/// Runs `case` on `backend` with direct I/O `direct` over the files at `paths`.
-fn run(case: &Case, paths: &[std::path::PathBuf], backend: Backend, direct: bool) {
-    let name = format!("{backend:?} direct={direct}");
+/// How the reader leaves the page cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Buffered,
+    Direct,
+    /// `uncached(true)`, every file evicted from the page cache first.
+    Uncached,
+}
+
+/// Runs `case` on `backend` in `mode` over the files at `paths`.
+fn run(case: &Case, paths: &[std::path::PathBuf], backend: Backend, mode: Mode) {
+    let name = format!("{backend:?} {mode:?}");
+    if mode == Mode::Uncached {
+        paths.iter().for_each(|p| evict_from_page_cache(p));
+    }
     let borrowed: Vec<File> = paths.iter().map(|p| File::open(p).unwrap()).collect();
     let mut r = SequentialFileReader::builder()
         .backend(backend)
-        .direct_io(direct)
+        .direct_io(mode == Mode::Direct)
+        .uncached(mode == Mode::Uncached)
         .buffer_size(case.buffer_size)
         .read_size(case.read_size)
         .queue_depth(case.queue_depth)
@@ -166,8 +180,8 @@ fn run(case: &Case, paths: &[std::path::PathBuf], backend: Backend, direct: bool
     assert!(r.fill_buf().unwrap().is_empty(), "{name}: nothing after");
     // A case may read nothing at all (empty files, zero limits, moving on at once).
     let stats = r.stats();
-    if stats.reads > 0 {
-        assert_direct_reads(stats, direct, &name);
+    if stats.reads > 0 && mode != Mode::Uncached {
+        assert_direct_reads(stats, mode == Mode::Direct, &name);
     }
 }
 
@@ -224,8 +238,8 @@ fn read_file<'o>(
     }
 }
 
-/// Makes the case's files and runs it on every backend, direct I/O off and on (where the disk
-/// allows it: see `direct_io_here`).
+/// Makes the case's files and runs it on every backend in every mode (direct I/O where the
+/// disk allows it: see `direct_io_here`).
 fn check(case: &Case) {
     let dir = tempdir();
     let paths: Vec<_> = case
@@ -235,26 +249,26 @@ fn check(case: &Case) {
         .map(|(i, (len, _))| make_file(dir.path(), &format!("{i:02}"), *len))
         .collect();
     for backend in backends_once() {
-        for &direct in directs_once() {
-            run(case, &paths, *backend, direct);
+        for &mode in modes_once() {
+            run(case, &paths, *backend, mode);
         }
     }
 }
 
-/// Direct I/O off, and on where the disk allows it, probed once per test binary.
-fn directs_once() -> &'static [bool] {
-    static DIRECTS: std::sync::OnceLock<Vec<bool>> = std::sync::OnceLock::new();
-    DIRECTS.get_or_init(|| {
-        let mut out = vec![false];
+/// Buffered, uncached, and direct where the disk allows it, probed once per test binary.
+fn modes_once() -> &'static [Mode] {
+    static MODES: std::sync::OnceLock<Vec<Mode>> = std::sync::OnceLock::new();
+    MODES.get_or_init(|| {
+        let mut out = vec![Mode::Buffered, Mode::Uncached];
         if direct_io_here() {
-            out.push(true);
+            out.push(Mode::Direct);
         }
         out
     })
 }
 
 proptest! {
-    // 48 cases, each on every backend with direct I/O off and on.
+    // 48 cases, each on every backend in every mode.
     #![proptest_config(proptest_config(48))]
 
     /// Random scans, against the oracle, with reads of up to the whole pool.

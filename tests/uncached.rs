@@ -1,7 +1,8 @@
 //! `ReaderBuilder::uncached`: the bytes are exact, a file cold before a read is not cached
-//! after it, and a file cached before stays cached, on both backends; through
-//! `RWF_DONTCACHE` on the disk beside the target directory, and through the drop-behind
-//! fallback on a FUSE mount, which refuses the flag.
+//! after it, and a file cached before stays cached, on both backends; through `O_DIRECT`
+//! (a cold file opened by path) and `RWF_DONTCACHE` (a file handed in) on the disk beside
+//! the target directory, and through the drop-behind fallback on a FUSE mount, which
+//! refuses the flag.
 //!
 //! What is cached is asked of the kernel (`cachestat`, Linux 6.5). Where the kernel or the
 //! target directory's filesystem refuses `RWF_DONTCACHE`, or a file stays cached whatever
@@ -121,13 +122,47 @@ fn uncached_reads_give_the_exact_bytes() {
         }
         let (got, stats) = read_uncached(b, &files.paths);
         assert_files_eq(&got, &want, &what);
-        let ways = stats.files_uncached + stats.files_dropped_behind;
+        let ways = stats.files_direct + stats.files_uncached + stats.files_dropped_behind;
         assert!(ways > 0 && ways <= sizes.len() as u64, "{what}: {stats:?}");
     }
 }
 
+/// Whether `path`'s filesystem takes `O_DIRECT`; why not.
+fn direct_taken(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .map(drop)
+        .map_err(|e| format!("open(O_DIRECT): {e}"))
+}
+
 #[test]
-fn a_cold_file_read_uncached_is_not_cached_after() {
+fn a_cold_file_read_uncached_by_path_is_read_direct_and_not_cached_after() {
+    let dir = tempdir();
+    let Some(path) = cold_file(dir.path(), "cold", 16 * MIB) else {
+        return;
+    };
+    if let Err(why) = direct_taken(&path) {
+        return skip_refused("O_DIRECT", why);
+    }
+    let want = std::fs::read(&path).unwrap();
+    for (backend, b) in builders() {
+        evict_from_page_cache(&path);
+        let (got, stats) = read_uncached(b, std::slice::from_ref(&path));
+        assert_files_eq(&got, std::slice::from_ref(&want), &format!("{backend:?}"));
+        assert_eq!(stats.files_direct, 1, "{backend:?}: {stats:?}");
+        assert_eq!(stats.reads_direct, stats.reads, "{backend:?}: {stats:?}");
+        let (cached, _) = cached_pages(&path).unwrap();
+        assert_eq!(cached, 0, "{backend:?}: pages left cached by a direct read");
+    }
+}
+
+/// A file handed in is read with `RWF_DONTCACHE`: its open file description is the
+/// caller's too, so the reader does not turn `O_DIRECT` on for it.
+#[test]
+fn a_cold_file_handed_in_is_read_with_the_flag_and_not_cached_after() {
     let dir = tempdir();
     let Some(path) = cold_file(dir.path(), "cold", 16 * MIB) else {
         return;
@@ -135,7 +170,11 @@ fn a_cold_file_read_uncached_is_not_cached_after() {
     let want = std::fs::read(&path).unwrap();
     for (backend, b) in builders() {
         evict_from_page_cache(&path);
-        let (got, stats) = read_uncached(b, std::slice::from_ref(&path));
+        let files = [File::open(&path).unwrap()];
+        let mut r = reader_over_files(b.uncached(true), &files);
+        let got = read_all_ok(&mut r);
+        let stats = r.stats();
+        drop(r);
         assert_files_eq(&got, std::slice::from_ref(&want), &format!("{backend:?}"));
         assert_eq!(stats.files_uncached, 1, "{backend:?}: {stats:?}");
         assert!(stats.reads_uncached > 0, "{backend:?}: {stats:?}");
@@ -191,7 +230,7 @@ fn a_scan_passes_uncached_on_to_its_readers() {
     let got = by_index(paths.len(), outcomes);
     assert!(got.iter().all(|o| matches!(o, Outcome::Done(_))), "{got:?}");
     let stats = summary.stats;
-    assert_eq!(stats.files_uncached, 2, "{stats:?}");
+    assert_eq!(stats.files_uncached + stats.files_direct, 2, "{stats:?}");
     for path in &paths {
         assert_eq!(
             cached_pages(path).unwrap().0,
@@ -221,7 +260,12 @@ fn a_filesystem_that_refuses_the_flag_drops_only_what_it_read() {
             .unwrap()
             .read_to_end(&mut warm)
             .unwrap();
-        let (got, stats) = read_uncached(b, &m.paths());
+        // Handed in, so that the cold file is not read `O_DIRECT` (FUSE takes it).
+        let handed: Vec<File> = m.paths().iter().map(|p| File::open(p).unwrap()).collect();
+        let mut r = reader_over_files(b.uncached(true), &handed);
+        let got = read_all_ok(&mut r);
+        let stats = r.stats();
+        drop(r);
         let what = format!("{backend:?}");
         assert_files_eq(&got, &[m.expected(0), m.expected(1)], &what);
         assert_eq!(warm, m.expected(1), "{what}: the page cache's own copy");
@@ -240,7 +284,7 @@ fn a_filesystem_that_refuses_the_flag_drops_only_what_it_read() {
             warm_after, warm_pages,
             "{what}: pages cached before were dropped"
         );
-        drop(got);
+        drop((got, handed));
         m.unmount().unwrap();
     }
 }

@@ -288,10 +288,10 @@ pub fn json_line(out: &Outcome) -> String {
             s.files_opened,
             s.bytes_spilled
         );
-        if s.files_uncached + s.files_dropped_behind > 0 {
+        if s.files_direct + s.files_uncached + s.files_dropped_behind > 0 {
             line += &format!(
-                ",\"files_uncached\":{},\"files_dropped_behind\":{},\"bytes_dropped_behind\":{}",
-                s.files_uncached, s.files_dropped_behind, s.bytes_dropped_behind
+                ",\"files_direct\":{},\"files_uncached\":{},\"files_dropped_behind\":{},\"bytes_dropped_behind\":{}",
+                s.files_direct, s.files_uncached, s.files_dropped_behind, s.bytes_dropped_behind
             );
         }
     }

@@ -97,11 +97,13 @@ pub struct Options {
     #[arg(long)]
     pub offload: bool,
     /// readahead's reads leave the page cache as they found it (ReaderBuilder::uncached:
-    /// RWF_DONTCACHE, or pages dropped behind where the filesystem refuses it)
+    /// O_DIRECT for a file with no page cached, else RWF_DONTCACHE, or pages dropped behind
+    /// where the filesystem refuses it)
     #[arg(long)]
     pub uncached: bool,
-    /// With --uncached: every file read as where the filesystem refuses RWF_DONTCACHE
-    /// (buffered, its pages dropped behind), to measure that fallback on any filesystem
+    /// With --uncached: every file read as where the filesystem refuses RWF_DONTCACHE and
+    /// O_DIRECT (buffered, its pages dropped behind), to measure that fallback on any
+    /// filesystem
     #[arg(long, requires = "uncached")]
     pub uncached_fallback: bool,
     /// What every file's bytes go through: light | checksum | blake3 (default checksum)

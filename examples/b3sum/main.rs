@@ -120,7 +120,8 @@ struct Args {
     recursive: bool,
 
     /// Leave the page cache as it was: drop the pages the reads bring in, keep those cached
-    /// before (RWF_DONTCACHE, Linux 6.14; elsewhere the pages read are dropped behind)
+    /// before (O_DIRECT for a file with nothing cached, else RWF_DONTCACHE, Linux 6.14;
+    /// elsewhere the pages read are dropped behind)
     #[arg(long)]
     uncached: bool,
 }

@@ -91,10 +91,11 @@ pub(crate) struct Limits {
     /// Whether kernel workers copy large reads of cached files (`offload(true)`).
     pub(crate) offload: bool,
     /// Whether buffered reads leave the page cache as they found it (`uncached(true)`, never
-    /// with `direct`): sent with `RWF_DONTCACHE`, or dropped behind where it is refused.
+    /// with `direct`): a cold file read `O_DIRECT`, others sent with `RWF_DONTCACHE`, or
+    /// dropped behind where it is refused.
     pub(crate) uncached: bool,
-    /// Whether uncached reads are dropped behind even where `RWF_DONTCACHE` is taken
-    /// (`uncached_fallback(true)`, for measuring the fallback).
+    /// Whether uncached reads are dropped behind even where `RWF_DONTCACHE` and `O_DIRECT`
+    /// are taken (`uncached_fallback(true)`, for measuring the fallback).
     pub(crate) uncached_fallback: bool,
     /// The longest the reads in flight are waited for when the engine is dropped, rebound or
     /// closed (see `drain`).

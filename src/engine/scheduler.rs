@@ -49,8 +49,6 @@ struct NextRead<'a> {
     next: Next,
     /// Whether the reader leaves the page cache as it found it (see `uncached.rs`).
     uncached: bool,
-    /// Whether it does so by dropping pages behind, wherever the file lies.
-    fallback: bool,
 }
 
 impl Scheduler {
@@ -214,11 +212,22 @@ impl Scheduler {
 impl<'a> NextRead<'a> {
     /// The next read of the open file at `idx`, of at most `read_size` bytes.
     fn next(core: &mut Core<'a>, idx: usize, limits: &Limits, policy: &mut Policy) -> Self {
+        if limits.uncached {
+            uncached::decide(core, idx, limits.uncached_fallback, policy.warm());
+        }
         let entry = core.queue.get_mut(idx).expect("index from the queue");
         let offset = entry.progress().next_read();
         let left = entry.stop() - offset;
-        let len = left.min(limits.read_size as u64) as usize;
         let direct = entry.direct();
+        // A direct read goes on from where the last one ended: a whole number of blocks (the
+        // builder rounds `read_size` up for `direct_io`, but a file read uncached may turn
+        // direct under any).
+        let read_size = if direct {
+            limits.read_size.next_multiple_of(DIRECT_ALIGN)
+        } else {
+            limits.read_size
+        };
+        let len = left.min(read_size as u64) as usize;
         let read_len = if direct {
             len.next_multiple_of(DIRECT_ALIGN)
         } else {
@@ -243,7 +252,6 @@ impl<'a> NextRead<'a> {
             left,
             next,
             uncached: limits.uncached,
-            fallback: limits.uncached_fallback,
         }
     }
 
@@ -264,12 +272,7 @@ impl<'a> NextRead<'a> {
         entry.progress_mut().issued(len);
         let id = core.chunks.push(file, offset, read_len, pos);
         let (uncached, drop_behind) = if self.uncached {
-            uncached::for_read(
-                core,
-                idx,
-                (offset, read_len),
-                (!self.next.cached, self.fallback),
-            )
+            uncached::for_read(core, idx, (offset, read_len), !self.next.cached)
         } else {
             (false, false)
         };

@@ -1,53 +1,84 @@
-//! Leaving the page cache as it was found (`uncached(true)`): which reads carry
-//! `RWF_DONTCACHE`, and, where a filesystem refuses it, which reads' pages are dropped once
+//! Leaving the page cache as it was found (`uncached(true)`): which files are read
+//! `O_DIRECT`, which reads carry `RWF_DONTCACHE`, and, where a filesystem refuses it, which reads' pages are dropped once
 //! they have come back (`POSIX_FADV_DONTNEED`). Only pages the reader brought in are ever
 //! dropped: a read whose pages were (partly) cached before, or that cannot tell, keeps them.
 
 use super::Core;
+use crate::consts::DIRECT_ALIGN;
 use crate::pool::Region;
 use crate::queue::{CacheUse, FileEntry};
 use crate::source::{FdRef, Source};
 use crate::sys;
 
-/// How a read of `len` bytes at `offset` of the file at `idx` leaves the page cache: whether
-/// it carries `RWF_DONTCACHE`, and whether its pages are dropped once it has come back.
-/// `guess_cold`: the policy's guess that the read goes to the device, for where the kernel
-/// cannot tell what is cached; `fallback`: the file is dropped behind even where the flag is
-/// taken. Decides the file's way at its first read.
+/// Decides, at the first read of the file at `idx`, how its reads leave the page cache:
+/// - no page of what is left to read is cached, and the reader opened the file by path
+///   (its descriptor is the reader's alone) on a filesystem that takes `O_DIRECT`: it is
+///   read direct, which brings no page in and, at the pool's depth, outruns the page cache
+///   (whose uncached reads cost the kernel a page freed for every page read);
+/// - else, where its filesystem refuses `RWF_DONTCACHE` (or `fallback` forces the way taken
+///   where a filesystem refuses both): buffered, its own pages dropped behind;
+/// - else its reads carry `RWF_DONTCACHE`.
+///
+/// Pages cached before stay either way: a direct read leaves them be, and the other two
+/// drop only what the reader brought in. While reads find their bytes cached (`warm`),
+/// files are not asked (a `cachestat` walks every cached page of the range): the first
+/// read that does not find them turns `warm` off for the files after it.
+pub(super) fn decide(core: &mut Core<'_>, idx: usize, fallback: bool, warm: bool) {
+    let entry = core.queue.get_mut(idx).expect("index from the queue");
+    if entry.cache_use() != CacheUse::Undecided {
+        return;
+    }
+    let fd = entry.fd().cloned().expect("read only once open");
+    let offset = entry.progress().next_read();
+    let to_stop = entry.stop().saturating_sub(offset);
+    let drop_behind = fallback || sys::uncached_refused(fd.device());
+    let may_go_direct = !fallback
+        && !warm
+        && !entry.direct()
+        && matches!(entry.source, Source::Path(_))
+        && offset.is_multiple_of(DIRECT_ALIGN as u64);
+    let cold =
+        (may_go_direct || drop_behind) && none_cached(core, &fd, offset, to_stop) == Some(true);
+    let cache_use = if cold && may_go_direct && core.io_mut().set_direct(&fd).is_ok() {
+        let entry = core.queue.get_mut(idx).expect("index from the queue");
+        entry.set_direct();
+        core.stats.files_direct += 1;
+        CacheUse::Direct
+    } else if drop_behind {
+        let entry = core.queue.get_mut(idx).expect("index from the queue");
+        read_no_further(entry, &fd);
+        core.stats.files_dropped_behind += 1;
+        CacheUse::DropBehind {
+            cold_from: cold.then_some(offset),
+        }
+    } else {
+        core.stats.files_uncached += 1;
+        CacheUse::Uncached
+    };
+    let entry = core.queue.get_mut(idx).expect("index from the queue");
+    entry.set_cache_use(cache_use);
+}
+
+/// How a read of `len` bytes at `offset` of the file at `idx` (decided, see [`decide`])
+/// leaves the page cache: whether it carries `RWF_DONTCACHE`, and whether its pages are
+/// dropped once it has come back. `guess_cold`: the policy's guess that the read goes to
+/// the device, for where the kernel cannot tell what is cached.
 pub(super) fn for_read(
     core: &mut Core<'_>,
     idx: usize,
     (offset, len): (u64, usize),
-    (guess_cold, fallback): (bool, bool),
+    guess_cold: bool,
 ) -> (bool, bool) {
     let entry = core.queue.get_mut(idx).expect("index from the queue");
-    let fd = entry.fd().cloned().expect("read only once open");
-    let cache_use = match entry.cache_use() {
-        CacheUse::Undecided if fallback || sys::uncached_refused(fd.device()) => {
-            let to_stop = entry.stop().saturating_sub(offset);
-            read_no_further(entry, &fd);
-            let cold = none_cached(core, &fd, offset, to_stop) == Some(true);
-            core.stats.files_dropped_behind += 1;
-            CacheUse::DropBehind {
-                cold_from: cold.then_some(offset),
-            }
-        }
-        CacheUse::Undecided => {
-            core.stats.files_uncached += 1;
-            CacheUse::Uncached
-        }
-        decided => decided,
-    };
-    let entry = core.queue.get_mut(idx).expect("index from the queue");
-    entry.set_cache_use(cache_use);
-    match cache_use {
+    match entry.cache_use() {
         CacheUse::Uncached => (true, false),
         CacheUse::DropBehind { cold_from } => {
+            let fd = entry.fd().cloned().expect("read only once open");
             let ours = cold_from.is_some()
                 || none_cached(core, &fd, offset, len as u64).unwrap_or(guess_cold);
             (false, ours)
         }
-        CacheUse::Undecided => unreachable!("decided above"),
+        CacheUse::Direct | CacheUse::Undecided => (false, false),
     }
 }
 
@@ -59,7 +90,7 @@ pub(super) fn drops_behind(core: &mut Core<'_>, idx: usize, fallback: bool) -> b
         CacheUse::Undecided => {
             fallback || sys::uncached_refused(entry.fd().and_then(|fd| fd.device()))
         }
-        CacheUse::Uncached => false,
+        CacheUse::Uncached | CacheUse::Direct => false,
         CacheUse::DropBehind { .. } => true,
     }
 }

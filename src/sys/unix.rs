@@ -336,6 +336,23 @@ pub(crate) fn clear_direct(file: &File) -> io::Result<()> {
     Ok(())
 }
 
+/// Turns direct I/O on for a descriptor the reader opened buffered (`fcntl(F_SETFL)` with
+/// `O_DIRECT`): a cold file read uncached. Refused (`EINVAL`) where the filesystem cannot.
+#[cfg(not(target_vendor = "apple"))]
+pub(crate) fn set_direct(file: &File) -> io::Result<()> {
+    if DIRECT == 0 {
+        return Err(io::ErrorKind::Unsupported.into());
+    }
+    let flags = status_flags(file)?;
+    fcntl(file, libc::F_SETFL, flags | DIRECT).map(drop)
+}
+
+/// Turns direct I/O (`F_NOCACHE`) on for a descriptor the reader opened without it.
+#[cfg(target_vendor = "apple")]
+pub(crate) fn set_direct(file: &File) -> io::Result<()> {
+    fcntl(file, libc::F_NOCACHE, 1).map(drop)
+}
+
 /// Turns direct I/O (`F_NOCACHE`) off on a descriptor the reader turned it on for.
 #[cfg(target_vendor = "apple")]
 pub(crate) fn clear_direct(file: &File) -> io::Result<()> {

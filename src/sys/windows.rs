@@ -108,6 +108,11 @@ pub(crate) fn clear_nonblock(_file: &File, _flags: i32) -> io::Result<()> {
     Ok(())
 }
 
+/// Direct I/O is never turned on here.
+pub(crate) fn set_direct(_file: &File) -> io::Result<()> {
+    Err(io::ErrorKind::Unsupported.into())
+}
+
 /// Nothing to turn off: files are never opened for direct I/O here.
 pub(crate) fn clear_direct(_file: &File) -> io::Result<()> {
     Ok(())
