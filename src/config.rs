@@ -112,7 +112,8 @@ impl ReaderBuilder {
     /// The largest single read, in bytes. A file smaller than this takes only what it needs.
     ///
     /// Default [`DEFAULT_READ_SIZE`]. With [`direct_io`](Self::direct_io) it is rounded up to
-    /// a multiple of 4 KiB.
+    /// a multiple of 4 KiB, and so are the reads of a file that [`uncached`](Self::uncached)
+    /// reads `O_DIRECT`.
     pub fn read_size(mut self, bytes: usize) -> Self {
         self.read_size = bytes;
         self
@@ -214,12 +215,14 @@ impl ReaderBuilder {
     /// cached. For a scan that reads a data set once (a startup check, a backup, a checksum
     /// run) without evicting what the rest of the system keeps in memory. Default `false`.
     ///
-    /// Each file goes one of three ways, decided at its first read (one `cachestat`):
-    /// - **No page of it cached**, and the reader opened it by path: it is read with
-    ///   `O_DIRECT` (turned on for its descriptor), which brings no page in and, at the
-    ///   read-ahead's depth, is faster and cheaper than any read through the page cache.
-    ///   Only where the filesystem takes `O_DIRECT`, and only a file the reader opened: a
-    ///   file handed in shares its open file description with the caller.
+    /// Each file goes one of three ways, decided at its first read:
+    /// - **No page of it cached** (one `cachestat`, asked while reads are not being found
+    ///   cached), and the reader opened it by path: it is read with `O_DIRECT` (turned on for
+    ///   its descriptor), which brings no page in and, at the read-ahead's depth, is faster
+    ///   and cheaper than any read through the page cache. Only where the filesystem takes
+    ///   `O_DIRECT`, and only a file the reader opened: a file handed in shares its open file
+    ///   description with the caller. Pages a filesystem caches all the same (btrfs inline or
+    ///   compressed extents) are dropped once the file's reads are done.
     /// - **Otherwise**, its reads carry `RWF_DONTCACHE` (Linux 6.14 and filesystems that
     ///   support it: ext4, XFS, among others), so the kernel drops the pages they bring in
     ///   once copied, with no alignment rules; what was cached is copied as without it.

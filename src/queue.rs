@@ -28,9 +28,12 @@ pub(crate) enum CacheUse {
     Undecided,
     /// Reads carry `RWF_DONTCACHE`.
     Uncached,
-    /// No page of the file was cached at its first read: it is read with `O_DIRECT`, which
-    /// brings none in (and, at depth, reads faster than the page cache fills).
-    Direct,
+    /// No page of the file from `cold_from` on was cached at its first read: it is read with
+    /// `O_DIRECT`, which brings none in (and, at depth, reads faster than the page cache
+    /// fills). Where a filesystem takes the flag but serves some reads through the page
+    /// cache all the same (btrfs inline and compressed extents, ext4 encrypted or journalled
+    /// data), what they left is dropped once its reads are done; `None` once it was.
+    Direct { cold_from: Option<u64> },
     /// The filesystem refuses `RWF_DONTCACHE`: plain buffered reads, the pages of those that
     /// brought them in dropped once read. `cold_from`: no page of the file from there on was
     /// cached when it was decided, so every page its reads find there was brought in by them.
@@ -118,13 +121,9 @@ impl<'a> FileEntry<'a> {
         self.direct = true;
     }
 
-    /// The descriptor no longer reads `O_DIRECT` (the filesystem refused it). A file read
-    /// direct for being uncached goes on with `RWF_DONTCACHE`.
+    /// The descriptor no longer reads `O_DIRECT` (the filesystem refused it).
     pub(crate) fn clear_direct(&mut self) {
         self.direct = false;
-        if self.cache_use == CacheUse::Direct {
-            self.cache_use = CacheUse::Uncached;
-        }
     }
 
     /// Where the consumer's bytes stop (see [`Status::stop`]).
@@ -440,7 +439,7 @@ impl<'a> Queue<'a> {
         e.direct = direct;
         // Closed before its first read and opened again: `O_DIRECT` was turned on for the
         // descriptor closed, so the file's way is decided again.
-        if e.cache_use == CacheUse::Direct {
+        if matches!(e.cache_use, CacheUse::Direct { .. }) {
             e.cache_use = CacheUse::Undecided;
         }
         e.opened_here = opened_here;

@@ -25,16 +25,47 @@ const OLD_LEN: usize = 1 << 20;
 /// Bytes of the changing file consumed before an in-flight change.
 const POS: usize = 200_000;
 
-/// Every config of `common::configs`, with direct I/O off and on (on only where the disk
-/// allows it: see `direct_io_here`), and whether it is on.
-fn all_configs() -> Vec<(String, ReaderBuilder, bool)> {
+/// How a config reads the files, beyond `common::configs`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Buffered,
+    Direct,
+    /// `uncached(true)` over files evicted first: those queued by path turn `O_DIRECT`
+    /// where the disk allows it, so a change meets a direct read that comes back short.
+    Uncached,
+}
+
+impl Mode {
+    /// Readies `paths` for a reader of this mode: evicted, for an uncached one.
+    fn prepare(self, paths: &[std::path::PathBuf]) {
+        if self == Mode::Uncached {
+            paths.iter().for_each(|p| evict_from_page_cache(p));
+        }
+    }
+
+    /// Checks the reads went out `O_DIRECT` as the mode asks (uncached: either way).
+    fn assert_reads(self, stats: readahead::Stats, what: &str) {
+        if self != Mode::Uncached {
+            assert_direct_reads(stats, self == Mode::Direct, what);
+        }
+    }
+}
+
+/// Every config of `common::configs`, buffered, uncached, and direct where the disk allows
+/// it (see `direct_io_here`).
+fn all_configs() -> Vec<(String, ReaderBuilder, Mode)> {
     let direct = direct_io_here();
     configs()
         .into_iter()
         .flat_map(|(name, b)| {
             [
-                Some((name.clone(), b.clone(), false)),
-                direct.then(|| (format!("{name} direct"), b.direct_io(true), true)),
+                Some((name.clone(), b.clone(), Mode::Buffered)),
+                Some((
+                    format!("{name} uncached"),
+                    b.clone().uncached(true),
+                    Mode::Uncached,
+                )),
+                direct.then(|| (format!("{name} direct"), b.direct_io(true), Mode::Direct)),
             ]
         })
         .flatten()
@@ -132,19 +163,20 @@ fn each_queued(
     max_open: usize,
     mut f: impl FnMut(&mut SequentialFileReader<'_>, &Files, &[Vec<u8>], Way, &str),
 ) {
-    for (name, b, direct) in all_configs() {
+    for (name, b, mode) in all_configs() {
         let b = b.max_open_files(max_open);
         for way in WAYS {
             let what = format!("{name} {way:?}");
             let files = make_files_with_big(&[30_000, OLD_LEN, 5000], 1);
             let want = oracle_all(&files.paths);
+            mode.prepare(&files.paths);
             let borrowed = File::open(&files.paths[1]).unwrap();
             let mut r = b.clone().build().unwrap();
             r.push(&files.paths[0]).unwrap();
             queue(&mut r, way, &files.paths[1], &borrowed);
             r.push(&files.paths[2]).unwrap();
             f(&mut r, &files, &want, way, &what);
-            assert_direct_reads(r.stats(), direct, &what);
+            mode.assert_reads(r.stats(), &what);
         }
     }
 }
@@ -428,9 +460,10 @@ fn replaced_while_queued() {
 #[test]
 fn activating_a_file_truncated_after_it_was_partly_read() {
     let len = 150_001;
-    for (name, b, direct) in all_configs() {
+    for (name, b, mode) in all_configs() {
         let files = make_files_with_big(&[OLD_LEN, 5000], 0);
         let want = oracle_all(&files.paths);
+        mode.prepare(&files.paths);
         let f = files.open_all();
         let mut r = reader_over_files(b, &f);
         let mut head = vec![0; POS];
@@ -442,7 +475,7 @@ fn activating_a_file_truncated_after_it_was_partly_read() {
             &[want[0][..len].to_vec(), want[1].clone()],
             &name,
         );
-        assert_direct_reads(r.stats(), direct, &name);
+        mode.assert_reads(r.stats(), &name);
     }
 }
 
@@ -450,9 +483,10 @@ fn activating_a_file_truncated_after_it_was_partly_read() {
 /// the files after it: nothing of theirs shows through in the truncated one.
 #[test]
 fn truncated_while_the_next_files_fill_the_pool() {
-    for (name, b, direct) in all_configs() {
+    for (name, b, mode) in all_configs() {
         let files = make_files_with_big(&[OLD_LEN, 20_000, 20_000, 20_000], 0);
         let want = oracle_all(&files.paths);
+        mode.prepare(&files.paths);
         let mut r = reader_over(b.clone(), &files.paths);
         // Read most of the first file, so the read-ahead moves into the next ones.
         let mut got = vec![0; OLD_LEN - 40_000];
@@ -465,16 +499,17 @@ fn truncated_while_the_next_files_fill_the_pool() {
         assert_bytes_of_some_version(&got, &versions, &name);
         assert!(r.move_to_next_file().unwrap());
         assert_files_eq(&read_all_ok(&mut r), &want[1..], &name);
-        assert_direct_reads(r.stats(), direct, &name);
+        mode.assert_reads(r.stats(), &name);
     }
 }
 
 /// Reading the files with plain `read` after the change, not only `read_to_end`.
 #[test]
 fn truncated_in_flight_read_in_small_pieces() {
-    for (name, b, direct) in all_configs() {
+    for (name, b, mode) in all_configs() {
         let files = make_files(&[300_000, 3000]);
         let want = oracle_all(&files.paths);
+        mode.prepare(&files.paths);
         let mut r = reader_over(b, &files.paths);
         let mut got = vec![0; 10_000];
         r.read_exact(&mut got).unwrap();
@@ -487,6 +522,6 @@ fn truncated_in_flight_read_in_small_pieces() {
         assert_eq!(r.read(&mut [0; 10]).unwrap(), 0, "{name}");
         assert!(r.move_to_next_file().unwrap());
         assert_bytes_eq(&rest_of_file(&mut r).unwrap(), &want[1], &name);
-        assert_direct_reads(r.stats(), direct, &name);
+        mode.assert_reads(r.stats(), &name);
     }
 }

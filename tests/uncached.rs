@@ -241,8 +241,8 @@ fn a_scan_passes_uncached_on_to_its_readers() {
     }
 }
 
-/// A FUSE mount of two files (which refuses `RWF_DONTCACHE`), the second cached before it
-/// is read: the bytes are exact, the cold file is not cached after, the other still is.
+/// A FUSE mount of two files handed in (FUSE refuses `RWF_DONTCACHE`), the second cached
+/// before it is read: the bytes are exact, the cold file is not cached after, the other still is.
 #[test]
 fn a_filesystem_that_refuses_the_flag_drops_only_what_it_read() {
     for (backend, b) in builders() {
@@ -285,6 +285,30 @@ fn a_filesystem_that_refuses_the_flag_drops_only_what_it_read() {
             "{what}: pages cached before were dropped"
         );
         drop((got, handed));
+        m.unmount().unwrap();
+    }
+}
+
+/// A cold file on a FUSE mount, queued by path: read `O_DIRECT` where FUSE takes it (else
+/// dropped behind), and not cached after either way.
+#[test]
+fn a_cold_file_by_path_on_a_filesystem_that_refuses_the_flag_is_not_cached_after() {
+    for (backend, b) in builders() {
+        let m = match FaultMount::new(vec![FileSpec::new(3 * MIB as u64 + 5)], Serve::KeepCache) {
+            Ok(m) => m,
+            Err(why) => return eprintln!("skipped: {why}"),
+        };
+        let (got, stats) = read_uncached(b, &m.paths());
+        let what = format!("{backend:?}");
+        assert_files_eq(&got, &[m.expected(0)], &what);
+        assert_eq!(
+            stats.files_direct + stats.files_dropped_behind,
+            1,
+            "{what}: {stats:?}"
+        );
+        let (cached, _) = cached_pages(&m.path(0)).unwrap();
+        assert_eq!(cached, 0, "{what}: pages it read left cached");
+        drop(got);
         m.unmount().unwrap();
     }
 }

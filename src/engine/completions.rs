@@ -142,6 +142,8 @@ fn read_on_buffered(
         Ok(()) => {
             let entry = core.queue.by_id_mut(file).expect("a live chunk's file");
             entry.clear_direct();
+            // Its pages, and those of its other reads, are dropped once all are back.
+            uncached::left_direct(core, file);
             core.resubmit(i, region, fd);
             Ok(())
         }

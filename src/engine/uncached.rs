@@ -1,7 +1,8 @@
 //! Leaving the page cache as it was found (`uncached(true)`): which files are read
-//! `O_DIRECT`, which reads carry `RWF_DONTCACHE`, and, where a filesystem refuses it, which reads' pages are dropped once
-//! they have come back (`POSIX_FADV_DONTNEED`). Only pages the reader brought in are ever
-//! dropped: a read whose pages were (partly) cached before, or that cannot tell, keeps them.
+//! `O_DIRECT`, which reads carry `RWF_DONTCACHE`, and, where a filesystem refuses it, which
+//! reads' pages are dropped once they have come back (`POSIX_FADV_DONTNEED`). Only pages the
+//! reader brought in are ever dropped: a read whose pages were (partly) cached before, or
+//! that cannot tell, keeps them.
 
 use super::Core;
 use crate::consts::DIRECT_ALIGN;
@@ -43,7 +44,9 @@ pub(super) fn decide(core: &mut Core<'_>, idx: usize, fallback: bool, warm: bool
         let entry = core.queue.get_mut(idx).expect("index from the queue");
         entry.set_direct();
         core.stats.files_direct += 1;
-        CacheUse::Direct
+        CacheUse::Direct {
+            cold_from: Some(offset),
+        }
     } else if drop_behind {
         let entry = core.queue.get_mut(idx).expect("index from the queue");
         read_no_further(entry, &fd);
@@ -78,7 +81,7 @@ pub(super) fn for_read(
                 || none_cached(core, &fd, offset, len as u64).unwrap_or(guess_cold);
             (false, ours)
         }
-        CacheUse::Direct | CacheUse::Undecided => (false, false),
+        CacheUse::Direct { .. } | CacheUse::Undecided => (false, false),
     }
 }
 
@@ -90,7 +93,7 @@ pub(super) fn drops_behind(core: &mut Core<'_>, idx: usize, fallback: bool) -> b
         CacheUse::Undecided => {
             fallback || sys::uncached_refused(entry.fd().and_then(|fd| fd.device()))
         }
-        CacheUse::Uncached | CacheUse::Direct => false,
+        CacheUse::Uncached | CacheUse::Direct { .. } => false,
         CacheUse::DropBehind { .. } => true,
     }
 }
@@ -165,26 +168,53 @@ pub(super) fn came_back(core: &mut Core<'_>, i: usize, filled: usize) {
 }
 
 /// Once every read of `file` has come back, where the file was cold: its pages from where
-/// it was cold to where its reads ended are dropped once more. A read dropped its own pages
-/// as it came back, but reads come back out of order, and the kernel's readahead for an
-/// earlier one may have brought pages of a later one in again since.
+/// it was cold to where its reads ended are dropped once more (for a file read direct, only
+/// where some are cached: a filesystem served some of its reads through the page cache). A
+/// read dropped its own pages as it came back, but reads come back out of order, and the
+/// kernel's readahead for an earlier one may have brought pages of a later one in again since.
 pub(super) fn file_done(core: &mut Core<'_>, file: u64) {
     let Some(entry) = core.queue.by_id_mut(file) else {
         return;
     };
-    let CacheUse::DropBehind {
-        cold_from: Some(from),
-    } = entry.cache_use()
-    else {
-        return;
+    let (from, done, direct) = match entry.cache_use() {
+        CacheUse::DropBehind {
+            cold_from: Some(from),
+        } => (from, CacheUse::DropBehind { cold_from: None }, false),
+        CacheUse::Direct {
+            cold_from: Some(from),
+        } => (from, CacheUse::Direct { cold_from: None }, true),
+        _ => return,
     };
     if !entry.reads_finished() {
         return;
     }
     let (end, fd) = (entry.progress().read_end(), entry.fd().cloned());
     // Once: a file read again from its start (`activate_file`) asks the cache again.
-    entry.set_cache_use(CacheUse::DropBehind { cold_from: None });
-    if let Some(fd) = fd.filter(|_| end > from) {
-        core.io_mut().drop_behind(&fd, from, end - from);
+    entry.set_cache_use(done);
+    let Some(fd) = fd.filter(|_| end > from) else {
+        return;
+    };
+    if direct && none_cached(core, &fd, from, end - from) != Some(false) {
+        return;
     }
+    core.io_mut().drop_behind(&fd, from, end - from);
+}
+
+/// The file `file`, read direct for being uncached, goes on buffered: a read of it was
+/// refused `O_DIRECT`, or came back short of a block. Its pages are dropped behind from
+/// where it was found cold (as on a filesystem that refuses `RWF_DONTCACHE`: one way for the
+/// rest of the file, whatever the filesystem takes), without the kernel's readahead.
+pub(super) fn left_direct(core: &mut Core<'_>, file: u64) {
+    let Some(entry) = core.queue.by_id_mut(file) else {
+        return;
+    };
+    let CacheUse::Direct { cold_from } = entry.cache_use() else {
+        return;
+    };
+    if let Some(fd) = entry.fd().cloned() {
+        read_no_further(entry, &fd);
+    }
+    entry.set_cache_use(CacheUse::DropBehind { cold_from });
+    core.stats.files_direct -= 1;
+    core.stats.files_dropped_behind += 1;
 }
