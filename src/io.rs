@@ -21,6 +21,8 @@ use crate::sys;
 
 mod thread_opens;
 mod to_open;
+#[cfg(target_os = "linux")]
+pub(crate) use thread_opens::InDir;
 pub(crate) use thread_opens::ThreadOpens;
 #[cfg(test)]
 pub(crate) use to_open::open_source;

@@ -182,3 +182,71 @@ fn past_its_memory_budget_a_scan_stops_with_a_clear_error() {
         );
     }
 }
+
+/// Bind-mounts `src` onto `dst` (a file onto a file); why not, where it cannot (not root).
+fn bind(src: &std::path::Path, dst: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &std::path::Path| std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+    let (src, dst) = (c(src), c(dst));
+    // SAFETY: both paths are NUL-terminated and alive for the call; no data is passed.
+    let rc = unsafe {
+        let none = std::ptr::null();
+        libc::mount(src.as_ptr(), dst.as_ptr(), none, libc::MS_BIND, none.cast())
+    };
+    (rc == 0)
+        .then_some(())
+        .ok_or_else(|| format!("mount --bind: {}", io::Error::last_os_error()))
+}
+
+/// A file bind-mounted from a hung mount into a local directory, among that directory's
+/// files: its open hangs, on a helper thread, and it fails alone; the directory's other files
+/// (opened on the reader's thread, the directory being local) are read whole.
+#[test]
+fn a_hung_file_bind_mounted_into_a_local_directory_fails_alone() {
+    for backend in backends_here() {
+        let Some(m) = mount(|i| Faults {
+            hang_open: i == 0,
+            ..Faults::default()
+        }) else {
+            return;
+        };
+        let files = make_files(&[70_000, 5000, 1, 300_000, 20_000]);
+        let want = oracle_all(&files.paths);
+        // The third file is replaced, as its directory's dentry, by the hung one.
+        if let Err(why) = bind(&m.path(0), &files.paths[2]) {
+            eprintln!("skipped: {why}");
+            assert!(m.abandon());
+            return;
+        }
+        let reader = ReaderBuilder::new().backend(backend).drain_timeout(TIMEOUT);
+        let paths = files.paths.clone();
+        let got = within(HANG, "a scan over a bind-mounted hung file", move || {
+            let mut r = reader.build().unwrap();
+            paths.iter().for_each(|p| r.push(p).unwrap());
+            let mut got = Vec::new();
+            loop {
+                let mut bytes = Vec::new();
+                got.push(r.read_to_end(&mut bytes).map(|_| bytes));
+                if !r.move_to_next_file().unwrap() {
+                    return got;
+                }
+            }
+        });
+        for (i, outcome) in got.into_iter().enumerate() {
+            match outcome {
+                Err(e) if i == 2 => {
+                    assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{backend:?}: {e}")
+                }
+                Ok(bytes) if i != 2 => assert_bytes_eq(&bytes, &want[i], &format!("file {i}")),
+                other => panic!("{backend:?}: file {i}: {other:?}"),
+            }
+        }
+        // SAFETY: a NUL-terminated path, alive for the call.
+        let dst = std::ffi::CString::new(files.paths[2].to_str().unwrap()).unwrap();
+        unsafe { libc::umount2(dst.as_ptr(), libc::MNT_DETACH) };
+        assert!(
+            m.abandon(),
+            "the connection must end, or the threads never exit"
+        );
+    }
+}

@@ -127,6 +127,16 @@ impl<'a> Ring<'a> {
             cold_run: 0,
         })
     }
+
+    /// Hands the open of `path` for file `file` to the ring's kernel workers, where its
+    /// directory is known local; whether it did.
+    fn open_on_ring(&mut self, file: u64, path: &Path, direct: bool) -> bool {
+        let opener = *self.opens.opener_mut();
+        let Some(in_dir) = self.opens.in_local_dir(path) else {
+            return false;
+        };
+        (self.flight).open(&mut self.kernel, ((file, path), in_dir), direct, &opener)
+    }
 }
 
 impl<'a> Io<'a> for Ring<'a> {
@@ -157,19 +167,16 @@ impl<'a> Io<'a> for Ring<'a> {
     }
 
     fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> bool {
-        let opener = *self.opens.opener_mut();
-        if self.cold_run > 0 && self.opens.in_local_dir(path) {
+        if self.cold_run > 0 {
             self.cold_run -= 1;
-            if (self.flight).open(&mut self.kernel, (file, path), direct, &opener) {
+            if self.open_on_ring(file, path, direct) {
                 return true;
             }
         }
         if self.opens.start_cached(file, path, direct) {
             return true;
         }
-        if self.opens.in_local_dir(path)
-            && (self.flight).open(&mut self.kernel, (file, path), direct, &opener)
-        {
+        if self.open_on_ring(file, path, direct) {
             self.cold_run = COLD_RUN;
             return true;
         }

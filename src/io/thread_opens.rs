@@ -7,18 +7,22 @@
 //! A helper thread costs a wake-up or two an open, which a scan of many small cached files
 //! feels. So a path in a directory where a file was already opened, on a helper thread, and
 //! found on a local filesystem (`sys::may_hang`), or in a directory on the same mount as such
-//! a file (`sys::cached_dir_mount`, which asks no filesystem), is opened on the reader's
-//! thread where the kernel can open it from its caches (a cold inode goes to a helper
-//! thread, so that the reader reads on while the disk answers), without following a
-//! symbolic link (which may lead anywhere: that one goes to a helper thread too); and so is
+//! a file (`sys::cached_dir`, which asks no filesystem), is opened on the reader's thread
+//! where the kernel can open it from its caches (a cold inode goes to a helper thread, so
+//! that the reader reads on while the disk answers), by its name in a handle of its
+//! directory, without following a symbolic link or crossing a mount (a link may lead
+//! anywhere, and a file bind-mounted into the directory may lie on a hung mount: those go
+//! to a helper thread too); and so is
 //! a file handed in on such a mount (`sys::mount_id`). The ring opens a cold inode of such a
 //! directory itself, on a kernel worker (`backend/uring/in_flight/opens.rs`), and hands its
 //! answer in here (`answer`), to be taken with the others.
 
 use std::collections::{HashMap, HashSet};
+use std::fs::File;
 use std::io;
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{OpenResult, Opened, ToOpen};
@@ -69,6 +73,9 @@ struct Local {
     /// Directories not found on a local mount: not asked again (a file opened there on a
     /// helper thread may still teach it).
     asked: HashSet<Box<Path>>,
+    /// The last directory files were opened in here, and its handle (`sys::cached_dir`):
+    /// files are opened by name in it, which looks up one name, not every one of a path.
+    handle: Option<(Box<Path>, Arc<File>)>,
 }
 
 impl Local {
@@ -126,7 +133,8 @@ impl Local {
         if self.mounts.is_empty() || self.asked.contains(dir) {
             return false;
         }
-        let local = sys::cached_dir_mount(dir).is_some_and(|m| self.mounts.contains(&m));
+        let mount = self.handle(dir).and_then(|dir| sys::mount_id(dir));
+        let local = mount.is_some_and(|m| self.mounts.contains(&m));
         Self::insert(
             if local {
                 &mut self.dirs
@@ -138,6 +146,15 @@ impl Local {
         local
     }
 
+    /// A handle of `dir` (see `handle`), opened where it is not the last one's.
+    fn handle(&mut self, dir: &Path) -> Option<&Arc<File>> {
+        let same = |(last, _): &(Box<Path>, Arc<File>)| last.as_os_str() == dir.as_os_str();
+        if !self.handle.as_ref().is_some_and(same) {
+            self.handle = Some((dir.into(), Arc::new(sys::cached_dir(dir)?)));
+        }
+        self.handle.as_ref().map(|(_, handle)| handle)
+    }
+
     /// Whether the file handed in lies on a mount known to be local.
     fn holds_file(&self, to_open: &ToOpen) -> bool {
         let ToOpen::File { file, .. } = to_open else {
@@ -145,6 +162,21 @@ impl Local {
         };
         sys::mount_id(file).is_some_and(|mount| self.mounts.contains(&mount))
     }
+}
+
+/// Where the ring opens a path of a local directory: in a handle of the directory, by the
+/// path's name there, or (no handle) the path whole (see `ThreadOpens::in_local_dir`).
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone
+pub(crate) type InDir<'p> = (Option<Arc<File>>, &'p Path);
+
+/// `path`'s directory and its name in it; `None` where `path` ends in `/` or `.`, which ask
+/// for a directory and would not be asked so of the name alone (such a path is opened on a
+/// helper thread).
+fn split(path: &Path) -> Option<(&Path, &Path)> {
+    let name = path.file_name()?;
+    let whole = path.as_os_str().as_encoded_bytes();
+    whole.ends_with(name.as_encoded_bytes()).then_some(())?;
+    Some((path.parent()?, Path::new(name)))
 }
 
 impl ThreadOpens {
@@ -170,7 +202,9 @@ impl ThreadOpens {
         if !self.local.holds(path) {
             return None;
         }
-        let (file, flags) = self.opener.open_cached(path, direct).ok()?;
+        let (dir, name) = split(path)?;
+        let dir = self.local.handle(dir)?;
+        let (file, flags) = self.opener.open_cached(dir, name, direct).ok()?;
         let opened = super::finish_open(file, flags, direct, path);
         Some(opened.map(|opened| self.local.locate(opened)))
     }
@@ -191,11 +225,21 @@ impl ThreadOpens {
         true
     }
 
-    /// Whether `path`'s directory is known to lie on a local filesystem (see the module
-    /// docs): a file there that the kernel does not have cached may be opened by the ring.
+    /// Where `path`'s directory is known to lie on a local filesystem (see the module docs),
+    /// a handle of it and `path`'s name in it, or where the kernel does not have the
+    /// directory cached, no handle and `path` whole (a mount in the directory would hold it
+    /// cached, so `path` crosses none there): a file there that the kernel does not have
+    /// cached may be opened by the ring, so.
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone
-    pub(crate) fn in_local_dir(&mut self, path: &Path) -> bool {
-        self.local.holds(path)
+    pub(crate) fn in_local_dir<'p>(&mut self, path: &'p Path) -> Option<InDir<'p>> {
+        if !self.local.holds(path) {
+            return None;
+        }
+        let (dir, name) = split(path)?;
+        Some(match self.local.handle(dir) {
+            Some(handle) => (Some(Arc::clone(handle)), name),
+            None => (None, path),
+        })
     }
 
     /// The answer for file `file` of an open made elsewhere (on this thread, or by the

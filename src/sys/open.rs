@@ -1,12 +1,12 @@
-//! How a reader opens paths on Unix: the flags it tries, and what the kernel refused of
-//! them so far (`O_NOATIME`, `O_DIRECT`).
+//! How a reader opens paths on Unix: the flags it tries, what the kernel refused of them so
+//! far (`O_NOATIME`, `O_DIRECT`), and the flags it changes on a descriptor once open.
 
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use super::unix::{bypasses_cache, clear_nonblock, reopen_path, status_flags};
+use super::unix::{bypasses_cache, fcntl, reopen_path};
 
 /// `O_NOATIME` where it exists (Linux), else nothing.
 #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -20,15 +20,16 @@ pub(super) const DIRECT: i32 = libc::O_DIRECT;
 #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
 pub(super) const DIRECT: i32 = 0;
 
-/// The mount directory `dir` lies on, where the kernel can tell it without asking any
-/// filesystem, so that the reader's thread may ask: the directory opened `O_PATH` (no
-/// filesystem's open is called) with `RESOLVE_CACHED` (no lookup waits), then its
-/// [`mount_id`]. `None` where it cannot (a directory not cached, an older kernel, not Linux).
-pub(crate) fn cached_dir_mount(dir: &Path) -> Option<u64> {
+/// A handle of the directory `dir` opened without asking any filesystem, so that the
+/// reader's thread may open it: `O_PATH` (no filesystem's open is called) with
+/// `RESOLVE_CACHED` (no lookup waits). Its [`mount_id`] tells where it lies, and files are
+/// opened in it with [`Opener::open_cached`]. `None` where it cannot (a directory not
+/// cached, an older kernel, not Linux).
+pub(crate) fn cached_dir(dir: &Path) -> Option<File> {
     #[cfg(target_os = "linux")]
     {
         let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
-        mount_id(&super::unix::open_cached(dir, flags).ok()?)
+        super::unix::open_cached(None, dir, flags).ok()
     }
     #[cfg(not(target_os = "linux"))]
     {
@@ -117,17 +118,23 @@ impl Opener {
         }
     }
 
-    /// Opens `path` with [`flags`](Self::flags), without following a symbolic link, only
-    /// where the kernel can do it from what it has cached (see `open_cached`): a failure
-    /// says nothing of the file, only that it is to be opened with [`open`](Self::open).
-    pub(crate) fn open_cached(&self, path: &Path, direct: bool) -> io::Result<(File, i32)> {
+    /// Opens `name` in the directory `dir` (a [`cached_dir`]) with [`flags`](Self::flags),
+    /// without following a symbolic link or crossing a mount, only where the kernel can do
+    /// it from what it has cached (see `open_cached`): a failure says nothing of the file,
+    /// only that it is to be opened with [`open`](Self::open).
+    pub(crate) fn open_cached(
+        &self,
+        dir: &File,
+        name: &Path,
+        direct: bool,
+    ) -> io::Result<(File, i32)> {
         let flags = self.flags(direct) | libc::O_NOFOLLOW;
         #[cfg(target_os = "linux")]
-        return Ok((super::unix::open_cached(path, flags)?, flags));
+        return Ok((super::unix::open_cached(Some(dir), name, flags)?, flags));
         // Off Linux, no open is known not to wait.
         #[cfg(not(target_os = "linux"))]
         {
-            let _ = (path, flags);
+            let _ = (dir, name, flags);
             Err(io::ErrorKind::Unsupported.into())
         }
     }
@@ -192,6 +199,55 @@ fn reopen_blocking(file: &File, opener: &mut Opener) -> Option<File> {
 const O_PATH: i32 = libc::O_PATH;
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 const O_PATH: i32 = 0;
+
+/// The descriptor's status flags (`fcntl(F_GETFL)`): access mode, `O_NONBLOCK`, ...
+pub(crate) fn status_flags(file: &File) -> io::Result<i32> {
+    fcntl(file, libc::F_GETFL, 0)
+}
+
+/// Clears `O_NONBLOCK` on a descriptor the reader opened with `flags` (see
+/// [`Opener::flags`]): one `fcntl(F_SETFL)` with exactly the flags the open succeeded with,
+/// minus `O_NONBLOCK`. Exactly those: `F_SETFL` sets `O_NOATIME` only for the file's owner,
+/// as `open` does, so it takes `O_NOATIME` where the open took it, and is never asked for it
+/// where the open was refused it.
+pub(crate) fn clear_nonblock(file: &File, flags: i32) -> io::Result<()> {
+    fcntl(file, libc::F_SETFL, flags & !libc::O_NONBLOCK).map(drop)
+}
+
+/// Turns direct I/O off on a descriptor the reader opened with it, where the filesystem
+/// refused a direct read: the same descriptor, so the same file, whatever its path names by
+/// now (`fcntl(F_SETFL)` without `O_DIRECT`).
+#[cfg(not(target_vendor = "apple"))]
+pub(crate) fn clear_direct(file: &File) -> io::Result<()> {
+    let flags = status_flags(file)?;
+    if has(flags, DIRECT) {
+        fcntl(file, libc::F_SETFL, flags & !DIRECT)?;
+    }
+    Ok(())
+}
+
+/// Turns direct I/O on for a descriptor the reader opened buffered (`fcntl(F_SETFL)` with
+/// `O_DIRECT`): a cold file read uncached. Refused (`EINVAL`) where the filesystem cannot.
+#[cfg(not(target_vendor = "apple"))]
+pub(crate) fn set_direct(file: &File) -> io::Result<()> {
+    if DIRECT == 0 {
+        return Err(io::ErrorKind::Unsupported.into());
+    }
+    let flags = status_flags(file)?;
+    fcntl(file, libc::F_SETFL, flags | DIRECT).map(drop)
+}
+
+/// Turns direct I/O (`F_NOCACHE`) on for a descriptor the reader opened without it.
+#[cfg(target_vendor = "apple")]
+pub(crate) fn set_direct(file: &File) -> io::Result<()> {
+    fcntl(file, libc::F_NOCACHE, 1).map(drop)
+}
+
+/// Turns direct I/O (`F_NOCACHE`) off on a descriptor the reader turned it on for.
+#[cfg(target_vendor = "apple")]
+pub(crate) fn clear_direct(file: &File) -> io::Result<()> {
+    fcntl(file, libc::F_NOCACHE, 0).map(drop)
+}
 
 #[cfg(test)]
 mod tests {

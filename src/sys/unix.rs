@@ -242,7 +242,7 @@ fn device_size(_file: &File) -> io::Result<u64> {
 }
 
 /// `fcntl(file, cmd, arg)` with an integer argument: what it returns, or the error.
-fn fcntl(file: &File, cmd: i32, arg: i32) -> io::Result<i32> {
+pub(super) fn fcntl(file: &File, cmd: i32, arg: i32) -> io::Result<i32> {
     // SAFETY: an fcntl whose argument is an integer, not a pointer, on a descriptor `file`
     // keeps open: no memory of ours is read or written.
     let ret = unsafe { libc::fcntl(file.as_raw_fd(), cmd, arg) };
@@ -279,12 +279,18 @@ pub(crate) fn may_hang(file: &File) -> bool {
     REMOTE.contains(&(fs.f_type as i64))
 }
 
-/// Opens `path` with `flags` only where the kernel can do it from what it has cached
-/// (`openat2` with `RESOLVE_CACHED`, Linux 5.12): it fails with `EAGAIN` where it would
-/// wait for a disk or a daemon instead, and with `ENOSYS` or `EINVAL` where the kernel
-/// cannot tell. So the reader's own thread may ask it.
+/// Opens `path` (in the directory `dir`, else from the working directory) with `flags` only
+/// where the kernel can do it from what it has cached (`openat2` with `RESOLVE_CACHED`, Linux
+/// 5.12): it fails with `EAGAIN` where it would wait for a disk or a daemon instead, and with
+/// `ENOSYS` or `EINVAL` where the kernel cannot tell. So the reader's own thread may ask it.
+/// In `dir`, it crosses no mount (`RESOLVE_NO_XDEV`, else `EXDEV`): a file bind-mounted
+/// there from another filesystem is not taken for one of `dir`'s.
 #[cfg(target_os = "linux")]
-pub(crate) fn open_cached(path: &std::path::Path, flags: i32) -> io::Result<File> {
+pub(crate) fn open_cached(
+    dir: Option<&File>,
+    path: &std::path::Path,
+    flags: i32,
+) -> io::Result<File> {
     use std::os::fd::FromRawFd;
     use std::os::unix::ffi::OsStrExt;
     let path = std::ffi::CString::new(path.as_os_str().as_bytes())
@@ -292,10 +298,13 @@ pub(crate) fn open_cached(path: &std::path::Path, flags: i32) -> io::Result<File
     // SAFETY: `open_how` is plain old data; zeroed is "no mode, no resolve flags".
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
     how.flags = flags as u64;
-    how.resolve = libc::RESOLVE_CACHED;
-    let size = std::mem::size_of::<libc::open_how>();
+    how.resolve = libc::RESOLVE_CACHED | dir.map_or(0, |_| libc::RESOLVE_NO_XDEV);
+    let (at, size) = (
+        dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd()),
+        size_of::<libc::open_how>(),
+    );
     // SAFETY: the kernel reads the NUL-terminated path and `how`, both alive for the call.
-    let fd = unsafe { libc::syscall(libc::SYS_openat2, libc::AT_FDCWD, path.as_ptr(), &how, size) };
+    let fd = unsafe { libc::syscall(libc::SYS_openat2, at, path.as_ptr(), &how, size) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -308,55 +317,6 @@ pub(crate) fn open_cached(path: &std::path::Path, flags: i32) -> io::Result<File
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn may_hang(_file: &File) -> bool {
     true
-}
-
-/// The descriptor's status flags (`fcntl(F_GETFL)`): access mode, `O_NONBLOCK`, ...
-pub(crate) fn status_flags(file: &File) -> io::Result<i32> {
-    fcntl(file, libc::F_GETFL, 0)
-}
-
-/// Clears `O_NONBLOCK` on a descriptor the reader opened with `flags` (see
-/// [`Opener::flags`]): one `fcntl(F_SETFL)` with exactly the flags the open succeeded with,
-/// minus `O_NONBLOCK`. Exactly those: `F_SETFL` sets `O_NOATIME` only for the file's owner,
-/// as `open` does, so it takes `O_NOATIME` where the open took it, and is never asked for it
-/// where the open was refused it.
-pub(crate) fn clear_nonblock(file: &File, flags: i32) -> io::Result<()> {
-    fcntl(file, libc::F_SETFL, flags & !libc::O_NONBLOCK).map(drop)
-}
-
-/// Turns direct I/O off on a descriptor the reader opened with it, where the filesystem
-/// refused a direct read: the same descriptor, so the same file, whatever its path names by
-/// now (`fcntl(F_SETFL)` without `O_DIRECT`).
-#[cfg(not(target_vendor = "apple"))]
-pub(crate) fn clear_direct(file: &File) -> io::Result<()> {
-    let flags = status_flags(file)?;
-    if has(flags, DIRECT) {
-        fcntl(file, libc::F_SETFL, flags & !DIRECT)?;
-    }
-    Ok(())
-}
-
-/// Turns direct I/O on for a descriptor the reader opened buffered (`fcntl(F_SETFL)` with
-/// `O_DIRECT`): a cold file read uncached. Refused (`EINVAL`) where the filesystem cannot.
-#[cfg(not(target_vendor = "apple"))]
-pub(crate) fn set_direct(file: &File) -> io::Result<()> {
-    if DIRECT == 0 {
-        return Err(io::ErrorKind::Unsupported.into());
-    }
-    let flags = status_flags(file)?;
-    fcntl(file, libc::F_SETFL, flags | DIRECT).map(drop)
-}
-
-/// Turns direct I/O (`F_NOCACHE`) on for a descriptor the reader opened without it.
-#[cfg(target_vendor = "apple")]
-pub(crate) fn set_direct(file: &File) -> io::Result<()> {
-    fcntl(file, libc::F_NOCACHE, 1).map(drop)
-}
-
-/// Turns direct I/O (`F_NOCACHE`) off on a descriptor the reader turned it on for.
-#[cfg(target_vendor = "apple")]
-pub(crate) fn clear_direct(file: &File) -> io::Result<()> {
-    fcntl(file, libc::F_NOCACHE, 0).map(drop)
 }
 
 /// `cachestat(2)` (Linux 6.5). New system calls share one number on most architectures;

@@ -4,7 +4,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::sys::Opener;
+use crate::sys::{clear_direct, status_flags, Opener};
 
 /// `count` files of distinct sizes and bytes in `dir`, readable by every user.
 fn make_files(dir: &Path, count: usize) -> (Vec<PathBuf>, Vec<Vec<u8>>) {

@@ -34,7 +34,12 @@ impl Opener {
     pub(crate) fn learn(&mut self, _other: Opener) {}
 
     /// No open is known not to wait here: every one goes to [`open`](Self::open).
-    pub(crate) fn open_cached(&self, _path: &Path, _direct: bool) -> io::Result<(File, i32)> {
+    pub(crate) fn open_cached(
+        &self,
+        _dir: &File,
+        _name: &Path,
+        _direct: bool,
+    ) -> io::Result<(File, i32)> {
         Err(io::ErrorKind::Unsupported.into())
     }
 
@@ -54,8 +59,8 @@ pub(crate) fn reopen_direct(_file: &File, _opener: &mut Opener) -> Option<(File,
     None
 }
 
-/// No mount is known here without asking the filesystem.
-pub(crate) fn cached_dir_mount(_dir: &Path) -> Option<u64> {
+/// No directory is opened here without asking the filesystem.
+pub(crate) fn cached_dir(_dir: &Path) -> Option<File> {
     None
 }
 

@@ -15,7 +15,7 @@ use io_uring::{opcode, CompletionQueue};
 use super::InFlight;
 use crate::backend::uring::kernel::Kernel;
 use crate::backend::uring::{CANCEL, OPEN};
-use crate::io::{ReadDone, ReadReq};
+use crate::io::{InDir, ReadDone, ReadReq};
 use crate::sys::Opener;
 
 impl<'a> InFlight<'a> {
@@ -37,25 +37,29 @@ impl<'a> InFlight<'a> {
         }
     }
 
-    /// Hands the kernel an open of `path` for file `file`, on one of its workers, with
-    /// `opener`'s flags; `false` where it is to be opened on a helper thread instead.
+    /// Hands the kernel an open of `path` for file `file`, on one of its workers, by its
+    /// name in its directory's handle (`in_dir`), with `opener`'s flags; `false` where it is
+    /// to be opened on a helper thread instead.
     pub(in crate::backend::uring) fn open(
         &mut self,
         kernel: &mut Kernel,
-        file: (u64, &Path),
+        (file, in_dir): ((u64, &Path), InDir<'_>),
         direct: bool,
         opener: &Opener,
     ) -> bool {
         if kernel.check().is_err() {
             return false;
         }
-        let Some((entry, open)) = self.opens.prepare(file, direct, opener, self.depth) else {
+        let how = (direct, opener);
+        let Some((entry, open)) = self.opens.prepare(file, in_dir, how, self.depth) else {
             return false;
         };
-        // SAFETY: the entry names the path's bytes, on the heap, owned by the `CString` in
-        // `open` (moving it does not move them), which goes into `opens` right below and
-        // stays there until `drain` reaps this open's completion (or is leaked with the
-        // ring); its tag is free among opens (`prepare` checks it) and above every read id.
+        // SAFETY: the entry names the name's bytes and the `open_how`, both on the heap,
+        // owned by the `CString` and the `Box` in `open` (moving it does not move them), and
+        // the directory's descriptor (if any), kept open by the `Arc` in `open`; `open` goes into
+        // `opens` right below and stays there until `drain` reaps this open's completion (or
+        // is leaked with the ring); its tag is free among opens (`prepare` checks it) and
+        // above every read id.
         if unsafe { kernel.push(&entry, |cq| self.drain_ready(cq)) }.is_err() {
             return false;
         }
