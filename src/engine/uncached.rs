@@ -154,24 +154,51 @@ pub(super) fn refused(core: &mut Core<'_>, i: usize, region: Region) {
 /// reader's own on a filesystem that refuses `RWF_DONTCACHE`, they are dropped now. Its
 /// bytes are in the pool: the page cache's copy serves no one the reader found there, and
 /// now, unlike once the consumer has passed them, the descriptor is surely still open.
+///
+/// Of a file cold from some offset, what is dropped is everything from there up to its
+/// earliest read still in flight, not the chunk's own bytes: the kernel's readahead for
+/// that read (a file handed in keeps it: its open file description is the caller's) may
+/// bring the pages after it in again, and may still be reading them when the file's last
+/// sweep (`file_done`) comes, which cannot drop a page under I/O; it never reads before it.
 pub(super) fn came_back(core: &mut Core<'_>, i: usize, filled: usize) {
     let chunk = &core.chunks[i];
     if !chunk.drop_behind() || filled == 0 {
         return;
     }
     let (file, offset) = (chunk.file(), chunk.offset());
-    let Some(fd) = core.queue.by_id_mut(file).and_then(|e| e.fd().cloned()) else {
+    let Some(entry) = core.queue.by_id_mut(file) else {
         return;
     };
-    core.io_mut().drop_behind(&fd, offset, filled as u64);
-    core.stats.bytes_dropped_behind += filled as u64;
+    let Some(fd) = entry.fd().cloned() else {
+        return;
+    };
+    let (from, len) = match entry.cache_use() {
+        CacheUse::DropBehind {
+            cold_from: Some(from),
+        } => {
+            let until = (core.chunks.iter())
+                .filter(|c| c.file() == file && c.in_flight())
+                .map(|c| c.offset())
+                .min()
+                .unwrap_or(entry.progress().next_read())
+                .min(entry.progress().read_end());
+            if until <= from {
+                return;
+            }
+            let cold_from = Some(until);
+            entry.set_cache_use(CacheUse::DropBehind { cold_from });
+            (from, until - from)
+        }
+        _ => (offset, filled as u64),
+    };
+    core.io_mut().drop_behind(&fd, from, len);
+    core.stats.bytes_dropped_behind += len;
 }
 
 /// Once every read of `file` has come back, where the file was cold: its pages from where
-/// it was cold to where its reads ended are dropped once more (for a file read direct, only
-/// where some are cached: a filesystem served some of its reads through the page cache). A
-/// read dropped its own pages as it came back, but reads come back out of order, and the
-/// kernel's readahead for an earlier one may have brought pages of a later one in again since.
+/// they were dropped up to (see `came_back`) to where its reads ended are dropped (for a
+/// file read direct, only where some are cached: a filesystem served some of its reads
+/// through the page cache).
 pub(super) fn file_done(core: &mut Core<'_>, file: u64) {
     let Some(entry) = core.queue.by_id_mut(file) else {
         return;
@@ -198,6 +225,9 @@ pub(super) fn file_done(core: &mut Core<'_>, file: u64) {
         return;
     }
     core.io_mut().drop_behind(&fd, from, end - from);
+    if !direct {
+        core.stats.bytes_dropped_behind += end - from;
+    }
 }
 
 /// The file `file`, read direct for being uncached, goes on buffered: a read of it was
