@@ -217,12 +217,14 @@ impl ReaderBuilder {
     ///
     /// Each file goes one of three ways, decided at its first read:
     /// - **No page of it cached** (one `cachestat`, asked while reads are not being found
-    ///   cached), and the reader opened it by path: it is read with `O_DIRECT` (turned on for
-    ///   its descriptor), which brings no page in and, at the read-ahead's depth, is faster
-    ///   and cheaper than any read through the page cache. Only where the filesystem takes
-    ///   `O_DIRECT`, and only a file the reader opened: a file handed in shares its open file
-    ///   description with the caller. Pages a filesystem caches all the same (btrfs inline or
-    ///   compressed extents) are dropped once the file's reads are done.
+    ///   cached): it is read with `O_DIRECT` (turned on for the reader's descriptor), which
+    ///   brings no page in and, at the read-ahead's depth, is faster and cheaper than any read
+    ///   through the page cache. Only where the filesystem takes `O_DIRECT`, and where the
+    ///   reader has a descriptor of its own: a path it opened, or a file handed in on a
+    ///   filesystem known local, opened again through `/proc/self/fd` (the caller's open file
+    ///   description, which a duplicate shares, keeps its flags). Pages a filesystem caches
+    ///   all the same (btrfs inline or compressed extents) are dropped once the file's reads
+    ///   are done.
     /// - **Otherwise**, its reads carry `RWF_DONTCACHE` (Linux 6.14 and filesystems that
     ///   support it: ext4, XFS, among others), so the kernel drops the pages they bring in
     ///   once copied, with no alignment rules; what was cached is copied as without it.

@@ -412,6 +412,12 @@ pub(crate) trait Io<'a>: Send {
             None => sys::file_size(fd.file()).ok(),
         }
     }
+    /// The file handed in that `fd` reads, with an open file description of the reader's own
+    /// (see [`ThreadOpens::reopen_own`]); `None` where the backend has none to give.
+    fn reopen_own(&mut self, fd: &FdRef<'a>) -> Option<FdRef<'a>> {
+        let opens = self.thread_opens_mut()?;
+        opens.reopen_own(fd).map(FdRef::attach)
+    }
     /// Switches the descriptor of a file the reader opened to `O_DIRECT` reads: a cold file
     /// read uncached.
     fn set_direct(&mut self, fd: &FdRef<'a>) -> io::Result<()> {

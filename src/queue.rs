@@ -54,6 +54,9 @@ pub(crate) struct FileEntry<'a> {
     /// Whether `fd` is a descriptor the reader opened, or duplicated from a borrowed file
     /// (counts against `max_open_files`).
     opened_here: bool,
+    /// Whether `fd`'s open file description is the reader's alone (a path it opened, or a
+    /// file handed in opened again), so that its flags and hints are the reader's to set.
+    own_description: bool,
     /// How far it was asked for, brought in and consumed.
     progress: FileProgress,
     /// How its reads leave the page cache.
@@ -69,6 +72,7 @@ impl<'a> FileEntry<'a> {
             fd: None,
             direct: false,
             opened_here: false,
+            own_description: false,
             progress: FileProgress::new(start),
             cache_use: CacheUse::Undecided,
         }
@@ -113,6 +117,23 @@ impl<'a> FileEntry<'a> {
     /// The same, to move on.
     pub(crate) fn progress_mut(&mut self) -> &mut FileProgress {
         &mut self.progress
+    }
+
+    /// Whether the descriptor's open file description is the reader's alone (see the field).
+    pub(crate) fn own_description(&self) -> bool {
+        self.own_description
+    }
+
+    /// Reads go to `fd` from now on: the file opened again, with an open file description
+    /// of the reader's own. Only before any read of it is in flight.
+    pub(crate) fn set_own_fd(&mut self, fd: FdRef<'a>) {
+        debug_assert_eq!(
+            self.progress.in_flight(),
+            0,
+            "reads in flight on the old one"
+        );
+        self.fd = Some(fd);
+        self.own_description = true;
     }
 
     /// The descriptor reads `O_DIRECT` from now on (turned on for a cold file read
@@ -437,6 +458,7 @@ impl<'a> Queue<'a> {
         debug_assert!(e.fd.is_none(), "opened once");
         e.fd = Some(fd);
         e.direct = direct;
+        e.own_description = matches!(e.source, Source::Path(_));
         // Closed before its first read and opened again: `O_DIRECT` was turned on for the
         // descriptor closed, so the file's way is decided again.
         if matches!(e.cache_use, CacheUse::Direct { .. }) {

@@ -68,9 +68,10 @@ pub struct Stats {
     /// counted in [`files_dropped_behind`](Self::files_dropped_behind) instead.
     pub files_uncached: u64,
     /// Files read with [`uncached`](crate::ReaderBuilder::uncached) that had no page cached
-    /// at their first read: read with `O_DIRECT`, which brings none in. Only files the
-    /// reader opened by path, on a filesystem that takes `O_DIRECT`; their reads are
-    /// counted in [`reads_direct`](Self::reads_direct).
+    /// at their first read: read with `O_DIRECT`, which brings none in. Only on a filesystem
+    /// that takes `O_DIRECT`, through a descriptor of the reader's own (a file handed in is
+    /// opened again where its filesystem is known local); their reads are counted in
+    /// [`reads_direct`](Self::reads_direct).
     pub files_direct: u64,
     /// Files read with [`uncached`](crate::ReaderBuilder::uncached) on a filesystem that
     /// refuses `RWF_DONTCACHE`: read buffered, the pages of their reads that found them not

@@ -8,14 +8,15 @@ use super::Core;
 use crate::consts::DIRECT_ALIGN;
 use crate::pool::Region;
 use crate::queue::{CacheUse, FileEntry};
-use crate::source::{FdRef, Source};
+use crate::source::FdRef;
 use crate::sys;
 
 /// Decides, at the first read of the file at `idx`, how its reads leave the page cache:
-/// - no page of what is left to read is cached, and the reader opened the file by path
-///   (its descriptor is the reader's alone) on a filesystem that takes `O_DIRECT`: it is
-///   read direct, which brings no page in and, at the pool's depth, outruns the page cache
-///   (whose uncached reads cost the kernel a page freed for every page read);
+/// - no page of what is left to read is cached, on a filesystem that takes `O_DIRECT`, and
+///   its open file description is the reader's alone (a path it opened, or a file handed in
+///   opened again: see `own_description`): it is read direct, which brings no page in and,
+///   at the pool's depth, outruns the page cache (whose uncached reads cost the kernel a
+///   page freed for every page read);
 /// - else, where its filesystem refuses `RWF_DONTCACHE` (or `fallback` forces the way taken
 ///   where a filesystem refuses both): buffered, its own pages dropped behind;
 /// - else its reads carry `RWF_DONTCACHE`.
@@ -33,14 +34,16 @@ pub(super) fn decide(core: &mut Core<'_>, idx: usize, fallback: bool, warm: bool
     let offset = entry.progress().next_read();
     let to_stop = entry.stop().saturating_sub(offset);
     let drop_behind = fallback || sys::uncached_refused(fd.device());
-    let may_go_direct = !fallback
-        && !warm
-        && !entry.direct()
-        && matches!(entry.source, Source::Path(_))
-        && offset.is_multiple_of(DIRECT_ALIGN as u64);
+    let may_go_direct =
+        !fallback && !warm && !entry.direct() && offset.is_multiple_of(DIRECT_ALIGN as u64);
     let cold =
         (may_go_direct || drop_behind) && none_cached(core, &fd, offset, to_stop) == Some(true);
-    let cache_use = if cold && may_go_direct && core.io_mut().set_direct(&fd).is_ok() {
+    let fd = match (cold && may_go_direct) || drop_behind {
+        true => own_description(core, idx).unwrap_or(fd),
+        false => fd,
+    };
+    let own = core.queue.get_mut(idx).is_some_and(|e| e.own_description());
+    let cache_use = if cold && may_go_direct && own && core.io_mut().set_direct(&fd).is_ok() {
         let entry = core.queue.get_mut(idx).expect("index from the queue");
         entry.set_direct();
         core.stats.files_direct += 1;
@@ -100,12 +103,28 @@ pub(super) fn drops_behind(core: &mut Core<'_>, idx: usize, fallback: bool) -> b
 
 /// A file read with its pages dropped behind is read without the kernel's readahead (the
 /// reader reads ahead itself, at depth), so its reads bring in their own pages only: see
-/// `sys::no_readahead`. Only a file the reader opened by path: the open file description
-/// of a file handed in is the caller's too.
+/// `sys::no_readahead`. Only where its open file description is the reader's alone: that
+/// of a file handed in is the caller's too, unless it was opened again.
 fn read_no_further(entry: &FileEntry<'_>, fd: &FdRef<'_>) {
-    if matches!(entry.source, Source::Path(_)) {
+    if entry.own_description() {
         sys::no_readahead(fd.file());
     }
+}
+
+/// The descriptor of the file at `idx`, with an open file description of the reader's own:
+/// a file handed in shares the caller's, whose flags (`O_DIRECT`) and hints (no readahead)
+/// are the caller's too, so it is opened again where that cannot hang (`Io::reopen_own`),
+/// before its first read is sent; `None` where it cannot be.
+fn own_description<'a>(core: &mut Core<'a>, idx: usize) -> Option<FdRef<'a>> {
+    let entry = core.queue.get_mut(idx).expect("index from the queue");
+    let fd = entry.fd().cloned().expect("read only once open");
+    if entry.own_description() {
+        return Some(fd);
+    }
+    let own = core.io_mut().reopen_own(&fd)?;
+    let entry = core.queue.get_mut(idx).expect("index from the queue");
+    entry.set_own_fd(own.clone());
+    Some(own)
 }
 
 /// Whether no page of `len` bytes of `fd` at `offset` is cached; `None` where the kernel
@@ -173,9 +192,11 @@ pub(super) fn came_back(core: &mut Core<'_>, i: usize, filled: usize) {
         return;
     };
     let (from, len) = match entry.cache_use() {
+        // A read before where the file was found cold (one sent before its first read was
+        // refused the flag) drops its own pages.
         CacheUse::DropBehind {
             cold_from: Some(from),
-        } => {
+        } if offset >= from => {
             let until = (core.chunks.iter())
                 .filter(|c| c.file() == file && c.in_flight())
                 .map(|c| c.offset())

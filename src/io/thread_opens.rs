@@ -242,6 +242,17 @@ impl ThreadOpens {
         })
     }
 
+    /// The file handed in that `fd` reads, opened again on this thread through `/proc` with
+    /// an open file description of the reader's own, where its filesystem is known local
+    /// (an open elsewhere may hang); `None` where not, or where it cannot be.
+    pub(crate) fn reopen_own(&mut self, fd: &FdRef<'_>) -> Option<FdRef<'static>> {
+        if fd.may_hang() {
+            return None;
+        }
+        let file = sys::reopen_blocking(fd.file(), &mut self.opener)?;
+        Some(FdRef::new(Arc::new(file)).with_device(fd.device()))
+    }
+
     /// The answer for file `file` of an open made elsewhere (on this thread, or by the
     /// ring), taken with the others.
     pub(crate) fn answer(&mut self, file: u64, opened: Result<Opened<'static>, Error>) {

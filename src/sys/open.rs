@@ -187,8 +187,10 @@ pub(crate) fn reopen_if_nonblocking(file: &File, opener: &mut Opener) -> Option<
     reopen_blocking(file, opener)
 }
 
-/// `file` opened again through its descriptor's path, without `O_NONBLOCK`.
-fn reopen_blocking(file: &File, opener: &mut Opener) -> Option<File> {
+/// `file` opened again through its descriptor's path, without `O_NONBLOCK`: an open file
+/// description of the reader's own. An open: on a helper thread, unless `file` lies on a
+/// filesystem known local.
+pub(crate) fn reopen_blocking(file: &File, opener: &mut Opener) -> Option<File> {
     let (reopened, flags) = opener.open(&reopen_path(file)?, false).ok()?;
     clear_nonblock(&reopened, flags).ok()?;
     Some(reopened)
