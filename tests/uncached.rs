@@ -196,13 +196,16 @@ fn a_cold_file_handed_in_is_read_direct_and_not_cached_after() {
 #[test]
 fn a_file_cached_before_stays_cached() {
     let dir = tempdir();
-    let Some(path) = cold_file(dir.path(), "warm", 8 * MIB) else {
+    if cold_file(dir.path(), "probe", 4096).is_none() {
         return;
-    };
+    }
     for (backend, b) in builders() {
-        // All of it cached, then its first half only.
+        // All of it cached, then its first half only. A new file each time: the kernel's
+        // readahead for the last uncached read of the one before may still be reading (its
+        // pages marked to drop once read), where an eviction cannot reach them.
         for half in [false, true] {
-            evict_from_page_cache(&path);
+            let name = format!("warm-{backend:?}-{half}");
+            let path = cold_file(dir.path(), &name, 8 * MIB).expect("as the probe");
             let file = File::open(&path).unwrap();
             let len = if half { 4 * MIB } else { 8 * MIB };
             file.read_exact_at(&mut vec![0; len], 0).unwrap();
