@@ -121,6 +121,11 @@ fn own_description<'a>(core: &mut Core<'a>, idx: usize) -> Option<FdRef<'a>> {
     if entry.own_description() {
         return Some(fd);
     }
+    // A duplicate, which the new descriptor replaces one for one (counted, closed when its
+    // reads are done); an owned file's own descriptor is not counted, nor its replacement.
+    if !entry.opened_here() {
+        return None;
+    }
     let own = core.io_mut().reopen_own(&fd)?;
     let entry = core.queue.get_mut(idx).expect("index from the queue");
     entry.set_own_fd(own.clone());
@@ -174,11 +179,12 @@ pub(super) fn refused(core: &mut Core<'_>, i: usize, region: Region) {
 /// bytes are in the pool: the page cache's copy serves no one the reader found there, and
 /// now, unlike once the consumer has passed them, the descriptor is surely still open.
 ///
-/// Of a file cold from some offset, what is dropped is everything from there up to its
-/// earliest read still in flight, not the chunk's own bytes: the kernel's readahead for
-/// that read (a file handed in keeps it: its open file description is the caller's) may
-/// bring the pages after it in again, and may still be reading them when the file's last
-/// sweep (`file_done`) comes, which cannot drop a page under I/O; it never reads before it.
+/// Of a file cold from some offset that keeps the kernel's readahead (a file handed in whose
+/// open file description is the caller's, see `read_no_further`), what is dropped is
+/// everything from there up to its earliest read still in flight, not the chunk's own
+/// bytes: the readahead for that read may bring the pages after it in again, and may still
+/// be reading them when the file's last sweep (`sweep`) comes, which cannot drop a page
+/// under I/O; it never reads before it.
 pub(super) fn came_back(core: &mut Core<'_>, i: usize, filled: usize) {
     let chunk = &core.chunks[i];
     if !chunk.drop_behind() || filled == 0 {
@@ -196,7 +202,7 @@ pub(super) fn came_back(core: &mut Core<'_>, i: usize, filled: usize) {
         // refused the flag) drops its own pages.
         CacheUse::DropBehind {
             cold_from: Some(from),
-        } if offset >= from => {
+        } if offset >= from && !entry.own_description() => {
             let until = (core.chunks.iter())
                 .filter(|c| c.file() == file && c.in_flight())
                 .map(|c| c.offset())
@@ -216,11 +222,30 @@ pub(super) fn came_back(core: &mut Core<'_>, i: usize, filled: usize) {
     core.stats.bytes_dropped_behind += len;
 }
 
-/// Once every read of `file` has come back, where the file was cold: its pages from where
-/// they were dropped up to (see `came_back`) to where its reads ended are dropped (for a
-/// file read direct, only where some are cached: a filesystem served some of its reads
-/// through the page cache).
+/// Once every read of `file` has come back, where the file was cold: see `sweep`.
 pub(super) fn file_done(core: &mut Core<'_>, file: u64) {
+    if core
+        .queue
+        .by_id_mut(file)
+        .is_some_and(|e| e.reads_finished())
+    {
+        sweep(core, file);
+    }
+}
+
+/// The current file is left (moved past, or failed) with reads still in flight, whose
+/// completions will not be handled: it is swept now (see `sweep`).
+pub(super) fn file_left(core: &mut Core<'_>) {
+    if let Some(file) = core.queue.front_mut().map(|f| f.id) {
+        sweep(core, file);
+    }
+}
+
+/// Where `file` was cold: its pages from where they were dropped up to (see `came_back`)
+/// to where its reads ended are dropped (for a file read direct, only where some are
+/// cached: a filesystem served some of its reads through the page cache). Once: a file
+/// read again from its start (`activate_file`) asks the cache again.
+fn sweep(core: &mut Core<'_>, file: u64) {
     let Some(entry) = core.queue.by_id_mut(file) else {
         return;
     };
@@ -233,11 +258,10 @@ pub(super) fn file_done(core: &mut Core<'_>, file: u64) {
         } => (from, CacheUse::Direct { cold_from: None }, true),
         _ => return,
     };
-    if !entry.reads_finished() {
-        return;
-    }
     let (end, fd) = (entry.progress().read_end(), entry.fd().cloned());
-    // Once: a file read again from its start (`activate_file`) asks the cache again.
+    // Counted here where `came_back` counted up to `from`; a file with a description of its
+    // own counted its reads one by one.
+    let count = !direct && !entry.own_description();
     entry.set_cache_use(done);
     let Some(fd) = fd.filter(|_| end > from) else {
         return;
@@ -246,7 +270,7 @@ pub(super) fn file_done(core: &mut Core<'_>, file: u64) {
         return;
     }
     core.io_mut().drop_behind(&fd, from, end - from);
-    if !direct {
+    if count {
         core.stats.bytes_dropped_behind += end - from;
     }
 }

@@ -73,9 +73,11 @@ struct Local {
     /// Directories not found on a local mount: not asked again (a file opened there on a
     /// helper thread may still teach it).
     asked: HashSet<Box<Path>>,
-    /// The last directory files were opened in here, and its handle (`sys::cached_dir`):
-    /// files are opened by name in it, which looks up one name, not every one of a path.
-    handle: Option<(Box<Path>, Arc<File>)>,
+    /// The last directory files were opened in here, its handle (`sys::cached_dir`), and
+    /// when it was opened: files are opened by name in it, crossing no mount. Kept a short
+    /// while (`HANDLE_FOR`), so that a directory renamed and replaced under the same path is
+    /// not read from for long after.
+    handle: Option<(Box<Path>, Arc<File>, Instant)>,
 }
 
 impl Local {
@@ -121,7 +123,7 @@ impl Local {
     }
 
     /// Whether `path`'s directory is known to be local, or now found so: it lies on a mount a
-    /// file was found local on (`sys::cached_dir_mount`). So a scan of many directories
+    /// file was found local on (`sys::cached_dir`). So a scan of many directories
     /// sends one open to a helper thread, not one a directory.
     fn holds(&mut self, path: &Path) -> bool {
         let Some(dir) = path.parent() else {
@@ -133,7 +135,7 @@ impl Local {
         if self.mounts.is_empty() || self.asked.contains(dir) {
             return false;
         }
-        let mount = self.handle(dir).and_then(|dir| sys::mount_id(dir));
+        let mount = self.handle(dir).ok().and_then(|dir| sys::mount_id(dir));
         let local = mount.is_some_and(|m| self.mounts.contains(&m));
         Self::insert(
             if local {
@@ -146,13 +148,22 @@ impl Local {
         local
     }
 
-    /// A handle of `dir` (see `handle`), opened where it is not the last one's.
-    fn handle(&mut self, dir: &Path) -> Option<&Arc<File>> {
-        let same = |(last, _): &(Box<Path>, Arc<File>)| last.as_os_str() == dir.as_os_str();
-        if !self.handle.as_ref().is_some_and(same) {
-            self.handle = Some((dir.into(), Arc::new(sys::cached_dir(dir)?)));
+    /// A handle of `dir` (see `handle`), opened where it is not the last one's, or that one
+    /// is older than `HANDLE_FOR`; why not, where it cannot be opened from the kernel's caches.
+    fn handle(&mut self, dir: &Path) -> io::Result<&Arc<File>> {
+        let now = Instant::now();
+        let fresh = |(last, _, at): &(Box<Path>, Arc<File>, Instant)| {
+            last.as_os_str() == dir.as_os_str() && now.duration_since(*at) < HANDLE_FOR
+        };
+        if !self.handle.as_ref().is_some_and(fresh) {
+            self.handle = None;
+            self.handle = Some((dir.into(), Arc::new(sys::cached_dir(dir)?), now));
         }
-        self.handle.as_ref().map(|(_, handle)| handle)
+        Ok(self
+            .handle
+            .as_ref()
+            .map(|(_, handle, _)| handle)
+            .expect("set above"))
     }
 
     /// Whether the file handed in lies on a mount known to be local.
@@ -169,14 +180,23 @@ impl Local {
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone
 pub(crate) type InDir<'p> = (Option<Arc<File>>, &'p Path);
 
-/// `path`'s directory and its name in it; `None` where `path` ends in `/` or `.`, which ask
-/// for a directory and would not be asked so of the name alone (such a path is opened on a
-/// helper thread).
+/// How long a directory's handle is kept (see `Local::handle`).
+const HANDLE_FOR: Duration = Duration::from_millis(100);
+
+/// `path`'s directory (`.` for a bare name) and its name in it; `None` where `path` ends in
+/// `/` or `.`, which ask for a directory and would not be asked so of the name alone (such a
+/// path is opened on a helper thread).
 fn split(path: &Path) -> Option<(&Path, &Path)> {
     let name = path.file_name()?;
     let whole = path.as_os_str().as_encoded_bytes();
     whole.ends_with(name.as_encoded_bytes()).then_some(())?;
-    Some((path.parent()?, Path::new(name)))
+    let dir = path.parent()?;
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    Some((dir, Path::new(name)))
 }
 
 impl ThreadOpens {
@@ -203,7 +223,7 @@ impl ThreadOpens {
             return None;
         }
         let (dir, name) = split(path)?;
-        let dir = self.local.handle(dir)?;
+        let dir = self.local.handle(dir).ok()?;
         let (file, flags) = self.opener.open_cached(dir, name, direct).ok()?;
         let opened = super::finish_open(file, flags, direct, path);
         Some(opened.map(|opened| self.local.locate(opened)))
@@ -227,26 +247,28 @@ impl ThreadOpens {
 
     /// Where `path`'s directory is known to lie on a local filesystem (see the module docs),
     /// a handle of it and `path`'s name in it, or where the kernel does not have the
-    /// directory cached, no handle and `path` whole (a mount in the directory would hold it
-    /// cached, so `path` crosses none there): a file there that the kernel does not have
-    /// cached may be opened by the ring, so.
+    /// directory cached (`EAGAIN`), no handle and `path` whole (a mount in the directory would
+    /// hold it cached, so `path` crosses none there): a file there that the kernel does not
+    /// have cached may be opened by the ring, so. Where the handle cannot be had otherwise
+    /// (a kernel without `RESOLVE_CACHED`), `None`: a helper thread opens it.
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone
     pub(crate) fn in_local_dir<'p>(&mut self, path: &'p Path) -> Option<InDir<'p>> {
         if !self.local.holds(path) {
             return None;
         }
         let (dir, name) = split(path)?;
-        Some(match self.local.handle(dir) {
-            Some(handle) => (Some(Arc::clone(handle)), name),
-            None => (None, path),
-        })
+        match self.local.handle(dir) {
+            Ok(handle) => Some((Some(Arc::clone(handle)), name)),
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => Some((None, path)),
+            Err(_) => None,
+        }
     }
 
     /// The file handed in that `fd` reads, opened again on this thread through `/proc` with
     /// an open file description of the reader's own, where its filesystem is known local
     /// (an open elsewhere may hang); `None` where not, or where it cannot be.
     pub(crate) fn reopen_own(&mut self, fd: &FdRef<'_>) -> Option<FdRef<'static>> {
-        if fd.may_hang() {
+        if fd.may_hang() || !sys::readable(fd.file()) {
             return None;
         }
         let file = sys::reopen_blocking(fd.file(), &mut self.opener)?;

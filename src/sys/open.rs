@@ -23,18 +23,18 @@ pub(super) const DIRECT: i32 = 0;
 /// A handle of the directory `dir` opened without asking any filesystem, so that the
 /// reader's thread may open it: `O_PATH` (no filesystem's open is called) with
 /// `RESOLVE_CACHED` (no lookup waits). Its [`mount_id`] tells where it lies, and files are
-/// opened in it with [`Opener::open_cached`]. `None` where it cannot (a directory not
-/// cached, an older kernel, not Linux).
-pub(crate) fn cached_dir(dir: &Path) -> Option<File> {
+/// opened in it with [`Opener::open_cached`]. An error where it cannot: `EAGAIN` for a
+/// directory not cached; others for an older kernel, or off Linux.
+pub(crate) fn cached_dir(dir: &Path) -> io::Result<File> {
     #[cfg(target_os = "linux")]
     {
         let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
-        super::unix::open_cached(None, dir, flags).ok()
+        super::unix::open_cached(None, dir, flags)
     }
     #[cfg(not(target_os = "linux"))]
     {
         let _ = dir;
-        None
+        Err(io::ErrorKind::Unsupported.into())
     }
 }
 
@@ -164,8 +164,7 @@ impl Opener {
 /// Linux reopens through `/proc/self/fd`, which finds the file itself even if it was renamed
 /// or deleted; macOS reopens the path `F_GETPATH` reports; elsewhere there is no way.
 pub(crate) fn reopen_direct(file: &File, opener: &mut Opener) -> Option<(File, i32)> {
-    let readable = |f: i32| f & libc::O_ACCMODE != libc::O_WRONLY && !has(f, O_PATH);
-    if !status_flags(file).is_ok_and(readable) {
+    if !readable(file) {
         return None;
     }
     let path = reopen_path(file)?;
@@ -173,6 +172,13 @@ pub(crate) fn reopen_direct(file: &File, opener: &mut Opener) -> Option<(File, i
         Ok((f, flags)) if bypasses_cache(&f, flags, true) => Some((f, flags)),
         _ => None,
     }
+}
+
+/// Whether `file` was opened for reading (not write-only, not `O_PATH`): one opened again
+/// for it must not read what the caller's descriptor could not.
+pub(crate) fn readable(file: &File) -> bool {
+    let readable = |f: i32| f & libc::O_ACCMODE != libc::O_WRONLY && !has(f, O_PATH);
+    status_flags(file).is_ok_and(readable)
 }
 
 /// For the duplicate `file` of a file handed in with `O_NONBLOCK` (whose reads the ring may

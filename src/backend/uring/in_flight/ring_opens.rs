@@ -157,7 +157,8 @@ impl RingOpens {
         self.answered.clear();
     }
 
-    /// Opens the kernel may still do: their paths are never freed.
+    /// Opens the kernel may still do: what they name (names, `open_how`s, directory
+    /// descriptors) is never freed or closed.
     pub(super) fn leak(&mut self) {
         mem::forget(mem::take(&mut self.in_kernel));
     }
