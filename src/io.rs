@@ -19,10 +19,11 @@ use crate::pool::{KernelLoan, Loan};
 use crate::source::{FdRef, Source};
 use crate::sys;
 
+mod local;
 mod thread_opens;
 mod to_open;
 #[cfg(target_os = "linux")]
-pub(crate) use thread_opens::InDir;
+pub(crate) use local::InDir;
 pub(crate) use thread_opens::ThreadOpens;
 #[cfg(test)]
 pub(crate) use to_open::open_source;
