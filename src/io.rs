@@ -27,7 +27,7 @@ pub(crate) use local::InDir;
 pub(crate) use thread_opens::ThreadOpens;
 #[cfg(test)]
 pub(crate) use to_open::open_source;
-pub(crate) use to_open::{finish_open, Opened, ToOpen};
+pub(crate) use to_open::{finish_cached_open, finish_open, Opened, ToOpen};
 
 /// One read for a backend: `len` bytes of `fd` at `offset`, into `loan` from `buf_off`.
 #[derive(Debug)]

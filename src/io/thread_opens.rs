@@ -84,7 +84,7 @@ impl ThreadOpens {
         let (dir, name) = split(path)?;
         let dir = self.local.handle(dir).ok()?;
         let (file, flags) = self.opener.open_cached(dir, name, direct).ok()?;
-        let opened = super::finish_open(file, flags, direct, path);
+        let opened = super::finish_cached_open(file, flags, direct, path);
         Some(opened.map(|opened| self.local.locate(opened)))
     }
 
