@@ -25,9 +25,11 @@ mod to_open;
 #[cfg(target_os = "linux")]
 pub(crate) use local::InDir;
 pub(crate) use thread_opens::ThreadOpens;
+#[cfg(any(target_os = "linux", test))] // the ring's, and the engine's tests'
+pub(crate) use to_open::finish_open;
 #[cfg(test)]
 pub(crate) use to_open::open_source;
-pub(crate) use to_open::{finish_cached_open, finish_open, Opened, ToOpen};
+pub(crate) use to_open::{finish_cached_open, Opened, ToOpen};
 
 /// One read for a backend: `len` bytes of `fd` at `offset`, into `loan` from `buf_off`.
 #[derive(Debug)]
