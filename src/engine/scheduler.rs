@@ -241,8 +241,7 @@ impl<'a> NextRead<'a> {
             cached,
             small,
             direct,
-            no_kernel_readahead: limits.uncached
-                && uncached::drops_behind(core, idx, limits.uncached_fallback),
+            no_kernel_readahead: limits.uncached && uncached::drops_behind(core, idx),
             current,
         };
         NextRead {

@@ -88,17 +88,11 @@ pub(super) fn for_read(
     }
 }
 
-/// Whether the file at `idx` is (or, at its first read, will be) read with its pages dropped
-/// behind, and so without the kernel's readahead: `fallback` forces it.
-pub(super) fn drops_behind(core: &mut Core<'_>, idx: usize, fallback: bool) -> bool {
+/// Whether the file at `idx` (decided, see [`decide`]) is read with its pages dropped
+/// behind, and so without the kernel's readahead.
+pub(super) fn drops_behind(core: &mut Core<'_>, idx: usize) -> bool {
     let entry = core.queue.get_mut(idx).expect("index from the queue");
-    match entry.cache_use() {
-        CacheUse::Undecided => {
-            fallback || sys::uncached_refused(entry.fd().and_then(|fd| fd.device()))
-        }
-        CacheUse::Uncached | CacheUse::Direct { .. } => false,
-        CacheUse::DropBehind { .. } => true,
-    }
+    matches!(entry.cache_use(), CacheUse::DropBehind { .. })
 }
 
 /// A file read with its pages dropped behind is read without the kernel's readahead (the
