@@ -140,9 +140,9 @@ impl Local {
     }
 }
 
-/// Where the ring opens a path of a local directory: in a handle of the directory, by the
-/// path's name there, or (no handle) the path whole (see `ThreadOpens::in_local_dir`).
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone
+/// Where a path of a local directory is opened without a helper thread: in a handle of the
+/// directory, by the path's name there, or (no handle, the ring alone) the path whole (see
+/// `ThreadOpens::in_local_dir`).
 pub(crate) type InDir<'p> = (Option<Arc<File>>, &'p Path);
 
 /// How long a directory's handle is kept (see `Local::handle`).

@@ -78,12 +78,10 @@ impl ThreadOpens {
     /// symbolic link; `None` where not (a cold inode, a link, a missing file: any failure):
     /// open it on a helper thread, which waits for the disk while this one reads on.
     fn open_here(&mut self, path: &Path, direct: bool) -> Option<Result<Opened<'static>, Error>> {
-        if !self.local.holds(path) {
+        let (Some(dir), name) = self.in_local_dir(path)? else {
             return None;
-        }
-        let (dir, name) = split(path)?;
-        let dir = self.local.handle(dir).ok()?;
-        let (file, flags) = self.opener.open_cached(dir, name, direct).ok()?;
+        };
+        let (file, flags) = self.opener.open_cached(&dir, name, direct).ok()?;
         let opened = super::finish_cached_open(file, flags, direct, path);
         Some(opened.map(|opened| self.local.locate(opened)))
     }
@@ -109,8 +107,8 @@ impl ThreadOpens {
     /// directory cached (`EAGAIN`), no handle and `path` whole (a mount in the directory would
     /// hold it cached, so `path` crosses none there): a file there that the kernel does not
     /// have cached may be opened by the ring, so. Where the handle cannot be had otherwise
-    /// (a kernel without `RESOLVE_CACHED`), `None`: a helper thread opens it.
-    #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone
+    /// (a kernel without `RESOLVE_CACHED`), `None`: a helper thread opens it. The reader's
+    /// thread opens a path only in a handle (`open_here`).
     pub(crate) fn in_local_dir<'p>(&mut self, path: &'p Path) -> Option<InDir<'p>> {
         if !self.local.holds(path) {
             return None;
