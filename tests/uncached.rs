@@ -127,27 +127,23 @@ fn uncached_reads_give_the_exact_bytes() {
     }
 }
 
-/// Whether `path`'s filesystem takes `O_DIRECT`; why not.
-fn direct_taken(path: &Path) -> Result<(), String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(path)
-        .map(drop)
-        .map_err(|e| format!("open(O_DIRECT): {e}"))
+/// A cold file of 16 MiB in `dir` that the disk reads `O_DIRECT`, and its bytes; `None` (said
+/// why) where it cannot be had (see `cold_file` and `direct_io_here`).
+fn cold_direct_file(dir: &Path) -> Option<(PathBuf, Vec<u8>)> {
+    let path = cold_file(dir, "cold", 16 * MIB)?;
+    if !direct_io_here() {
+        return None;
+    }
+    let want = std::fs::read(&path).unwrap();
+    Some((path, want))
 }
 
 #[test]
 fn a_cold_file_read_uncached_by_path_is_read_direct_and_not_cached_after() {
     let dir = tempdir();
-    let Some(path) = cold_file(dir.path(), "cold", 16 * MIB) else {
+    let Some((path, want)) = cold_direct_file(dir.path()) else {
         return;
     };
-    if let Err(why) = direct_taken(&path) {
-        return skip_refused("O_DIRECT", why);
-    }
-    let want = std::fs::read(&path).unwrap();
     for (backend, b) in builders() {
         evict_from_page_cache(&path);
         let (got, stats) = read_uncached(b, std::slice::from_ref(&path));
@@ -165,13 +161,9 @@ fn a_cold_file_read_uncached_by_path_is_read_direct_and_not_cached_after() {
 #[test]
 fn a_cold_file_handed_in_is_read_direct_and_not_cached_after() {
     let dir = tempdir();
-    let Some(path) = cold_file(dir.path(), "cold", 16 * MIB) else {
+    let Some((path, want)) = cold_direct_file(dir.path()) else {
         return;
     };
-    if let Err(why) = direct_taken(&path) {
-        return skip_refused("O_DIRECT", why);
-    }
-    let want = std::fs::read(&path).unwrap();
     for (backend, b) in builders() {
         evict_from_page_cache(&path);
         let files = [File::open(&path).unwrap()];

@@ -56,9 +56,9 @@ impl<'a> InFlight<'a> {
         };
         // SAFETY: the entry names the name's bytes and the `open_how`, both on the heap,
         // owned by the `CString` and the `Box` in `open` (moving it does not move them), and
-        // the directory's descriptor (if any), kept open by the `Arc` in `open`; `open` goes into
-        // `opens` right below and stays there until `drain` reaps this open's completion (or
-        // is leaked with the ring); its tag is free among opens (`prepare` checks it) and
+        // the directory's descriptor (if any), kept open by the `Arc` in `open`; `open` goes
+        // into `opens` right below and stays there until `drain` reaps this open's completion
+        // (or is leaked with the ring); its tag is free among opens (`prepare` checks it) and
         // above every read id.
         if unsafe { kernel.push(&entry, |cq| self.drain_ready(cq)) }.is_err() {
             return false;

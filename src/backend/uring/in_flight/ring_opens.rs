@@ -62,9 +62,10 @@ impl RingOpens {
     /// The entry that opens `path` for file `file` with `opener`'s flags, on a kernel worker,
     /// by its name in its directory's handle where there is one (`in_dir`), without
     /// following a last symbolic link or crossing a mount there (a file bind-mounted there
-    /// from a hung mount would hold the worker), and what it names, to hand to `sent` once pushed; `None` where the ring does
-    /// not open it (`depth` opens are in flight, the id reaches the tags, or the name has a
-    /// NUL byte, which an open on a helper thread reports).
+    /// from a hung mount would hold the worker), and what it names, to hand to `sent` once
+    /// pushed; `None` where the ring does not open it (`depth` opens are in flight, the id
+    /// reaches the tags, or the name has a NUL byte, which an open on a helper thread
+    /// reports).
     pub(super) fn prepare(
         &self,
         (file, path): (u64, &Path),
