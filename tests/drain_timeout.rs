@@ -59,9 +59,9 @@ fn hung_mount_reader() -> SequentialFileReader<'static> {
         .unwrap()
 }
 
-/// An io_uring reader of file `i` of `m` that has read its first bytes and has the hung
-/// read in flight (the mount's `hung` reads held so far come to `hung`), and the thread that
-/// submitted its reads.
+/// An io_uring reader of file `i` of `m` that has read its first bytes, then waited for the
+/// hung read until it gave up, so that the read is in flight (the mount's `hung` reads held
+/// so far come to `hung`), and the thread that submitted its reads.
 ///
 /// Each reader submits from a thread of its own, joined once the hung reads are answered: a
 /// thread whose read never completes cannot exit before (the kernel waits for its io_uring
@@ -79,13 +79,17 @@ fn reader_with_a_hung_read(
         let mut got = vec![0; head.len()];
         r.read_exact(&mut got).unwrap();
         assert_bytes_eq(&got, &head, "the bytes before the hang");
+        // Reading on until the wait gives up makes sure a kernel worker is stuck in the
+        // reader's read of the held page: the filesystem may be asked for the page by the
+        // kernel's readahead while that read still waits for a worker, and a cancel ends a
+        // read that waits (a flaky drop, clean and uncounted, under load).
+        let e = r.read_to_end(&mut got).expect_err("the hung read");
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
         tx.send(r).unwrap();
     });
     let r = rx
-        .recv_timeout(HANG)
-        .expect("the first bytes, before the hang");
-    // Waiting for the first read issued the rest of the file: the one over `HANG_AT` is
-    // held by the filesystem once it asks for it.
+        .recv_timeout(TIMEOUT + HANG)
+        .expect("the first bytes, then a wait that gave up");
     let deadline = Instant::now() + HANG;
     while m.stats().hung_reads < hung {
         assert!(
