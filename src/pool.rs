@@ -192,11 +192,11 @@ impl std::fmt::Debug for Pool {
 }
 
 impl Pool {
-    /// Maps a pool of `capacity` bytes rounded up to a page (see `sys::Mapping`).
-    /// `None` if the mapping fails.
-    pub(crate) fn with_capacity(capacity: usize) -> Option<Pool> {
+    /// Maps a pool of `capacity` bytes rounded up to a page (see `sys::Mapping`), of huge
+    /// pages where `huge`. `None` if the mapping fails.
+    pub(crate) fn with_capacity(capacity: usize, huge: bool) -> Option<Pool> {
         let capacity = capacity.max(1).checked_next_multiple_of(PAGE)?;
-        let mut mapping = sys::Mapping::new(capacity)?;
+        let mut mapping = sys::Mapping::new(capacity, huge)?;
         Some(Pool {
             id: NEXT_POOL.fetch_add(1, Ordering::Relaxed),
             ptr: mapping.as_mut_ptr(),

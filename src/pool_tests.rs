@@ -4,7 +4,7 @@ use super::*;
 
 #[test]
 fn regions_are_page_aligned_and_fifo() {
-    let mut p = Pool::with_capacity(4 * PAGE).unwrap();
+    let mut p = Pool::with_capacity(4 * PAGE, false).unwrap();
     let a = p.alloc(100).unwrap();
     let b = p.alloc(PAGE + 1).unwrap();
     assert_eq!(a.len, PAGE);
@@ -25,7 +25,7 @@ fn regions_are_page_aligned_and_fifo() {
 
 #[test]
 fn a_region_never_wraps() {
-    let mut p = Pool::with_capacity(4 * PAGE).unwrap();
+    let mut p = Pool::with_capacity(4 * PAGE, false).unwrap();
     let a = p.alloc(2 * PAGE).unwrap();
     let b = p.alloc(PAGE).unwrap();
     p.free(a);
@@ -45,7 +45,7 @@ fn a_region_never_wraps() {
 
 #[test]
 fn an_empty_pool_fits_a_region_of_its_whole_size() {
-    let mut p = Pool::with_capacity(4 * PAGE).unwrap();
+    let mut p = Pool::with_capacity(4 * PAGE, false).unwrap();
     let a = p.alloc(PAGE).unwrap();
     p.free(a);
     // Three pages are free after the first, one before it: only a restart at 0 fits four.
@@ -61,7 +61,7 @@ fn an_empty_pool_fits_a_region_of_its_whole_size() {
 
 #[test]
 fn a_limit_keeps_regions_in_the_first_pages() {
-    let mut p = Pool::with_capacity(8 * PAGE).unwrap();
+    let mut p = Pool::with_capacity(8 * PAGE, false).unwrap();
     let mut held = VecDeque::new();
     for _ in 0..20 {
         while held.len() >= 3 {
@@ -89,7 +89,7 @@ fn a_limit_keeps_regions_in_the_first_pages() {
 
 #[test]
 fn lend_and_reclaim_keep_bytes() {
-    let mut p = Pool::with_capacity(2 * PAGE).unwrap();
+    let mut p = Pool::with_capacity(2 * PAGE, false).unwrap();
     let r = p.alloc(10).unwrap();
     let mut loan = p.lend(r);
     assert_eq!(p.lent(), 1);
@@ -102,7 +102,7 @@ fn lend_and_reclaim_keep_bytes() {
 
 #[test]
 fn a_span_is_read_until_the_next_loan_and_only_in_its_pool() {
-    let mut p = Pool::with_capacity(4 * PAGE).unwrap();
+    let mut p = Pool::with_capacity(4 * PAGE, false).unwrap();
     let (a, b) = (p.alloc(PAGE).unwrap(), p.alloc(PAGE).unwrap());
     let mut loan = p.lend(a);
     loan.as_mut_slice()[PAGE - 2..].copy_from_slice(b"xy");
@@ -115,7 +115,7 @@ fn a_span_is_read_until_the_next_loan_and_only_in_its_pool() {
     assert!(p.holds(&span));
     assert_eq!(p.span_bytes(&span, 0), b"xyzw");
     assert_eq!(p.span_bytes(&span.after(1), 2), b"w");
-    let other = Pool::with_capacity(4 * PAGE).unwrap();
+    let other = Pool::with_capacity(4 * PAGE, false).unwrap();
     assert!(!other.holds(&span), "a span of another pool");
     assert!(!other.holds(&Span::default()) && !p.holds(&Span::default()));
     // A loan may write any region taken again: spans checked before it are read no more.
@@ -131,7 +131,7 @@ fn a_span_is_read_until_the_next_loan_and_only_in_its_pool() {
 #[test]
 #[should_panic(expected = "a span checked before a loan")]
 fn a_span_read_after_a_loan_panics() {
-    let mut p = Pool::with_capacity(4 * PAGE).unwrap();
+    let mut p = Pool::with_capacity(4 * PAGE, false).unwrap();
     let a = p.alloc(PAGE).unwrap();
     let span = p.span(&a, 0, 10);
     let b = p.alloc(PAGE).unwrap();
@@ -141,7 +141,7 @@ fn a_span_read_after_a_loan_panics() {
 
 #[test]
 fn dropping_with_a_loan_out_leaks_instead_of_freeing() {
-    let mut p = Pool::with_capacity(PAGE).unwrap();
+    let mut p = Pool::with_capacity(PAGE, false).unwrap();
     let r = p.alloc(1).unwrap();
     let loan = p.lend(r);
     drop(p);
@@ -153,8 +153,8 @@ fn dropping_with_a_loan_out_leaks_instead_of_freeing() {
 #[test]
 #[should_panic(expected = "a token of another pool")]
 fn a_region_of_another_pool_is_refused() {
-    let mut a = Pool::with_capacity(PAGE).unwrap();
-    let mut b = Pool::with_capacity(PAGE).unwrap();
+    let mut a = Pool::with_capacity(PAGE, false).unwrap();
+    let mut b = Pool::with_capacity(PAGE, false).unwrap();
     let r = a.alloc(1).unwrap();
     // `b` has a live region at the same position, so only the identity tells them apart.
     let _same_place = b.alloc(1).unwrap();
@@ -164,8 +164,8 @@ fn a_region_of_another_pool_is_refused() {
 #[test]
 #[should_panic(expected = "a token of another pool")]
 fn a_loan_of_another_pool_is_not_taken_back() {
-    let mut a = Pool::with_capacity(PAGE).unwrap();
-    let mut b = Pool::with_capacity(PAGE).unwrap();
+    let mut a = Pool::with_capacity(PAGE, false).unwrap();
+    let mut b = Pool::with_capacity(PAGE, false).unwrap();
     let loan = {
         let r = a.alloc(1).unwrap();
         a.lend(r)
@@ -179,7 +179,7 @@ fn a_loan_of_another_pool_is_not_taken_back() {
 
 #[test]
 fn a_kernel_loan_comes_back_with_what_was_written() {
-    let mut p = Pool::with_capacity(PAGE).unwrap();
+    let mut p = Pool::with_capacity(PAGE, false).unwrap();
     let (kernel, ptr) = {
         let r = p.alloc(3).unwrap();
         p.lend(r)
@@ -197,7 +197,7 @@ fn a_kernel_loan_comes_back_with_what_was_written() {
 
 #[test]
 fn a_kernel_loan_dropped_leaks_the_pool_rather_than_free_it() {
-    let mut p = Pool::with_capacity(PAGE).unwrap();
+    let mut p = Pool::with_capacity(PAGE, false).unwrap();
     let r = p.alloc(1).unwrap();
     // The kernel loan is dropped at once, never reaped.
     let (_, ptr) = p.lend(r).into_kernel();
@@ -216,14 +216,14 @@ fn a_kernel_loan_dropped_leaks_the_pool_rather_than_free_it() {
 #[test]
 #[should_panic(expected = "outside a region")]
 fn bytes_past_a_region_panic() {
-    let mut p = Pool::with_capacity(PAGE).unwrap();
+    let mut p = Pool::with_capacity(PAGE, false).unwrap();
     let r = p.alloc(1).unwrap();
     let _ = p.bytes(&r, 0..PAGE + 1);
 }
 
 #[test]
 fn churn_keeps_accounting() {
-    let mut p = Pool::with_capacity(8 * PAGE).unwrap();
+    let mut p = Pool::with_capacity(8 * PAGE, false).unwrap();
     let mut held = VecDeque::new();
     for i in 0..1000usize {
         let len = 1 + (i * 7919) % (3 * PAGE);

@@ -121,7 +121,7 @@ fn the_real_ring_never_exposes_a_byte_no_read_wrote() {
                 evict(&File::open(p).unwrap(), p);
             }
         }
-        let pool = Pool::with_capacity(64 << 10).unwrap();
+        let pool = Pool::with_capacity(64 << 10, false).unwrap();
         let config = RingConfig {
             depth: 8,
             register: direct,
@@ -195,7 +195,7 @@ fn a_read_copied_at_once_comes_back_only_from_the_page_cache() {
     let data: Vec<u8> = (0..16 * BLOCK).map(|i| (i % 241) as u8).collect();
     std::fs::write(&path, &data).unwrap();
     let file = Arc::new(File::open(&path).unwrap());
-    let mut pool = Pool::with_capacity(16 * BLOCK).unwrap();
+    let mut pool = Pool::with_capacity(16 * BLOCK, false).unwrap();
     let mut ring = small_ring(&pool, false);
     // Just written, so cached: taken, and its completion comes with the next reap, whole.
     let req = read_block(&mut pool, 1, &file, 3);

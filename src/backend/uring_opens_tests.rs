@@ -49,7 +49,7 @@ fn cold_inodes_of_a_local_directory_open_through_the_ring() {
     }
     let link = dir.path().join("link");
     std::os::unix::fs::symlink(path(1), &link).unwrap();
-    let pool = Pool::with_capacity(4096).unwrap();
+    let pool = Pool::with_capacity(4096, false).unwrap();
     let mut ring = small_ring(&pool, false);
     // The first file, on a helper thread, finds the directory local.
     assert!(ring.start_open(0, &path(0), false));

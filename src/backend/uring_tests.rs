@@ -120,7 +120,7 @@ fn more_reads_than_the_completion_queue_holds_all_complete_once() {
     for register in [false, true] {
         let (file, data) = (file.clone(), data.clone());
         within(20, "reading", move || {
-            let mut pool = Pool::with_capacity(READS * BLOCK).unwrap();
+            let mut pool = Pool::with_capacity(READS * BLOCK, false).unwrap();
             let mut ring = small_ring(&pool, register);
             // Blocks in a scattered order, none reaped until all are handed over.
             let order: Vec<usize> = (0..READS).map(|i| i * 73 % READS).collect();
@@ -170,7 +170,7 @@ fn a_cancelled_read_comes_back_cancelled() {
     }
     within(10, "cancelling", || {
         let (pipe, _writer) = idle_pipe();
-        let mut pool = Pool::with_capacity(BLOCK).unwrap();
+        let mut pool = Pool::with_capacity(BLOCK, false).unwrap();
         let mut ring = small_ring(&pool, false);
         ring.read(read_pipe(&mut pool, 7, &pipe));
         ring.submit().unwrap();
@@ -197,7 +197,7 @@ fn shut_down_with_reads(reads: usize, pipe_every: usize) {
     let (file, data) = blocks_file(reads);
     within(20, "shutting down", move || {
         let (pipe, _writer) = idle_pipe();
-        let mut pool = Pool::with_capacity(reads * BLOCK).unwrap();
+        let mut pool = Pool::with_capacity(reads * BLOCK, false).unwrap();
         let mut ring = small_ring(&pool, false);
         for id in 0..reads {
             let req = match block_of(id) {
@@ -271,7 +271,7 @@ fn a_read_id_in_flight_or_among_the_tags_panics_before_it_is_queued() {
     let (file, data) = blocks_file(4);
     within(10, "checking read ids", move || {
         // One region for each read, taken in order: the refused ones follow the first.
-        let mut pool = Pool::with_capacity(4 * BLOCK).unwrap();
+        let mut pool = Pool::with_capacity(4 * BLOCK, false).unwrap();
         let (base, _) = pool.as_raw_parts();
         let mut ring = small_ring(&pool, false);
         ring.read(read_block(&mut pool, 7, &file, 0));

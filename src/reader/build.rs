@@ -29,7 +29,11 @@ impl ReaderBuilder {
     pub fn build<'a>(self) -> Result<SequentialFileReader<'a>, Error> {
         let config = self.validate()?;
         let bytes = config.buffer_size;
-        let pool = Pool::with_capacity(bytes).ok_or(Error::OutOfMemory { bytes })?;
+        // Only `O_DIRECT` reads (and uncached ones, which go `O_DIRECT` where nothing is
+        // cached) fill the pool. Buffered reads hold a window of a few MiB, where huge pages
+        // spare little and the first touch of each costs 2 MiB zeroed (BENCHMARKS.md).
+        let huge = config.direct_io || config.uncached;
+        let pool = Pool::with_capacity(bytes, huge).ok_or(Error::OutOfMemory { bytes })?;
         let io = pick_backend(&config, &pool)?;
         let limits = limits(&config, io.backend());
         Ok(SequentialFileReader {

@@ -505,9 +505,9 @@ pub(crate) struct Mapping {
 unsafe impl Send for Mapping {}
 
 impl Mapping {
-    /// A fresh mapping of `len` bytes (a multiple of the page size); `None` if the kernel
-    /// refuses it.
-    pub(crate) fn new(len: usize) -> Option<Mapping> {
+    /// A fresh mapping of `len` bytes (a multiple of the page size), asking for transparent
+    /// huge pages where `huge`; `None` if the kernel refuses it.
+    pub(crate) fn new(len: usize, huge: bool) -> Option<Mapping> {
         // SAFETY: a fresh anonymous mapping aliases nothing of ours; the result is checked.
         let ptr = unsafe {
             libc::mmap(
@@ -522,16 +522,18 @@ impl Mapping {
         if ptr == libc::MAP_FAILED {
             return None;
         }
-        // Transparent huge pages where the system gives them on request: the pool is walked
-        // over and over, and 2 MiB pages spare the TLB and the page faults of 4 KiB ones
-        // (BENCHMARKS.md). Where the kernel does not place the mapping on a 2 MiB boundary,
-        // the pages at its ends stay small. A hint: refused, it changes nothing.
+        // Transparent huge pages where the system gives them on request: a pool that reads
+        // fill whole is walked over and over, and 2 MiB pages spare the TLB and the page
+        // faults of 4 KiB ones. Where the kernel does not place the mapping on a 2 MiB
+        // boundary, the pages at its ends stay small. A hint: refused, it changes nothing.
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        let _ = huge; // The advice is Linux's.
         #[cfg(any(target_os = "linux", target_os = "android"))]
-        // SAFETY: advice on the mapping just made, of its own length; it changes neither the
-        // mapping's addresses nor its contents.
-        unsafe {
-            libc::madvise(ptr, len, libc::MADV_HUGEPAGE)
-        };
+        if huge {
+            // SAFETY: advice on the mapping just made, of its own length; it changes neither
+            // the mapping's addresses nor its contents.
+            unsafe { libc::madvise(ptr, len, libc::MADV_HUGEPAGE) };
+        }
         let ptr = NonNull::new(ptr.cast::<u8>())?;
         Some(Mapping { ptr, len })
     }

@@ -152,7 +152,8 @@ impl std::fmt::Debug for Mapping {
 
 impl Mapping {
     /// `len` bytes (a multiple of the page size); `None` if the allocator refuses them.
-    pub(crate) fn new(len: usize) -> Option<Mapping> {
+    /// `huge` is Linux's advice, not asked here.
+    pub(crate) fn new(len: usize, _huge: bool) -> Option<Mapping> {
         let count = len / PAGE;
         let mut pages = Vec::new();
         pages.try_reserve_exact(count).ok()?;

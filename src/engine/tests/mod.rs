@@ -551,7 +551,11 @@ fn engine_windowed<'a>(
 /// An engine with `limits` and a pool of `pool` bytes; every read's bytes are filled with
 /// [`POISON`] before it is read into (by `Scripted::read`).
 fn poisoned(io: Scripted<'_>, pool: usize, limits: Limits) -> Engine<'_> {
-    Engine::new(Box::new(io), Pool::with_capacity(pool).unwrap(), limits)
+    Engine::new(
+        Box::new(io),
+        Pool::with_capacity(pool, false).unwrap(),
+        limits,
+    )
 }
 
 fn queue_paths(e: &mut Engine<'_>, f: &Files) {
