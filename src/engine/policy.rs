@@ -132,6 +132,24 @@ impl Policy {
         }
     }
 
+    /// The window the `next` read is placed in (`Pool::alloc_below`): the one it would have
+    /// had unstretched (see `stretch`). A read stretched past its window still wraps to the
+    /// pool's start where it fits below the window's end; placed past it, each stretched
+    /// read would start where the last one ended, and a consumer that keeps straddling reads
+    /// not yet issued would march through the whole pool, first touching memory its window
+    /// never needs. Wrapped, the bytes that straddle are copied (one record) rather than
+    /// lying in place.
+    pub(super) fn placement(&self, limits: &Limits, next: Next, consumed: u64) -> Window {
+        self.window(
+            limits,
+            Next {
+                current: false,
+                ..next
+            },
+            consumed,
+        )
+    }
+
     /// How the `next` read goes, once it has room; `None`: it waits, as kernel workers
     /// already copy as many reads as they may (but where the consumer is `helping`).
     pub(super) fn how(&mut self, limits: &Limits, next: Next, helping: bool) -> Option<How> {

@@ -201,7 +201,10 @@ impl Scheduler {
         let Some(how) = self.policy.how(&self.limits, read.next, self.helping) else {
             return Step::Blocked;
         };
-        let Some(region) = core.pool_mut().alloc_below(read.read_len, limit) else {
+        let consumed = core.stats.bytes_consumed;
+        let place = (self.policy.placement(&self.limits, read.next, consumed))
+            .bytes(&self.limits, core.pool().capacity());
+        let Some(region) = core.pool_mut().alloc_below(read.read_len, place) else {
             return Step::Blocked;
         };
         read.send(core, idx, region, how, &mut self.policy);

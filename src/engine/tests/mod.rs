@@ -56,6 +56,8 @@ struct Call {
     direct: bool,
     /// Whether the descriptor it names is `O_NONBLOCK` (the ring may answer `EAGAIN`).
     nonblocking: bool,
+    /// The address of the pool's bytes it was handed to write.
+    at: usize,
 }
 
 type Script = Box<dyn FnMut(&Call) -> Act + Send>;
@@ -192,6 +194,7 @@ impl<'a> Scripted<'a> {
         }
         let attempt = self.attempts.entry(req.id()).or_default();
         let call = Call {
+            at: req.buf_mut().as_ptr() as usize,
             offset: req.offset(),
             len: req.len(),
             attempt: *attempt,
@@ -284,7 +287,9 @@ impl<'a> Io<'a> for Scripted<'a> {
     /// byte exposed that no read wrote shows.
     fn read(&mut self, mut req: ReadReq<'a>) {
         req.buf_mut().fill(POISON);
+        let at = req.buf_mut().as_ptr() as usize;
         let call = Call {
+            at,
             offset: req.offset(),
             len: req.len(),
             attempt: self.attempts.get(&req.id()).copied().unwrap_or(0),

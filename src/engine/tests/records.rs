@@ -41,6 +41,42 @@ fn runs_across_the_pool_end_are_spilled_exactly() {
     }
 }
 
+/// Records read with a window of one read in a pool of sixteen: each record that straddles
+/// into the next read waits for a read not yet issued, stretched past the window. Those
+/// reads are placed within the window still, so the records touch one read's bytes of the
+/// pool, not all of it (copied where they straddle), and come back exact.
+#[test]
+fn records_straddling_reads_not_yet_issued_stay_within_the_window() {
+    let read_size = 64 << 10;
+    let f = files(&[16 * read_size + 1000]);
+    for order in ORDERS {
+        let mut io = Scripted::new(|_| Act::Full).ordered(order);
+        io.cached = Some(true);
+        let log = io.log.clone();
+        let mut e = poisoned(io, 16 * read_size, cache::limits(read_size, read_size));
+        queue_paths(&mut e, &f);
+        let mut got = Vec::new();
+        loop {
+            let record = e.fill_buf_at_least(1000).unwrap();
+            let take = record.len().min(1000);
+            if take == 0 {
+                break;
+            }
+            got.extend_from_slice(&record[..take]);
+            e.consume(take);
+        }
+        assert!(got == f.data[0], "{order:?}: {} bytes", got.len());
+        let reads = mem::take(&mut log.lock().unwrap().reads);
+        let low = reads.iter().map(|c| c.at).min().unwrap();
+        let high = reads.iter().map(|c| c.at + c.len).max().unwrap();
+        assert!(
+            high - low <= read_size,
+            "{order:?}: {} bytes touched",
+            high - low
+        );
+    }
+}
+
 #[test]
 fn a_run_larger_than_the_pool_is_refused_and_the_engine_goes_on() {
     let f = files(&[50_000]);
