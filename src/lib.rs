@@ -41,7 +41,7 @@
 //! All read-ahead lives in one page-aligned allocation, handed out as regions in FIFO order,
 //! each no longer than what its file has left, so a 4 KiB file ties up 4 KiB, and at most
 //! `read_size` (512 KiB by default), but for a read copied at once from the page cache, which
-//! takes up to 4 MiB (or `read_size`, if larger):
+//! takes up to 1 MiB (or `read_size`, if larger):
 //!
 //! ```text
 //!   free_end (next region taken here)          oldest region (freed first)

@@ -201,7 +201,7 @@ fn gather(stream: &mut Stream<'_>, n: usize) -> io::Result<Gather> {
             Some(c) if c.file() == id && c.in_flight() => stream.ahead.wait()?,
             Some(c) if c.file() == id => return Ok(Gather::Spill),
             _ => {
-                if !issue_for_run(&mut stream.ahead, id, chunks)? {
+                if !issue_for_run(&mut stream.ahead, (id, n), chunks)? {
                     return Ok(Gather::Spill);
                 }
             }
@@ -209,12 +209,16 @@ fn gather(stream: &mut Stream<'_>, n: usize) -> io::Result<Gather> {
     }
 }
 
-/// Issues the current file's next reads, past the window of cached reads if need be;
-/// whether one now follows the `chunks` chunks of the run.
-fn issue_for_run(ahead: &mut ReadAhead<'_>, id: u64, chunks: usize) -> io::Result<bool> {
-    ahead.sched.policy_mut().set_stretch(true);
+/// Issues the next reads of the current file `id`, past the window of cached reads if need
+/// be for a run of `n` bytes; whether one now follows the `chunks` chunks of the run.
+fn issue_for_run(
+    ahead: &mut ReadAhead<'_>,
+    (id, n): (u64, usize),
+    chunks: usize,
+) -> io::Result<bool> {
+    ahead.sched.policy_mut().set_stretch(Some(n));
     let scheduled = ahead.schedule();
-    ahead.sched.policy_mut().set_stretch(false);
+    ahead.sched.policy_mut().set_stretch(None);
     scheduled?;
     Ok(ahead
         .core

@@ -21,9 +21,11 @@ use crate::consts::{OFFLOAD_MIN, SMALL_READS_PER_HINT};
 pub(super) struct Policy {
     /// Offloaded reads in flight.
     offloaded: usize,
-    /// Whether the consumer needs more of the current file at once than the window of
-    /// cached reads holds (`fill_buf_at_least`): its reads may then use the whole pool.
-    stretch: bool,
+    /// The run of bytes the consumer needs of the current file at once, where the reads
+    /// issued so far do not hold it (`fill_buf_at_least`): its reads may then be held up to
+    /// the whole pool, and placed past the window where the run is longer than the window
+    /// (see `placement`).
+    stretch: Option<usize>,
     /// Whether the consumer reads records (`fill_buf_at_least`): then the reads it copies
     /// itself keep the warm window, not one read, so that most records lie in adjacent
     /// regions and come out in place rather than copied across a wrap.
@@ -91,9 +93,10 @@ impl Policy {
         self.records = true;
     }
 
-    /// Whether the current file's reads may use the whole pool (see `stretch`).
-    pub(super) fn set_stretch(&mut self, stretch: bool) {
-        self.stretch = stretch;
+    /// The run the consumer needs at once, if any: the current file's reads may then use
+    /// the whole pool (see `stretch`).
+    pub(super) fn set_stretch(&mut self, run: Option<usize>) {
+        self.stretch = run;
     }
 
     /// Whether so much is read ahead of the consumer (`ready` bytes, in `held` reads issued
@@ -117,7 +120,7 @@ impl Policy {
     /// The window of the pool the read-ahead may hold with the `next` read, `consumed`
     /// bytes into the reader's life.
     pub(super) fn window(&self, limits: &Limits, next: Next, consumed: u64) -> Window {
-        let stretch = next.current && self.stretch;
+        let stretch = next.current && self.stretch.is_some();
         let one_read = !self.records && consumed >= self.cold_until;
         match (next.cached && !stretch, next.small, next.offload(limits)) {
             (true, true, _) => Window::Small,
@@ -132,22 +135,30 @@ impl Policy {
         }
     }
 
-    /// The window the `next` read is placed in (`Pool::alloc_below`): the one it would have
-    /// had unstretched (see `stretch`). A read stretched past its window still wraps to the
-    /// pool's start where it fits below the window's end; placed past it, each stretched
-    /// read would start where the last one ended, and a consumer that keeps straddling reads
-    /// not yet issued would march through the whole pool, first touching memory its window
-    /// never needs. Wrapped, the bytes that straddle are copied (one record) rather than
-    /// lying in place.
+    /// The window the `next` read is placed in (`Pool::alloc_below`). A read stretched past
+    /// its window (see `stretch`) for a run no longer than that window keeps the window's
+    /// placement: the window is full (which is why the read was stretched), so the read is
+    /// refused for now and the run's straddling bytes are copied (at most the run) as the
+    /// consumer moves on. Placed past the window, each such read would start where the last
+    /// one ended, and a consumer that keeps straddling reads not yet issued would march
+    /// through the whole pool, first touching memory its window never needs. A run longer
+    /// than the window can lie in place only past it: its reads go there.
     pub(super) fn placement(&self, limits: &Limits, next: Next, consumed: u64) -> Window {
-        self.window(
+        let stretched = self.window(limits, next, consumed);
+        let unstretched = self.window(
             limits,
             Next {
                 current: false,
                 ..next
             },
             consumed,
-        )
+        );
+        match self.stretch {
+            Some(run) if next.current && run <= unstretched.bytes(limits, usize::MAX) => {
+                unstretched
+            }
+            _ => stretched,
+        }
     }
 
     /// How the `next` read goes, once it has room; `None`: it waits, as kernel workers
@@ -251,7 +262,8 @@ pub(super) enum Window {
     Warm,
     /// Buffered reads from the device: `cold_window`.
     Cold,
-    /// `O_DIRECT` reads, or a record longer than any window: the whole pool.
+    /// `O_DIRECT` reads, or a record's reads past the window: the whole pool (but see
+    /// `Policy::placement`).
     Pool,
 }
 

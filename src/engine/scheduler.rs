@@ -202,8 +202,8 @@ impl Scheduler {
             return Step::Blocked;
         };
         let consumed = core.stats.bytes_consumed;
-        let place = (self.policy.placement(&self.limits, read.next, consumed))
-            .bytes(&self.limits, core.pool().capacity());
+        let placement = self.policy.placement(&self.limits, read.next, consumed);
+        let place = placement.bytes(&self.limits, core.pool().capacity());
         let Some(region) = core.pool_mut().alloc_below(read.read_len, place) else {
             return Step::Blocked;
         };

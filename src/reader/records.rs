@@ -18,7 +18,8 @@ impl SequentialFileReader<'_> {
     /// For parsers of records: ask for a header, read the record's length from it, then ask
     /// for the whole record and [`consume`](std::io::BufRead::consume) it. The bytes are returned in
     /// place, without copying, when they lie in adjacent regions of the pool (consecutive
-    /// reads of one file do, but at the pool's end); otherwise they are copied once into a
+    /// reads of one file do, but where the read-ahead's window wraps, and a record longer than
+    /// the window stretches it); otherwise they are copied once into a
     /// buffer the reader keeps (counted in [`Stats::bytes_spilled`](crate::Stats::bytes_spilled)). It waits only for the
     /// reads it needs, and never crosses into the next file. `consume` accepts up to the
     /// length returned.

@@ -42,9 +42,10 @@ fn runs_across_the_pool_end_are_spilled_exactly() {
 }
 
 /// Records read with a window of one read in a pool of sixteen: each record that straddles
-/// into the next read waits for a read not yet issued, stretched past the window. Those
-/// reads are placed within the window still, so the records touch one read's bytes of the
-/// pool, not all of it (copied where they straddle), and come back exact.
+/// into the next read needs a read not yet issued, which would be stretched past the window.
+/// No read goes past the window for them: the records touch one read's bytes of the pool,
+/// not all of it (copied where they straddle), and come back exact. A record longer than
+/// the window still lies in place: its reads go on past the window.
 #[test]
 fn records_straddling_reads_not_yet_issued_stay_within_the_window() {
     let read_size = 64 << 10;
@@ -74,6 +75,17 @@ fn records_straddling_reads_not_yet_issued_stay_within_the_window() {
             "{order:?}: {} bytes touched",
             high - low
         );
+
+        let mut io = Scripted::new(|_| Act::Full).ordered(order);
+        io.cached = Some(true);
+        let mut e = poisoned(io, 16 * read_size, cache::limits(read_size, read_size));
+        queue_paths(&mut e, &f);
+        let n = 4 * read_size + 1000;
+        assert!(
+            e.fill_buf_at_least(n).unwrap()[..n] == f.data[0][..n],
+            "{order:?}"
+        );
+        assert_eq!(e.stats().bytes_spilled, 0, "{order:?}");
     }
 }
 
