@@ -2,7 +2,9 @@
 //! cancelling does not end it, so the reader waits for it up to its drain timeout, then gives
 //! up, leaking its pool and ring (the kernel may still write into them) and counting that for
 //! the whole process. The drop returns instead of hanging for good, and `close` says what
-//! happened.
+//! happened. (A read still queued for a kernel worker is ended by the cancel: the test
+//! waits for the read until the wait gives up first, so that a worker is all but surely
+//! stuck in it, and asks the give-up of the drop or the close.)
 //!
 //! The hung read comes from the FUSE test filesystem (`common::fusefs`), which holds its
 //! answer until the test releases it, served through the page cache: io_uring then waits for
@@ -79,10 +81,10 @@ fn reader_with_a_hung_read(
         let mut got = vec![0; head.len()];
         r.read_exact(&mut got).unwrap();
         assert_bytes_eq(&got, &head, "the bytes before the hang");
-        // Reading on until the wait gives up makes sure a kernel worker is stuck in the
-        // reader's read of the held page: the filesystem may be asked for the page by the
-        // kernel's readahead while that read still waits for a worker, and a cancel ends a
-        // read that waits (a flaky drop, clean and uncounted, under load).
+        // Reading on until the wait gives up leaves a kernel worker stuck in the reader's
+        // read of the held page, all but surely: the filesystem may be asked for the page
+        // by the kernel's readahead while that read still waits for a worker, and a cancel
+        // (the wait's, or the drop's) ends a read that waits, cleanly.
         let e = r.read_to_end(&mut got).expect_err("the hung read");
         assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
         tx.send(r).unwrap();
@@ -103,6 +105,7 @@ fn reader_with_a_hung_read(
 
 /// Drops a reader with a hung read in flight, then closes another: each returns, the drop
 /// quietly, the close with a `TimedOut` error saying what it gave up on, and each counts.
+/// (The count is the process's: the other test's reader may add to it meanwhile.)
 #[test]
 fn a_read_a_hung_mount_never_completes_bounds_drop_and_close() {
     let Some(m) = hung_mount() else {
@@ -113,10 +116,15 @@ fn a_read_a_hung_mount_never_completes_bounds_drop_and_close() {
     let before = drains_abandoned();
     within(TIMEOUT + HANG, "dropping", move || drop(r));
     let after_drop = drains_abandoned();
-    assert!(after_drop > before, "the drop gave up uncounted");
+    if after_drop == before {
+        eprintln!(
+            "the drop found no read left in flight: it was cancelled before a worker took it"
+        );
+    }
 
     let (r, second) = reader_with_a_hung_read(&m, 1, 2);
     let closed = within(TIMEOUT + HANG, "closing", move || r.close());
+    let close_gave_up = closed.is_err();
     match closed {
         Err(e) => {
             assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
@@ -127,14 +135,14 @@ fn a_read_a_hung_mount_never_completes_bounds_drop_and_close() {
                 "the close gave up uncounted"
             );
         }
-        // Where the kernel's worker waits for the held page interruptibly, the cancel ends
-        // the read: nothing is left in flight, and the close is clean (seen once in a loaded
-        // run). The drop above took the timeout's path.
-        Ok(()) => {
-            assert_eq!(drains_abandoned(), after_drop, "clean, yet counted");
-            eprintln!("the hung read was cancelled: the close did not need to give up");
-        }
+        // Where the read still waited for a worker, the cancel ended it: nothing is left in
+        // flight, and the close is clean (seen once in a loaded run).
+        Ok(()) => eprintln!("the hung read was cancelled: the close did not need to give up"),
     }
+    assert!(
+        after_drop > before || close_gave_up,
+        "neither the drop nor the close was left a hung read to give up on"
+    );
 
     // The leaked rings keep their files open: the mount cannot be unmounted, only aborted
     // and detached. Answered now, the reads complete into the leaked pools.
