@@ -22,9 +22,8 @@ pub(super) struct Policy {
     /// Offloaded reads in flight.
     offloaded: usize,
     /// The run of bytes the consumer needs of the current file at once, where the reads
-    /// issued so far do not hold it (`fill_buf_at_least`): its reads may then be held up to
-    /// the whole pool, and placed past the window where the run is longer than the window
-    /// (see `placement`).
+    /// issued so far do not hold it (`fill_buf_at_least`): its reads may then use the whole
+    /// pool, where the run is longer than their window (see `window`).
     stretch: Option<usize>,
     /// Whether the consumer reads records (`fill_buf_at_least`): then the reads it copies
     /// itself keep the warm window, not one read, so that most records lie in adjacent
@@ -94,7 +93,7 @@ impl Policy {
     }
 
     /// The run the consumer needs at once, if any: the current file's reads may then use
-    /// the whole pool (see `stretch`).
+    /// the whole pool (see `stretch`, `window`).
     pub(super) fn set_stretch(&mut self, run: Option<usize>) {
         self.stretch = run;
     }
@@ -118,46 +117,34 @@ impl Policy {
     }
 
     /// The window of the pool the read-ahead may hold with the `next` read, `consumed`
-    /// bytes into the reader's life.
+    /// bytes into the reader's life: the whole pool for the current file's reads while the
+    /// consumer needs a run longer than the window (see `stretch`). A run the window could
+    /// hold gets no read past it: the window is full (which is why the run is not all
+    /// issued), and its straddling bytes are copied as the consumer moves on. Past the
+    /// window, each such read would start where the last one ended, and a consumer that keeps
+    /// straddling reads not yet issued would march through the whole pool, first touching
+    /// memory its window never needs.
     pub(super) fn window(&self, limits: &Limits, next: Next, consumed: u64) -> Window {
-        let stretch = next.current && self.stretch.is_some();
+        let window = self.window_unstretched(limits, next, consumed);
+        match self.stretch {
+            Some(run) if next.current && run > window.bytes(limits, usize::MAX) => Window::Pool,
+            _ => window,
+        }
+    }
+
+    /// [`window`](Self::window), whatever run the consumer needs.
+    fn window_unstretched(&self, limits: &Limits, next: Next, consumed: u64) -> Window {
         let one_read = !self.records && consumed >= self.cold_until;
-        match (next.cached && !stretch, next.small, next.offload(limits)) {
+        match (next.cached, next.small, next.offload(limits)) {
             (true, true, _) => Window::Small,
             (true, false, true) => Window::Warm,
             // Copied on this thread into the region just consumed, still in its cache.
             (true, false, false) if one_read => Window::OneRead,
             (true, false, false) => Window::Warm,
-            (false, _, _) if next.direct || next.no_kernel_readahead || stretch => Window::Pool,
+            (false, _, _) if next.direct || next.no_kernel_readahead => Window::Pool,
             // Buffered reads from the device are copied by the CPU too, as the device
             // delivers them: too far ahead of the consumer, they leave its cache unread.
             (false, _, _) => Window::Cold,
-        }
-    }
-
-    /// The window the `next` read is placed in (`Pool::alloc_below`). A read stretched past
-    /// its window (see `stretch`) for a run no longer than that window keeps the window's
-    /// placement: the window is full (which is why the read was stretched), so the read is
-    /// refused for now and the run's straddling bytes are copied (at most the run) as the
-    /// consumer moves on. Placed past the window, each such read would start where the last
-    /// one ended, and a consumer that keeps straddling reads not yet issued would march
-    /// through the whole pool, first touching memory its window never needs. A run longer
-    /// than the window can lie in place only past it: its reads go there.
-    pub(super) fn placement(&self, limits: &Limits, next: Next, consumed: u64) -> Window {
-        let stretched = self.window(limits, next, consumed);
-        let unstretched = self.window(
-            limits,
-            Next {
-                current: false,
-                ..next
-            },
-            consumed,
-        );
-        match self.stretch {
-            Some(run) if next.current && run <= unstretched.bytes(limits, usize::MAX) => {
-                unstretched
-            }
-            _ => stretched,
         }
     }
 
@@ -262,8 +249,7 @@ pub(super) enum Window {
     Warm,
     /// Buffered reads from the device: `cold_window`.
     Cold,
-    /// `O_DIRECT` reads, or a record's reads past the window: the whole pool (but see
-    /// `Policy::placement`).
+    /// `O_DIRECT` reads, or the reads of a record longer than their window: the whole pool.
     Pool,
 }
 

@@ -201,10 +201,7 @@ impl Scheduler {
         let Some(how) = self.policy.how(&self.limits, read.next, self.helping) else {
             return Step::Blocked;
         };
-        let consumed = core.stats.bytes_consumed;
-        let placement = self.policy.placement(&self.limits, read.next, consumed);
-        let place = placement.bytes(&self.limits, core.pool().capacity());
-        let Some(region) = core.pool_mut().alloc_below(read.read_len, place) else {
+        let Some(region) = core.pool_mut().alloc_below(read.read_len, limit) else {
             return Step::Blocked;
         };
         read.send(core, idx, region, how, &mut self.policy);
