@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::consts::PAGE;
-use crate::source::Source;
+use crate::source::{Descriptor, Source};
 
 /// One file to read: a path, a file the caller keeps open (borrowed for `'a`), or a file
 /// the reader takes over, whole or a byte range of it.
@@ -80,7 +80,7 @@ impl<'a> Entry<'a> {
     ///
     /// See [`SequentialFileReader::push`](crate::SequentialFileReader::push).
     pub fn owned_file(file: File) -> Self {
-        Self::whole(Source::Owned(Arc::new(file)))
+        Self::whole(Source::Owned(Arc::new(Descriptor::new(file))))
     }
 
     fn whole(source: Source<'a>) -> Self {

@@ -14,7 +14,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -84,6 +84,19 @@ pub(crate) fn spawn(job: impl FnOnce() + Send + 'static) -> io::Result<()> {
     Ok(())
 }
 
+/// Closes `file` on a helper thread, never waited for: a close that may never return (see
+/// `source::Descriptor`). Where no helper thread can be had ([`MAX_THREADS`] are stuck in
+/// calls that never returned), the descriptor is left open rather than closed here.
+pub(crate) fn close(file: std::fs::File) {
+    let slot = Arc::new(Mutex::new(Some(file)));
+    let theirs = slot.clone();
+    let job = move || drop(theirs.lock().unwrap_or_else(PoisonError::into_inner).take());
+    if spawn(job).is_err() {
+        let file = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+        std::mem::forget(file);
+    }
+}
+
 /// The next answer a helper thread sends on `rx`, waited for until `deadline` (`None`: for
 /// as long as it takes).
 pub(crate) fn recv_until<T>(
@@ -101,8 +114,19 @@ pub(crate) fn running() -> usize {
     lock().running
 }
 
+/// A helper thread's place among the [`MAX_THREADS`], given back when it is dropped.
+struct Running;
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        lock().running -= 1;
+    }
+}
+
 /// A helper thread: runs `job`, then each job queued, until none comes for [`IDLE`].
 fn serve(mut job: Job) {
+    // Gives the thread's place back however it ends, a job's panic included.
+    let _running = Running;
     loop {
         job();
         let mut threads = lock();
@@ -122,10 +146,7 @@ fn serve(mut job: Job) {
         threads.idle -= 1;
         match next {
             Some(next) => job = next,
-            None => {
-                threads.running -= 1;
-                return;
-            }
+            None => return,
         }
     }
 }

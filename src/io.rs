@@ -19,17 +19,17 @@ use crate::pool::{KernelLoan, Loan};
 use crate::source::{FdRef, Source};
 use crate::sys;
 
-mod local;
+mod dirs;
 mod thread_opens;
 mod to_open;
-#[cfg(target_os = "linux")]
-pub(crate) use local::InDir;
+#[cfg(target_os = "linux")] // the ring's
+pub(crate) use dirs::LocalDir;
 pub(crate) use thread_opens::ThreadOpens;
-#[cfg(any(target_os = "linux", test))] // the ring's, and the engine's tests'
-pub(crate) use to_open::finish_open;
+#[cfg(target_os = "linux")] // the ring's
+pub(crate) use thread_opens::RingOpen;
 #[cfg(test)]
 pub(crate) use to_open::open_source;
-pub(crate) use to_open::{finish_cached_open, Opened, ToOpen};
+pub(crate) use to_open::{finish_open, Opened, ToOpen};
 
 /// One read for a backend: `len` bytes of `fd` at `offset`, into `loan` from `buf_off`.
 #[derive(Debug)]
@@ -342,7 +342,7 @@ pub(crate) trait Io<'a>: Send {
     /// [`open`](Self::open) instead. The result comes back through
     /// [`take_opened`](Self::take_opened).
     fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> bool {
-        (self.thread_opens_mut()).is_some_and(|opens| opens.start(file, path, direct))
+        (self.thread_opens_mut()).is_some_and(|opens| opens.start(file, path, direct, None))
     }
     /// Opens started by `start_open` that completed: (file id, what came of it).
     fn take_opened(&mut self, out: &mut Vec<(u64, OpenResult<'a>)>) {
@@ -397,7 +397,12 @@ pub(crate) trait Io<'a>: Send {
     /// Drops `len` bytes of `fd` at `offset` from the page cache (`POSIX_FADV_DONTNEED`):
     /// pages a read brought in where `RWF_DONTCACHE` is refused.
     fn drop_behind(&mut self, fd: &FdRef<'a>, offset: u64, len: u64) {
-        sys::drop_from_cache(fd.file(), offset, len);
+        if !fd.may_hang() {
+            return sys::drop_from_cache(fd.file(), offset, len);
+        }
+        // `fadvise` may ask a hung mount: on a helper thread, never waited for.
+        let file = fd.shared();
+        let _ = crate::helpers::spawn(move || sys::drop_from_cache(&file, offset, len));
     }
     /// Takes `req` and copies it at once, on this thread, as far as the page cache holds it,
     /// without waiting for the device; its completion comes back with the next
@@ -410,7 +415,7 @@ pub(crate) trait Io<'a>: Send {
     /// `None` where it cannot be told.
     fn size_now(&mut self, fd: &FdRef<'a>) -> Option<u64> {
         match self.thread_opens() {
-            // `fstat` may ask a hung mount: on a helper thread, waited for with a bound.
+            // `fstat` may ask a hung mount: on a helper thread there, waited for with a bound.
             Some(opens) => opens.size(fd),
             None => sys::file_size(fd.file()).ok(),
         }

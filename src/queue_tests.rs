@@ -38,7 +38,9 @@ fn cursor_skips_finished_files() {
     }
     assert_eq!(q.next_with_work(), Some(0));
     let e = q.get_mut(0).unwrap();
-    e.fd = Some(FdRef::new(std::sync::Arc::new(f)));
+    e.fd = Some(FdRef::new(std::sync::Arc::new(
+        crate::source::Descriptor::local(f),
+    )));
     e.set_size(100, 1);
     assert_eq!(e.stop(), 10, "the limit caps the end");
     e.progress.set(10, 0);

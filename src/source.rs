@@ -1,12 +1,16 @@
-//! Where a queued file comes from, and the descriptor a read names. Depends only on
-//! `error`, for how a file is named, and `sys`, for descriptors and the paths they name.
+//! Where a queued file comes from, the descriptor a read names, and where it is closed.
+//! Depends on `error`, for how a file is named, `sys`, for descriptors and the paths they
+//! name, and `helpers`, where a close that may hang is made.
 
 use std::fs::File;
 use std::marker::PhantomData;
+use std::ops::Deref;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::error::FileName;
+use crate::helpers;
 use crate::sys;
 pub(crate) use crate::sys::{raw_fd, RawFd};
 
@@ -17,7 +21,7 @@ pub(crate) enum Source<'a> {
     /// `activate_file` finds it by the caller's descriptor.
     Borrowed(&'a File),
     /// A file the reader owns.
-    Owned(Arc<File>),
+    Owned(Arc<Descriptor>),
     /// A path, opened when the read-ahead reaches it.
     Path(Box<Path>),
 }
@@ -48,10 +52,7 @@ impl Source<'_> {
 /// gets that number next.
 #[derive(Debug, Clone)]
 pub(crate) struct FdRef<'a> {
-    file: Arc<File>,
-    /// Whether its filesystem may never answer a call (see `sys::may_hang`): its reads are
-    /// never copied on the reader's thread (`RWF_NOWAIT` is no promise there).
-    may_hang: bool,
+    file: Arc<Descriptor>,
     /// The device of its filesystem (`st_dev`), learned where it was opened: where uncached
     /// reads are remembered refused (see `sys::uncached_refused`).
     device: Option<u64>,
@@ -61,10 +62,9 @@ pub(crate) struct FdRef<'a> {
 }
 
 impl FdRef<'_> {
-    pub(crate) fn new(file: Arc<File>) -> Self {
+    pub(crate) fn new(file: Arc<Descriptor>) -> Self {
         FdRef {
             file,
-            may_hang: false,
             device: None,
             _reader: PhantomData,
         }
@@ -80,23 +80,17 @@ impl FdRef<'_> {
         self.device
     }
 
-    /// A descriptor of a file that lies where calls may never be answered, or not.
-    pub(crate) fn with_may_hang(self, may_hang: bool) -> Self {
-        FdRef { may_hang, ..self }
-    }
-
-    /// Whether its reads must never be copied on the reader's thread.
-    #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // copied at once: Linux
+    /// Whether calls on it may never be answered (see [`Descriptor::may_hang`]).
     pub(crate) fn may_hang(&self) -> bool {
-        self.may_hang
+        self.file.may_hang()
     }
 
     pub(crate) fn file(&self) -> &File {
         &self.file
     }
 
-    /// The file, to hand to a helper thread.
-    pub(crate) fn shared(&self) -> Arc<File> {
+    /// The descriptor, to hand to a helper thread.
+    pub(crate) fn shared(&self) -> Arc<Descriptor> {
         self.file.clone()
     }
 
@@ -104,7 +98,6 @@ impl FdRef<'_> {
     pub(crate) fn attach<'b>(self) -> FdRef<'b> {
         FdRef {
             file: self.file,
-            may_hang: self.may_hang,
             device: self.device,
             _reader: PhantomData,
         }
@@ -113,5 +106,65 @@ impl FdRef<'_> {
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone
     pub(crate) fn raw(&self) -> RawFd {
         raw_fd(self.file())
+    }
+}
+
+/// A descriptor the reader holds, closed where its close cannot hold the reader: where it is
+/// dropped last if its filesystem is known local, else on a helper thread, never waited for
+/// (a close on FUSE sends `FLUSH`, which a hung daemon never answers; NFS and CIFS flush on
+/// close too). Until told where it lies ([`set_local`](Self::set_local)), it may hang.
+#[derive(Debug)]
+pub(crate) struct Descriptor {
+    /// `Some` until dropped.
+    file: Option<File>,
+    may_hang: AtomicBool,
+}
+
+impl Descriptor {
+    /// A descriptor whose filesystem is not known yet: it may hang.
+    pub(crate) fn new(file: File) -> Self {
+        Descriptor {
+            file: Some(file),
+            may_hang: AtomicBool::new(true),
+        }
+    }
+
+    /// A descriptor on a filesystem known local (a file opened in a directory checked
+    /// local, without leaving its mount).
+    pub(crate) fn local(file: File) -> Self {
+        Descriptor {
+            file: Some(file),
+            may_hang: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether a call on it may never return (see `sys::may_hang`): its reads are never
+    /// copied on the reader's thread (`RWF_NOWAIT` is no promise there), and it is closed
+    /// on a helper thread.
+    pub(crate) fn may_hang(&self) -> bool {
+        self.may_hang.load(Ordering::Relaxed)
+    }
+
+    /// Its filesystem was found local (`local`), or one that may hang.
+    pub(crate) fn set_local(&self, local: bool) {
+        self.may_hang.store(!local, Ordering::Relaxed);
+    }
+}
+
+impl Deref for Descriptor {
+    type Target = File;
+
+    fn deref(&self) -> &File {
+        self.file.as_ref().expect("open until dropped")
+    }
+}
+
+impl Drop for Descriptor {
+    fn drop(&mut self) {
+        if let Some(file) = self.file.take() {
+            if *self.may_hang.get_mut() {
+                helpers::close(file);
+            }
+        }
     }
 }

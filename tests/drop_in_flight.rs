@@ -95,7 +95,7 @@ fn check_no_leak(rounds: usize, mut round: impl FnMut(&str, ReaderBuilder)) {
         for _ in 0..WARM_UP {
             round(&name, b.clone());
         }
-        let fds = open_fds();
+        let fds = open_fds_settled();
         let resident = resident_bytes();
         #[cfg(target_os = "linux")]
         let (mapped, helpers) = (mapped_bytes(), readahead::helper_threads());
@@ -103,7 +103,7 @@ fn check_no_leak(rounds: usize, mut round: impl FnMut(&str, ReaderBuilder)) {
             round(&name, b.clone());
         }
         assert_eq!(
-            open_fds(),
+            settled(fds, open_fds),
             fds,
             "{name}: descriptors before and after {rounds} drops"
         );

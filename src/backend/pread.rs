@@ -81,7 +81,9 @@ impl<'a> PreadIo<'a> {
                 self.waiting.push_front(req);
                 return;
             }
-            self.finished.push(req.done(-libc::EAGAIN));
+            // None runs to make room: the read fails for good, as `helpers::spawn` says
+            // (`EAGAIN` would be tried again at once, and fail the same).
+            self.finished.push(req.done(-libc::EMFILE));
         }
     }
 

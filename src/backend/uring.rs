@@ -20,12 +20,13 @@
 //!   or freed (the pool leaks its memory with the loans): the kernel may still write into
 //!   them. The engine leaks the whole ring in that case anyway (`Core::drain`).
 //!
-//! Files are opened on helper threads, as by the `pread` backend ([`ThreadOpens`]): an
-//! `IORING_OP_OPENAT` first tries the open on the submitting thread, which a FUSE mount's
-//! open can block for good. Only a path in a directory found on a local filesystem, which
-//! the kernel cannot open from its caches at once, is opened through the ring, on a kernel
-//! worker (`IOSQE_ASYNC`, never tried on this thread) and without following a link: a
-//! helper thread's hand-off cost more than the open itself (`in_flight/ring_opens.rs`).
+//! Where a file is opened, [`ThreadOpens`] decides, as for the `pread` backend (`io/dirs.rs`
+//! has the rule): an `IORING_OP_OPENAT` first tries the open on the submitting thread, which
+//! a FUSE mount's open can block for good. Only a path in a directory on a mount checked
+//! local, which the kernel cannot open from its caches at once, is opened through the ring,
+//! on a kernel worker (`IOSQE_ASYNC`, never tried on this thread), staying beneath the
+//! directory on its mount: a helper thread's hand-off cost more than the open itself
+//! (`in_flight/ring_opens.rs`).
 //!
 //! The ring is three types, each in its own file with the state it owns: `Ring` (here), the
 //! [`Io`] interface, which delegates to the two others (and opens files on helper threads)
@@ -44,15 +45,15 @@ mod kernel;
 
 use std::fs::File;
 use std::io;
-use std::mem::ManuallyDrop;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use io_uring::{opcode, IoUring};
 
 use crate::consts::Backend;
-use crate::io::{FromCache, Io, OpenResult, ReadDone, ReadReq, ThreadOpens};
+use crate::io::{FromCache, Io, LocalDir, OpenResult, ReadDone, ReadReq, RingOpen, ThreadOpens};
 use crate::pool::Pool;
+use crate::sys::Opener;
 
 use super::setup::check_features;
 use super::RingConfig;
@@ -61,11 +62,6 @@ use kernel::Kernel;
 
 /// The `user_data` of cancel requests; read ids never reach it.
 const CANCEL: u64 = u64::MAX;
-/// After an inode the kernel did not have cached, how many of the next paths of a local
-/// directory go to the ring without first trying an open from the caches on this thread:
-/// the files of a scan mostly went cold together, and a try that fails costs a system call
-/// (a warm one the ring opens costs a kernel worker's hand-off instead).
-const COLD_RUN: u8 = 7;
 /// Set in the `user_data` of opens (with the file's id in the low bits); read ids stay below.
 const OPEN: u64 = 1 << 62;
 
@@ -99,11 +95,8 @@ pub(crate) struct Ring<'a> {
     // anything is; else it closes the ring, which is `ManuallyDrop` to keep that explicit.
     kernel: Kernel,
     flight: InFlight<'a>,
-    /// Opens, on helper threads.
+    /// Where files are opened, and those opened on helper threads.
     opens: ThreadOpens,
-    /// Paths of a local directory still to be opened through the ring without first trying
-    /// the kernel's caches (see [`COLD_RUN`]).
-    cold_run: u8,
 }
 
 impl std::fmt::Debug for Ring<'_> {
@@ -124,18 +117,26 @@ impl<'a> Ring<'a> {
             kernel,
             flight: InFlight::new(config.depth as usize),
             opens: ThreadOpens::new(config.open_timeout),
-            cold_run: 0,
         })
     }
+}
 
-    /// Hands the open of `path` for file `file` to the ring's kernel workers, where its
-    /// directory is known local; whether it did.
-    fn open_on_ring(&mut self, file: u64, path: &Path, direct: bool) -> bool {
-        let opener = *self.opens.opener_mut();
-        let Some(in_dir) = self.opens.in_local_dir(path) else {
-            return false;
-        };
-        (self.flight).open(&mut self.kernel, ((file, path), in_dir), direct, &opener)
+/// The ring's kernel workers, as a place to open files (see [`RingOpen`]).
+struct KernelOpens<'r, 'a> {
+    kernel: &'r mut Kernel,
+    flight: &'r mut InFlight<'a>,
+}
+
+impl RingOpen for KernelOpens<'_, '_> {
+    fn open_in(
+        &mut self,
+        file: u64,
+        path: &Path,
+        dir: LocalDir<'_>,
+        opener: &Opener,
+        direct: bool,
+    ) -> bool {
+        (self.flight).open(self.kernel, ((file, path), dir), direct, opener)
     }
 }
 
@@ -167,20 +168,11 @@ impl<'a> Io<'a> for Ring<'a> {
     }
 
     fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> bool {
-        if self.cold_run > 0 {
-            self.cold_run -= 1;
-            if self.open_on_ring(file, path, direct) {
-                return true;
-            }
-        }
-        if self.opens.start_cached(file, path, direct) {
-            return true;
-        }
-        if self.open_on_ring(file, path, direct) {
-            self.cold_run = COLD_RUN;
-            return true;
-        }
-        self.opens.start_on_helper(file, path, direct).is_ok()
+        let mut ring = KernelOpens {
+            kernel: &mut self.kernel,
+            flight: &mut self.flight,
+        };
+        self.opens.start(file, path, direct, Some(&mut ring))
     }
 
     fn take_opened(&mut self, out: &mut Vec<(u64, OpenResult<'a>)>) {
@@ -227,8 +219,11 @@ impl<'a> Io<'a> for Ring<'a> {
     }
 
     fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>, timeout: Duration) -> io::Result<()> {
-        self.opens.close_all(Instant::now().checked_add(timeout));
-        self.flight.shutdown(&mut self.kernel, out, timeout)
+        // One deadline for both waits: the drain gets what the opens left of `timeout`.
+        let start = Instant::now();
+        self.opens.close_all(start.checked_add(timeout));
+        let left = timeout.saturating_sub(start.elapsed());
+        self.flight.shutdown(&mut self.kernel, out, left)
     }
 
     fn thread_opens(&self) -> Option<&ThreadOpens> {
@@ -239,19 +234,19 @@ impl<'a> Io<'a> for Ring<'a> {
         Some(&mut self.opens)
     }
 
-    fn rebind<'b>(self: Box<Self>) -> Box<dyn Io<'b> + 'b> {
+    fn rebind<'b>(mut self: Box<Self>) -> Box<dyn Io<'b> + 'b> {
         assert_eq!(self.in_flight(), 0, "rebinding a ring with reads in flight");
-        // Never dropped: its `Drop` would close the ring, which moves on below.
-        let mut old = ManuallyDrop::new(*self);
-        // SAFETY: the ring is taken out of `old` once, here, and `old` is never dropped (it is
-        // `ManuallyDrop`) nor used again, so the ring is closed only by the rebound `Ring`;
-        // nothing is in flight on it (asserted above).
-        let kernel = unsafe { old.kernel.take() };
+        // SAFETY: the ring is taken out of `self` once, here; `self` is then only dropped,
+        // and its `Drop` closes nothing of a kernel taken (see `Kernel::take`), so the ring
+        // is closed only by the rebound `Ring`; nothing is in flight on it (asserted above).
+        let kernel = unsafe { self.kernel.take() };
+        let timeout = self.opens.timeout();
         let rebound: Ring<'b> = Ring {
             kernel,
-            flight: old.flight.rebind(),
-            opens: ThreadOpens::new(old.opens.timeout()),
-            cold_run: 0,
+            flight: self.flight.rebind(),
+            // Its directories and mounts, and the opener's refusals, go on; nothing of the
+            // old reader's files is under way any more (`shutdown` came first).
+            opens: std::mem::replace(&mut self.opens, ThreadOpens::new(timeout)),
         };
         Box::new(rebound)
     }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use super::*;
 use crate::backend::setup::CQ_PER_DEPTH;
 use crate::consts::DEFAULT_DRAIN_TIMEOUT;
-use crate::source::FdRef;
+use crate::source::{Descriptor, FdRef};
 use crate::tests::io_uring_here;
 
 /// Reads of this size, each into its own region.
@@ -73,7 +73,7 @@ pub(super) fn read_block(
     block: usize,
 ) -> ReadReq<'static> {
     let region = pool.alloc(BLOCK).expect("room for every block");
-    let fd = FdRef::new(file.clone());
+    let fd = FdRef::new(Arc::new(Descriptor::local(file.try_clone().unwrap())));
     ReadReq::new(
         id,
         (fd, false),
@@ -97,7 +97,7 @@ fn idle_pipe() -> (Arc<File>, std::io::PipeWriter) {
 /// A read of `pipe` into a region of its own.
 fn read_pipe(pool: &mut Pool, id: u64, pipe: &Arc<File>) -> ReadReq<'static> {
     let region = pool.alloc(BLOCK).unwrap();
-    let fd = FdRef::new(pipe.clone());
+    let fd = FdRef::new(Arc::new(Descriptor::local(pipe.try_clone().unwrap())));
     ReadReq::new(id, (fd, false), 0, pool.lend(region), 0, BLOCK)
 }
 

@@ -265,11 +265,19 @@ fn retry(
 }
 
 /// Clears `O_NONBLOCK` on `file`'s descriptor, where it has it; whether it did. A file
-/// handed in with it (owned, or borrowed where it could not be reopened without it) may
-/// have every uncached read answered `EAGAIN` by the ring, which retrying never mends.
+/// opened from a local directory keeps it (see `io::finish_open`), and an owned file handed
+/// in may have it: every uncached read may then be answered `EAGAIN` by the ring, which
+/// retrying never mends. Never on a borrowed file, whose open file description (a
+/// duplicate shares it) is the caller's: that one is reopened without it where it can be.
 #[cfg(unix)]
 fn made_blocking(core: &mut Core<'_>, file: u64) -> bool {
-    let Some(fd) = core.queue.by_id_mut(file).and_then(|e| e.fd()) else {
+    let Some(entry) = core.queue.by_id_mut(file) else {
+        return false;
+    };
+    if matches!(entry.source, crate::source::Source::Borrowed(_)) {
+        return false;
+    }
+    let Some(fd) = entry.fd() else {
         return false;
     };
     let flags = crate::sys::status_flags(fd.file()).unwrap_or(0);

@@ -1,21 +1,14 @@
-//! Opening queued files on helper threads (see `helpers`), for both backends: an open on a
-//! hung mount then holds a helper thread, never the reader's. Each open is waited for at
+//! Where a queued file is opened and sized (`ThreadOpens`), for both backends: the one
+//! place that decides it, by the rule in `dirs.rs`. A path in a directory on a mount checked
+//! local is opened on the reader's thread where the kernel can open it from its caches; else
+//! (a cold inode) by the ring's kernel workers, where there is a ring, without leaving that
+//! mount either. Everything else is opened on a helper thread (see `helpers`), so that an
+//! open on a hung mount holds a helper thread, never the reader's: each is waited for at
 //! most the reader's `drain_timeout` from its start; past it, the file fails with
-//! `TimedOut`, naming itself, and whatever the open brings later is closed unseen. Opens
-//! started together time out together, so ten hung opens cost one timeout, not ten.
-//!
-//! A helper thread costs a wake-up or two an open, which a scan of many small cached files
-//! feels. So a path in a directory where a file was already opened, on a helper thread, and
-//! found on a local filesystem (`sys::may_hang`), or in a directory on the same mount as such
-//! a file (`sys::cached_dir`, which asks no filesystem), is opened on the reader's thread
-//! where the kernel can open it from its caches (a cold inode goes to a helper thread, so
-//! that the reader reads on while the disk answers), by its name in a handle of its
-//! directory, without following a symbolic link or crossing a mount (a link may lead
-//! anywhere, and a file bind-mounted into the directory may lie on a hung mount: those go
-//! to a helper thread too); and so is
-//! a file handed in on such a mount (`sys::mount_id`). The ring opens a cold inode of such a
-//! directory itself, on a kernel worker (`backend/uring/in_flight/opens.rs`), and hands its
-//! answer in here (`answer`), to be taken with the others.
+//! `TimedOut`, naming itself, and whatever the open brings later is closed unseen (on the
+//! helper thread). Opens started together time out together, so ten hung opens cost one
+//! timeout, not ten. A helper thread that opens a file in a directory not yet checked also
+//! checks the directory's mount, so that the next files there open without one.
 
 use std::collections::HashMap;
 use std::io;
@@ -24,11 +17,11 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::local::{split, InDir, Local};
+use super::dirs::{Check, Checked, Dirs, LocalDir};
 use super::{OpenResult, Opened, ToOpen};
 use crate::error::{Error, FileName};
 use crate::helpers;
-use crate::source::FdRef;
+use crate::source::{Descriptor, FdRef};
 use crate::sys::{self, Opener};
 
 /// Opens of a reader that may be under way past a tenth of the timeout (most likely hung)
@@ -36,10 +29,29 @@ use crate::sys::{self, Opener};
 /// the opens behind hung ones start, and hang or not, while the hung ones wait out their
 /// timeout together.
 const MAX_SLOW: usize = 16;
+/// After an inode the kernel did not have cached, how many of the next paths of a local
+/// directory go to the ring without first trying an open from the caches on this thread:
+/// the files of a scan mostly went cold together, and a try that fails costs a system call.
+const COLD_RUN: u8 = 7;
 
-/// What an open on a helper thread sends back: the file's id, what came of it, and the
-/// opener with what the kernel refused of its flags.
-type Answer = (u64, Result<Opened<'static>, Error>, Opener);
+/// What a helper thread sends back: the file's id, what came of its open, the opener with
+/// what the kernel refused of its flags, and what it found of the directory's mount.
+type HelperAnswer = (u64, Result<Opened<'static>, Error>, Opener, Option<Checked>);
+
+/// The ring's kernel workers, as a place to open a path of a local directory.
+pub(crate) trait RingOpen {
+    /// Hands the open of `path` (`dir`: its directory's handle and its name there) for file
+    /// `file` to the kernel's workers, with `opener`'s flags; whether it did. Its answer
+    /// comes back through [`ThreadOpens::answer_from_ring`].
+    fn open_in(
+        &mut self,
+        file: u64,
+        path: &Path,
+        dir: LocalDir<'_>,
+        opener: &Opener,
+        direct: bool,
+    ) -> bool;
+}
 
 /// Opens under way on helper threads, and those answered and not yet taken.
 #[derive(Debug)]
@@ -48,14 +60,16 @@ pub(crate) struct ThreadOpens {
     timeout: Duration,
     /// The flags paths are opened with, and what the kernel refused of them so far.
     opener: Opener,
-    tx: Sender<Answer>,
-    rx: Receiver<Answer>,
+    tx: Sender<HelperAnswer>,
+    rx: Receiver<HelperAnswer>,
     /// Opens under way: when each started, and its path (to name it if it times out).
     started: HashMap<u64, (Instant, Box<Path>)>,
     /// Opens answered (or timed out) and not yet taken.
     answered: Vec<(u64, Result<Opened<'static>, Error>)>,
-    /// Directories and devices files were found on, on a local filesystem.
-    local: Local,
+    /// Directories, and the mounts checked local.
+    dirs: Dirs,
+    /// Paths of a local directory still to go to the ring first (see [`COLD_RUN`]).
+    cold_run: u8,
 }
 
 impl ThreadOpens {
@@ -69,56 +83,173 @@ impl ThreadOpens {
             rx,
             started: HashMap::new(),
             answered: Vec::new(),
-            local: Local::default(),
+            dirs: Dirs::default(),
+            cold_run: 0,
         }
     }
 
-    /// Opens `path` on this thread where its directory is known to be local (see the module
-    /// docs) and the kernel can open it from what it has cached, without following a
-    /// symbolic link; `None` where not (a cold inode, a link, a missing file: any failure):
-    /// open it on a helper thread, which waits for the disk while this one reads on.
-    fn open_here(&mut self, path: &Path, direct: bool) -> Option<Result<Opened<'static>, Error>> {
-        let (Some(dir), name) = self.in_local_dir(path)? else {
-            return None;
+    /// Starts opening `path` for file `file`: where, is decided here (see the module docs);
+    /// `false` where no helper thread can be had (the open is then made with
+    /// [`open`](Self::open), which says why).
+    pub(crate) fn start(
+        &mut self,
+        file: u64,
+        path: &Path,
+        direct: bool,
+        ring: Option<&mut dyn RingOpen>,
+    ) -> bool {
+        self.collect();
+        let check = match self.dirs.place(path) {
+            Ok(dir) => match self.start_local(file, path, dir, direct, ring) {
+                true => return true,
+                false => None,
+            },
+            Err(check) => check,
         };
-        let (file, flags) = self.opener.open_cached(&dir, name, direct).ok()?;
-        let opened = super::finish_cached_open(file, flags, direct, path);
-        Some(opened.map(|opened| self.local.locate(opened)))
+        self.start_on_helper(file, path, direct, check).is_ok()
     }
 
-    /// Starts opening `path` for file `file` on a helper thread; `false` where no helper
-    /// thread can be had (the open is then made with [`open`](Self::open), which says why).
-    pub(crate) fn start(&mut self, file: u64, path: &Path, direct: bool) -> bool {
-        self.start_cached(file, path, direct) || self.start_on_helper(file, path, direct).is_ok()
-    }
-
-    /// Opens `path` for file `file` on this thread where [`open_here`](Self::open_here) can,
-    /// its answer taken with the others; whether it did.
-    pub(crate) fn start_cached(&mut self, file: u64, path: &Path, direct: bool) -> bool {
-        let Some(opened) = self.open_here(path, direct) else {
-            return false;
+    /// Opens `path` of a local directory here, from the kernel's caches, or else hands it to
+    /// the ring (first, for a few paths after a cold one); whether either took it.
+    fn start_local(
+        &mut self,
+        file: u64,
+        path: &Path,
+        dir: LocalDir<'_>,
+        direct: bool,
+        mut ring: Option<&mut dyn RingOpen>,
+    ) -> bool {
+        let opener = self.opener;
+        let mut to_ring = |dir: LocalDir<'_>| {
+            let ring = ring.as_deref_mut();
+            ring.is_some_and(|r| r.open_in(file, path, dir, &opener, direct))
         };
-        self.answer(file, opened);
-        true
+        if self.cold_run > 0 {
+            self.cold_run -= 1;
+            if to_ring((dir.0.clone(), dir.1)) {
+                return true;
+            }
+        }
+        if let Some(opened) = self.open_here(path, &dir, direct) {
+            self.answered.push((file, opened));
+            return true;
+        }
+        let taken = to_ring(dir);
+        if taken {
+            self.cold_run = COLD_RUN;
+        }
+        taken
     }
 
-    /// Where `path`'s directory is known to lie on a local filesystem (see the module docs),
-    /// a handle of it and `path`'s name in it, or where the kernel does not have the
-    /// directory cached (`EAGAIN`), no handle and `path` whole (a mount in the directory would
-    /// hold it cached, so `path` crosses none there): a file there that the kernel does not
-    /// have cached may be opened by the ring, so. Where the handle cannot be had otherwise
-    /// (a kernel without `RESOLVE_CACHED`), `None`: a helper thread opens it. The reader's
-    /// thread opens a path only in a handle (`open_here`).
-    pub(crate) fn in_local_dir<'p>(&mut self, path: &'p Path) -> Option<InDir<'p>> {
-        if !self.local.holds(path) {
-            return None;
-        }
-        let (dir, name) = split(path)?;
-        match self.local.handle(dir) {
-            Ok(handle) => Some((Some(Arc::clone(handle)), name)),
-            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => Some((None, path)),
-            Err(_) => None,
-        }
+    /// Opens `path` by its name in its local directory `dir`, on this thread, where the
+    /// kernel can do it from its caches without leaving the directory's mount; `None` where
+    /// not (a cold inode, a link, a mount point, a missing file: any failure, which the
+    /// ring or a helper thread then meets and reports).
+    fn open_here(
+        &mut self,
+        path: &Path,
+        (dir, name): &LocalDir<'_>,
+        direct: bool,
+    ) -> Option<Result<Opened<'static>, Error>> {
+        let (file, flags) = self.opener.open_beneath(dir, name, direct, true).ok()?;
+        Some(super::finish_open(file, flags, direct, path, true))
+    }
+
+    /// Starts opening `path` for file `file` on a helper thread, which also finds out what
+    /// `check` asks of its directory's mount.
+    ///
+    /// # Errors
+    ///
+    /// No helper thread can be had (see `helpers::spawn`).
+    fn start_on_helper(
+        &mut self,
+        file: u64,
+        path: &Path,
+        direct: bool,
+        check: Option<Check>,
+    ) -> io::Result<()> {
+        let (tx, mut opener) = (self.tx.clone(), self.opener);
+        let to_open = ToOpen::Path(path.into());
+        let job = move || {
+            let opened = to_open.open(direct, &mut opener);
+            let checked = check.and_then(Check::run);
+            // The reader may have gone: the file is closed here then.
+            let _ = tx.send((file, opened, opener, checked));
+        };
+        helpers::spawn(job)?;
+        self.started.insert(file, (Instant::now(), path.into()));
+        Ok(())
+    }
+
+    /// What the ring made of the open of `path` for file `file`, with `flags`: a file
+    /// opened beneath a local directory's handle, or `errno`. A symbolic link (`ELOOP`), a
+    /// mount crossed (`EXDEV`) and a flag refused (learned, so that the file is opened
+    /// without it) start again on a helper thread.
+    #[cfg(target_os = "linux")] // the ring's alone
+    pub(crate) fn answer_from_ring(
+        &mut self,
+        (file, path): (u64, &Path),
+        flags: i32,
+        result: Result<std::fs::File, i32>,
+    ) {
+        let direct = sys::has(flags, sys::DIRECT);
+        let errno = match result {
+            Ok(opened) => {
+                let opened = super::finish_open(opened, flags, direct, path, true);
+                return self.answered.push((file, opened));
+            }
+            Err(errno) => errno,
+        };
+        let again = matches!(errno, libc::ELOOP | libc::EXDEV)
+            || self.opener.refused(flags, errno).is_some();
+        let source = match again {
+            true => match self.start_on_helper(file, path, direct, None) {
+                Ok(()) => return,
+                Err(e) => e,
+            },
+            false => io::Error::from_raw_os_error(errno),
+        };
+        self.answered.push((file, Err(open_error(path, source))));
+    }
+
+    /// Opens and sizes `to_open` now: a path of a local directory, or a file handed in on a
+    /// mount checked local, on this thread; anything else on a helper thread, waited for at
+    /// most the timeout.
+    pub(crate) fn open(&mut self, to_open: ToOpen, direct: bool) -> Result<Opened<'static>, Error> {
+        self.collect();
+        let check = match &to_open {
+            ToOpen::Path(path) => match self.dirs.place(path) {
+                Ok(dir) => match self.open_here(path, &dir, direct) {
+                    Some(opened) => return opened,
+                    None => None,
+                },
+                Err(check) => check,
+            },
+            ToOpen::File { file, .. } if self.dirs.holds_file(file) => {
+                file.set_local(true);
+                return to_open.open_sized(direct, &mut self.opener);
+            }
+            ToOpen::File { .. } => None,
+        };
+        let name = to_open.name();
+        let (tx, rx) = mpsc::sync_channel(1);
+        let mut opener = self.opener;
+        let job = move || {
+            let opened = to_open.open(direct, &mut opener);
+            // Its descriptor is closed once the reader is done with it, not after this
+            // thread's answer: a caller counting descriptors must not see it linger.
+            drop(to_open);
+            let _ = tx.send((opened, opener, check.and_then(Check::run)));
+        };
+        helpers::spawn(job).map_err(|source| Error::Open {
+            path: name.clone(),
+            source,
+        })?;
+        let (opened, opener, checked) =
+            (rx.recv_timeout(self.timeout)).map_err(|_| timed_out(name, self.timeout))?;
+        self.opener.learn(opener);
+        self.dirs.checked(checked);
+        opened
     }
 
     /// The file handed in that `fd` reads, opened again on this thread through `/proc` with
@@ -129,26 +260,24 @@ impl ThreadOpens {
             return None;
         }
         let file = sys::reopen_blocking(fd.file(), &mut self.opener)?;
-        Some(FdRef::new(Arc::new(file)).with_device(fd.device()))
+        Some(FdRef::new(Arc::new(Descriptor::local(file))).with_device(fd.device()))
     }
 
-    /// The answer for file `file` of an open made elsewhere (on this thread, or by the
-    /// ring), taken with the others.
-    pub(crate) fn answer(&mut self, file: u64, opened: Result<Opened<'static>, Error>) {
-        self.answered.push((file, opened));
-    }
-
-    /// `opened`, from a directory known to be local, knowing whether its filesystem may hang
-    /// (asked of it only where its device is not known to be local).
-    #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone
-    pub(crate) fn locate(&self, opened: Opened<'static>) -> Opened<'static> {
-        self.local.locate(opened)
-    }
-
-    /// The flags paths are opened with, and what the kernel refused of them so far.
-    #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ring's alone
-    pub(crate) fn opener_mut(&mut self) -> &mut Opener {
-        &mut self.opener
+    /// The size of `fd`'s file now: asked here where its filesystem is known local, else on
+    /// a helper thread, waited for at most the timeout; `None` where it cannot be told.
+    pub(crate) fn size(&self, fd: &FdRef<'_>) -> Option<u64> {
+        if !fd.may_hang() {
+            return sys::file_size(fd.file()).ok();
+        }
+        let (tx, rx) = mpsc::sync_channel(1);
+        let file = fd.shared();
+        let job = move || {
+            let size = sys::file_size(&file).ok();
+            drop(file); // As in `open`.
+            let _ = tx.send(size);
+        };
+        helpers::spawn(job).ok()?;
+        rx.recv_timeout(self.timeout).ok().flatten()
     }
 
     /// Whether an open is answered and not yet taken, without waiting.
@@ -156,29 +285,6 @@ impl ThreadOpens {
     pub(crate) fn any_answered(&mut self) -> bool {
         self.collect();
         !self.answered.is_empty()
-    }
-
-    /// Starts opening `path` for file `file` on a helper thread, whatever its directory.
-    ///
-    /// # Errors
-    ///
-    /// No helper thread can be had (see `helpers::spawn`).
-    pub(crate) fn start_on_helper(
-        &mut self,
-        file: u64,
-        path: &Path,
-        direct: bool,
-    ) -> io::Result<()> {
-        let (tx, mut opener) = (self.tx.clone(), self.opener);
-        let to_open = ToOpen::Path(path.into());
-        let job = move || {
-            let opened = to_open.open(direct, &mut opener);
-            // The reader may have gone: the file is closed here then.
-            let _ = tx.send((file, opened, opener));
-        };
-        helpers::spawn(job)?;
-        self.started.insert(file, (Instant::now(), path.into()));
-        Ok(())
     }
 
     /// Moves the opens answered to `out`; those given up on are closed.
@@ -234,7 +340,7 @@ impl ThreadOpens {
         turns.filter(|&t| t > now).min()
     }
 
-    /// Waits until every open under way has returned, or until `deadline`, and closes what
+    /// Waits until every open under way has returned, or until `deadline`, and drops what
     /// they opened: so that a reader dropped right after queuing leaves no descriptor open
     /// behind it. One that has not returned by then is left to its helper thread, which
     /// closes its file when it returns.
@@ -252,61 +358,6 @@ impl ThreadOpens {
     /// The longest an open is waited for.
     pub(crate) fn timeout(&self) -> Duration {
         self.timeout
-    }
-
-    /// Opens and sizes `source` on a helper thread, waiting for it at most the timeout.
-    pub(crate) fn open(&mut self, to_open: ToOpen, direct: bool) -> Result<Opened<'static>, Error> {
-        if let ToOpen::Path(path) = &to_open {
-            if let Some(opened) = self.open_here(path, direct) {
-                return opened;
-            }
-        }
-        if self.local.holds_file(&to_open) {
-            let opened = to_open.open_sized(direct, &mut self.opener);
-            return opened.map(|opened| self.local.locate(opened));
-        }
-        let name = to_open.name();
-        let (tx, rx) = mpsc::sync_channel(1);
-        let mut opener = self.opener;
-        let job = move || {
-            let opened = to_open.open(direct, &mut opener);
-            // Its descriptor is closed once the reader is done with it, not after this
-            // thread's answer: a caller counting descriptors must not see it linger.
-            drop(to_open);
-            let _ = tx.send((opened, opener));
-        };
-        helpers::spawn(job).map_err(|source| Error::Open {
-            path: name.clone(),
-            source,
-        })?;
-        match rx.recv_timeout(self.timeout) {
-            Ok((opened, opener)) => {
-                self.opener.learn(opener);
-                if let Ok(o) = &opened {
-                    let path = match &name {
-                        FileName::Path(path) => Some(path.as_path()),
-                        _ => None,
-                    };
-                    self.local.learn(path, o);
-                }
-                opened
-            }
-            Err(_) => Err(timed_out(name, self.timeout)),
-        }
-    }
-
-    /// The size of `fd`'s file now, asked on a helper thread and waited for at most the
-    /// timeout; `None` where it cannot be told.
-    pub(crate) fn size(&self, fd: &FdRef<'_>) -> Option<u64> {
-        let (tx, rx) = mpsc::sync_channel(1);
-        let file = fd.shared();
-        let job = move || {
-            let size = sys::file_size(&file).ok();
-            drop(file); // As in `open`.
-            let _ = tx.send(size);
-        };
-        helpers::spawn(job).ok()?;
-        rx.recv_timeout(self.timeout).ok().flatten()
     }
 
     /// Answers with `TimedOut` every open under way past the timeout; the deadline of the
@@ -327,7 +378,6 @@ impl ThreadOpens {
         Some(earliest + timeout)
     }
 
-    /// Takes an answer from a helper thread, unless its open was given up on.
     /// Collects what the helper threads answered so far, without waiting.
     fn collect(&mut self) {
         while let Ok(answer) = self.rx.try_recv() {
@@ -335,15 +385,14 @@ impl ThreadOpens {
         }
     }
 
-    fn answered_with(&mut self, (file, opened, opener): Answer) {
+    /// Takes an answer from a helper thread: what it found of a mount, and its open, unless
+    /// that was given up on (then dropped, and closed on a helper thread where it may hang).
+    fn answered_with(&mut self, (file, opened, opener, checked): HelperAnswer) {
         self.opener.learn(opener);
-        let Some((_, path)) = self.started.remove(&file) else {
-            return;
-        };
-        if let Ok(o) = &opened {
-            self.local.learn(Some(&path), o);
+        self.dirs.checked(checked);
+        if self.started.remove(&file).is_some() {
+            self.answered.push((file, opened));
         }
-        self.answered.push((file, opened));
     }
 }
 
@@ -361,8 +410,18 @@ fn timed_out(path: FileName, timeout: Duration) -> Error {
     }
 }
 
+#[cfg(target_os = "linux")] // the ring's alone
+fn open_error(path: &Path, source: io::Error) -> Error {
+    Error::Open {
+        path: FileName::Path(path.to_path_buf()),
+        source,
+    }
+}
+
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
+    use std::os::unix::fs::symlink;
+
     use super::*;
 
     /// Waits for every open under way and takes what came of them.
@@ -376,75 +435,103 @@ mod tests {
         out
     }
 
+    /// Starts opening `path` as file `id` without a ring; whether on a helper thread.
+    fn start(opens: &mut ThreadOpens, id: u64, path: &Path) -> bool {
+        assert!(opens.start(id, path, false, None));
+        opens.started.contains_key(&id)
+    }
+
+    /// Opens `path` as file `id` on `opens` and waits for it: its size, or why not.
+    fn opened_size(opens: &mut ThreadOpens, id: u64, path: &Path) -> Result<u64, String> {
+        start(opens, id, path);
+        match &take_all(opens)[..] {
+            [(got, Ok(o))] if *got == id => Ok(o.size),
+            other => Err(format!("{other:?}")),
+        }
+    }
+
     #[test]
-    fn a_directory_found_local_opens_its_files_here_but_not_its_links() {
+    fn a_directory_checked_local_opens_its_files_here_but_not_its_links() {
         let dir = crate::tests::disk_tempdir();
-        let (a, b, link) = (
-            dir.path().join("a"),
-            dir.path().join("b"),
-            dir.path().join("l"),
-        );
-        std::fs::write(&a, b"aa").unwrap();
-        std::fs::write(&b, b"bbb").unwrap();
-        std::os::unix::fs::symlink(&b, &link).unwrap();
+        let path = |name: &str| dir.path().join(name);
+        std::fs::write(path("a"), b"aa").unwrap();
+        std::fs::write(path("b"), b"bbb").unwrap();
+        symlink(path("b"), path("l")).unwrap();
         let mut opens = ThreadOpens::new(Duration::from_secs(30));
-        // The first file of the directory: on a helper thread.
-        assert!(opens.start(1, &a, false));
-        assert_eq!(opens.started.len(), 1, "on a helper thread");
+        // The first file of the directory: on a helper thread, which checks its mount.
+        assert!(start(&mut opens, 1, &path("a")), "on a helper thread");
         let got = take_all(&mut opens);
         assert!(matches!(&got[..], [(1, Ok(o))] if o.size == 2), "{got:?}");
-        // The directory is local now: opened at once, here.
-        assert!(opens.start(2, &b, false));
-        assert!(opens.started.is_empty(), "opened on this thread");
+        // The mount is checked local now: opened at once, here.
+        assert!(!start(&mut opens, 2, &path("b")), "opened on this thread");
         let got = take_all(&mut opens);
-        assert!(matches!(&got[..], [(2, Ok(o))] if o.size == 3), "{got:?}");
+        assert!(matches!(&got[..], [(2, Ok(o))] if o.size == 3 && !o.fd.may_hang()));
         // A link may lead anywhere: on a helper thread, and followed there.
-        assert!(opens.start(3, &link, false));
-        assert_eq!(opens.started.len(), 1, "a link goes to a helper thread");
+        assert!(
+            start(&mut opens, 3, &path("l")),
+            "a link goes to a helper thread"
+        );
         let got = take_all(&mut opens);
         assert!(matches!(&got[..], [(3, Ok(o))] if o.size == 3), "{got:?}");
-        // A missing file of the local directory fails here, naming itself.
-        assert!(opens.start(4, &dir.path().join("missing"), false));
+        // A missing file of the local directory fails, naming itself.
+        start(&mut opens, 4, &path("missing"));
         let got = take_all(&mut opens);
-        assert!(matches!(&got[..], [(4, Err(_))]), "{got:?}");
+        assert!(matches!(&got[..], [(4, Err(e))] if e.to_string().contains("missing")));
     }
 
     #[test]
-    fn another_directory_on_a_mount_found_local_opens_its_files_here() {
+    fn another_directory_on_a_mount_checked_local_opens_its_files_here() {
         let dir = crate::tests::disk_tempdir();
-        let (a, b) = (dir.path().join("a"), dir.path().join("sub"));
+        let (a, sub) = (dir.path().join("a"), dir.path().join("sub"));
         std::fs::write(&a, b"aa").unwrap();
-        std::fs::create_dir(&b).unwrap();
-        std::fs::write(b.join("b"), b"bbb").unwrap();
+        std::fs::create_dir(&sub).unwrap();
+        std::fs::write(sub.join("b"), b"bbb").unwrap();
         let mut opens = ThreadOpens::new(Duration::from_secs(30));
-        assert!(opens.start(1, &a, false));
-        assert_eq!(opens.started.len(), 1, "the first file: on a helper thread");
+        assert_eq!(opened_size(&mut opens, 1, &a), Ok(2));
+        assert!(
+            !start(&mut opens, 2, &sub.join("b")),
+            "the same mount: here"
+        );
         assert_eq!(take_all(&mut opens).len(), 1);
-        assert!(opens.start(2, &b.join("b"), false));
-        if cfg!(target_os = "linux") {
-            assert!(opens.started.is_empty(), "the same mount: opened here");
-        }
-        let got = take_all(&mut opens);
-        assert!(matches!(&got[..], [(2, Ok(o))] if o.size == 3), "{got:?}");
     }
 
     #[test]
-    fn a_file_handed_in_on_a_mount_found_local_is_opened_here() {
+    fn a_directory_reached_through_a_link_is_checked_by_its_own_mount() {
+        let dir = crate::tests::disk_tempdir();
+        let (sub, link) = (dir.path().join("sub"), dir.path().join("link"));
+        std::fs::create_dir(&sub).unwrap();
+        std::fs::write(sub.join("a"), b"aa").unwrap();
+        std::fs::write(sub.join("b"), b"bbb").unwrap();
+        symlink(&sub, &link).unwrap();
+        let mut opens = ThreadOpens::new(Duration::from_secs(30));
+        // The handle is the directory the link leads to, whose own mount is checked.
+        assert_eq!(opened_size(&mut opens, 1, &link.join("a")), Ok(2));
+        assert!(
+            !start(&mut opens, 2, &link.join("b")),
+            "its mount is local: here"
+        );
+        assert_eq!(take_all(&mut opens).len(), 1);
+    }
+
+    #[test]
+    fn a_file_handed_in_on_a_mount_checked_local_is_sized_here() {
         let dir = crate::tests::disk_tempdir();
         let (a, b) = (dir.path().join("a"), dir.path().join("b"));
         std::fs::write(&a, b"aa").unwrap();
         std::fs::write(&b, b"bbb").unwrap();
         let handed_in = || ToOpen::File {
-            file: std::sync::Arc::new(std::fs::File::open(&b).unwrap()),
+            file: Arc::new(Descriptor::new(std::fs::File::open(&b).unwrap())),
             dup: false,
         };
         let mut opens = ThreadOpens::new(Duration::from_secs(30));
-        assert!(!opens.local.holds_file(&handed_in()), "no mount known yet");
-        assert!(opens.start(1, &a, false));
-        let got = take_all(&mut opens);
-        assert!(matches!(&got[..], [(1, Ok(_))]), "{got:?}");
-        assert!(opens.local.holds_file(&handed_in()), "the same mount");
+        let ToOpen::File { file, .. } = handed_in() else {
+            unreachable!()
+        };
+        assert!(!opens.dirs.holds_file(&file), "no mount checked yet");
+        assert_eq!(opened_size(&mut opens, 1, &a), Ok(2));
+        assert!(opens.dirs.holds_file(&file), "the same mount");
         let opened = opens.open(handed_in(), false).unwrap();
         assert_eq!(opened.size, 3);
+        assert!(!opened.fd.may_hang(), "known local");
     }
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::{Error, FileName};
-use crate::source::{FdRef, Source};
+use crate::source::{Descriptor, FdRef, Source};
 use crate::sys::{self, Opener};
 
 /// A file set up for reading.
@@ -39,7 +39,7 @@ pub(crate) enum ToOpen {
     /// A file handed in: the reader's own (`dup`: a duplicate of the caller's, counted and
     /// closed as the files the reader opens are), or one the caller gave it.
     File {
-        file: Arc<File>,
+        file: Arc<Descriptor>,
         dup: bool,
     },
 }
@@ -55,10 +55,12 @@ impl ToOpen {
                 dup: false,
             },
             Source::Borrowed(file) => ToOpen::File {
-                file: Arc::new(file.try_clone().map_err(|source| Error::Open {
-                    path: sys::name_of(file),
-                    source,
-                })?),
+                file: Arc::new(Descriptor::new(file.try_clone().map_err(|source| {
+                    Error::Open {
+                        path: sys::name_of(file),
+                        source,
+                    }
+                })?)),
                 dup: true,
             },
         })
@@ -73,7 +75,7 @@ impl ToOpen {
     }
 
     /// Opens and sizes the file with `opener`'s flags, and finds whether its filesystem may
-    /// hang.
+    /// hang: on a helper thread.
     pub(crate) fn open(&self, direct: bool, opener: &mut Opener) -> Result<Opened<'static>, Error> {
         self.open_sized(direct, opener).map(Opened::located)
     }
@@ -90,7 +92,7 @@ impl ToOpen {
                     path: FileName::Path(path.to_path_buf()),
                     source,
                 })?;
-                finish_open(file, flags, direct, path)
+                finish_open(file, flags, direct, path, false)
             }
             ToOpen::File { file, dup } => handed_in(file, *dup, direct, opener),
         }
@@ -100,9 +102,8 @@ impl ToOpen {
 impl Opened<'_> {
     /// The same file, knowing whether its filesystem may hang (`fstatfs`, which a hung
     /// mount may never answer). Its device came with its size.
-    pub(crate) fn located(mut self) -> Self {
-        let may_hang = sys::may_hang(self.fd.file());
-        self.fd = self.fd.with_may_hang(may_hang);
+    pub(crate) fn located(self) -> Self {
+        self.fd.shared().set_local(!sys::may_hang(self.fd.file()));
         self
     }
 
@@ -120,7 +121,7 @@ impl Opened<'_> {
 /// Sizes a file handed in (`dup`: the reader's duplicate of the caller's), first reopened
 /// for direct I/O where asked and possible.
 fn handed_in(
-    file: &Arc<File>,
+    file: &Arc<Descriptor>,
     dup: bool,
     direct: bool,
     opener: &mut Opener,
@@ -132,6 +133,8 @@ fn handed_in(
             path: name(),
             source,
         })?;
+        let reopened = Descriptor::new(reopened);
+        reopened.set_local(!file.may_hang());
         return Ok(Opened {
             fd: FdRef::new(Arc::new(reopened)).with_device(device),
             direct: true,
@@ -145,7 +148,14 @@ fn handed_in(
     let reopened = dup
         .then(|| sys::reopen_if_nonblocking(file, opener))
         .flatten();
-    let file = reopened.map_or_else(|| file.clone(), Arc::new);
+    let file = reopened.map_or_else(
+        || file.clone(),
+        |reopened| {
+            let reopened = Descriptor::new(reopened);
+            reopened.set_local(!file.may_hang());
+            Arc::new(reopened)
+        },
+    );
     Ok(Opened {
         fd: FdRef::new(file).with_device(device),
         direct: false,
@@ -157,36 +167,35 @@ fn handed_in(
 }
 
 /// Sizes a file just opened from `path` with `flags` from an [`Opener`], where direct I/O
-/// was asked (`direct`) or not, and clears the `O_NONBLOCK` it was opened with.
+/// was asked (`direct`) or not. `local`: opened beneath a directory on a mount checked local
+/// (see `dirs.rs`), on this thread or by the ring; it keeps the `O_NONBLOCK` it was opened
+/// with, a system call a file saved (its reads do not need it cleared: the read of what is
+/// cached, with `RWF_NOWAIT`, and `pread` ignore it, the ring retries a read of a file that
+/// can wait, Linux 5.11, and a ring read answered `EAGAIN` all the same clears it then:
+/// `made_blocking` in the engine). A file opened anywhere else has it cleared, and may hang
+/// until [`located`](Opened::located).
 pub(crate) fn finish_open(
     file: File,
     flags: i32,
     direct: bool,
     path: &Path,
-) -> Result<Opened<'static>, Error> {
-    sys::clear_nonblock(&file, flags).map_err(|source| Error::Open {
-        path: FileName::Path(path.to_path_buf()),
-        source,
-    })?;
-    finish_cached_open(file, flags, direct, path)
-}
-
-/// [`finish_open`], keeping `O_NONBLOCK`, for a file of a local directory opened from the
-/// kernel's caches (`Opener::open_cached`, Linux 5.12): a system call a file saved (2% of
-/// the CPU time of a scan of small cached files). Its reads do not need it cleared: the
-/// read of what is cached (`RWF_NOWAIT`) and `pread` ignore it, the ring retries a read of
-/// a file that can wait (Linux 5.11), and a ring read answered `EAGAIN` all the same clears
-/// it then (`made_blocking` in the engine).
-pub(crate) fn finish_cached_open(
-    file: File,
-    flags: i32,
-    direct: bool,
-    path: &Path,
+    local: bool,
 ) -> Result<Opened<'static>, Error> {
     let name = || FileName::Path(path.to_path_buf());
+    if !local {
+        sys::clear_nonblock(&file, flags).map_err(|source| Error::Open {
+            path: name(),
+            source,
+        })?;
+    }
     let (size, device) = sys::size_and_device(&file).map_err(|e| e.naming(name()))?;
+    let direct = sys::bypasses_cache(&file, flags, direct);
+    let file = match local {
+        true => Descriptor::local(file),
+        false => Descriptor::new(file),
+    };
     Ok(Opened {
-        direct: sys::bypasses_cache(&file, flags, direct),
+        direct,
         fd: FdRef::new(Arc::new(file)).with_device(device),
         opened_here: true,
         size,

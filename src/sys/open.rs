@@ -10,33 +10,45 @@ use super::unix::{bypasses_cache, fcntl, reopen_path};
 
 /// `O_NOATIME` where it exists (Linux), else nothing.
 #[cfg(any(target_os = "linux", target_os = "android"))]
-pub(super) const NOATIME: i32 = libc::O_NOATIME;
+pub(crate) const NOATIME: i32 = libc::O_NOATIME;
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-pub(super) const NOATIME: i32 = 0;
+pub(crate) const NOATIME: i32 = 0;
 
 /// `O_DIRECT` where it exists (Linux, FreeBSD), else nothing (macOS: `set_nocache`).
 #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
-pub(super) const DIRECT: i32 = libc::O_DIRECT;
+pub(crate) const DIRECT: i32 = libc::O_DIRECT;
 #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
-pub(super) const DIRECT: i32 = 0;
+pub(crate) const DIRECT: i32 = 0;
 
 /// A handle of the directory `dir` opened without asking any filesystem, so that the
 /// reader's thread may open it: `O_PATH` (no filesystem's open is called) with
-/// `RESOLVE_CACHED` (no lookup waits). Its [`mount_id`] tells where it lies, and files are
-/// opened in it with [`Opener::open_cached`]. An error where it cannot: `EAGAIN` for a
-/// directory not cached; others for an older kernel, or off Linux.
+/// `RESOLVE_CACHED` (no lookup waits). Files are opened in it with
+/// [`Opener::open_beneath`]. An error where it cannot: `EAGAIN` for a directory not cached;
+/// others for an older kernel, or off Linux.
 pub(crate) fn cached_dir(dir: &Path) -> io::Result<File> {
     #[cfg(target_os = "linux")]
-    {
-        let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
-        super::unix::open_cached(None, dir, flags)
-    }
+    return super::unix::openat2(None, dir, DIR_HANDLE, libc::RESOLVE_CACHED);
     #[cfg(not(target_os = "linux"))]
     {
         let _ = dir;
         Err(io::ErrorKind::Unsupported.into())
     }
 }
+
+/// A handle of the directory `dir`, looked up however long it takes: on a helper thread.
+pub(crate) fn dir_handle(dir: &Path) -> io::Result<File> {
+    #[cfg(target_os = "linux")]
+    return super::unix::openat2(None, dir, DIR_HANDLE, 0);
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = dir;
+        Err(io::ErrorKind::Unsupported.into())
+    }
+}
+
+/// How a directory's handle is opened: a name for it, no more (`O_PATH`).
+#[cfg(target_os = "linux")]
+const DIR_HANDLE: i32 = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
 
 /// The mount a descriptor lies on (`mnt_id` in `/proc/self/fdinfo`): the VFS answers it, not
 /// the filesystem (`statx`, even with `AT_STATX_DONT_SYNC`, may ask a 9p or CIFS server), so
@@ -57,6 +69,11 @@ pub(crate) fn mount_id(file: &File) -> Option<u64> {
     }
 }
 
+/// How an open stays on the mount of the directory it is made in (`openat2`'s `resolve`).
+#[cfg(target_os = "linux")]
+pub(crate) const BENEATH: u64 =
+    libc::RESOLVE_BENEATH | libc::RESOLVE_NO_XDEV | libc::RESOLVE_NO_SYMLINKS;
+
 /// The flags an [`Opener`] first tries (read-only is 0): close-on-exec, `O_NOATIME` (Linux),
 /// `O_NONBLOCK`, and `O_DIRECT` where asked and the platform has it.
 ///
@@ -69,7 +86,7 @@ fn open_flags(direct: bool) -> i32 {
 }
 
 /// Whether `flags` hold `flag`; never where the platform lacks it (`flag` is 0 there).
-pub(super) fn has(flags: i32, flag: i32) -> bool {
+pub(crate) fn has(flags: i32, flag: i32) -> bool {
     flags & flag != 0
 }
 
@@ -118,23 +135,33 @@ impl Opener {
         }
     }
 
-    /// Opens `name` in the directory `dir` (a [`cached_dir`]) with [`flags`](Self::flags),
-    /// without following a symbolic link or crossing a mount, only where the kernel can do
-    /// it from what it has cached (see `open_cached`): a failure says nothing of the file,
-    /// only that it is to be opened with [`open`](Self::open).
-    pub(crate) fn open_cached(
+    /// Opens `name` in the directory `dir` with [`flags`](Self::flags), where the open
+    /// stays beneath `dir` on its mount: no `..`, no symbolic link, no mount point
+    /// (`RESOLVE_BENEATH | RESOLVE_NO_XDEV | RESOLVE_NO_SYMLINKS`: `EXDEV` or `ELOOP`
+    /// otherwise), and with `cached`, only where the kernel can do it from what it has
+    /// cached (`RESOLVE_CACHED`, Linux 5.12: `EAGAIN` where it would wait). A failure says
+    /// nothing final of the file: it is to be opened with [`open`](Self::open).
+    pub(crate) fn open_beneath(
         &self,
         dir: &File,
         name: &Path,
         direct: bool,
+        cached: bool,
     ) -> io::Result<(File, i32)> {
-        let flags = self.flags(direct) | libc::O_NOFOLLOW;
+        let flags = self.flags(direct);
         #[cfg(target_os = "linux")]
-        return Ok((super::unix::open_cached(Some(dir), name, flags)?, flags));
-        // Off Linux, no open is known not to wait.
+        {
+            let cached = if cached { libc::RESOLVE_CACHED } else { 0 };
+            let resolve = BENEATH | cached;
+            Ok((
+                super::unix::openat2(Some(dir), name, flags, resolve)?,
+                flags,
+            ))
+        }
+        // Off Linux, no open is known to stay beneath a directory.
         #[cfg(not(target_os = "linux"))]
         {
-            let _ = (dir, name, flags);
+            let _ = (dir, name, flags, cached);
             Err(io::ErrorKind::Unsupported.into())
         }
     }

@@ -279,17 +279,14 @@ pub(crate) fn may_hang(file: &File) -> bool {
     REMOTE.contains(&(fs.f_type as i64))
 }
 
-/// Opens `path` (in the directory `dir`, else from the working directory) with `flags` only
-/// where the kernel can do it from what it has cached (`openat2` with `RESOLVE_CACHED`, Linux
-/// 5.12): it fails with `EAGAIN` where it would wait for a disk or a daemon instead, and with
-/// `ENOSYS` or `EINVAL` where the kernel cannot tell. So the reader's own thread may ask it.
-/// In `dir`, it crosses no mount (`RESOLVE_NO_XDEV`, else `EXDEV`): a file bind-mounted
-/// there from another filesystem is not taken for one of `dir`'s.
+/// `openat2(2)` (Linux 5.6): opens `path` in the directory `dir` (else from the working
+/// directory) with `flags`, resolved as `resolve` says (`RESOLVE_*`).
 #[cfg(target_os = "linux")]
-pub(crate) fn open_cached(
+pub(crate) fn openat2(
     dir: Option<&File>,
     path: &std::path::Path,
     flags: i32,
+    resolve: u64,
 ) -> io::Result<File> {
     use std::os::fd::FromRawFd;
     use std::os::unix::ffi::OsStrExt;
@@ -298,7 +295,7 @@ pub(crate) fn open_cached(
     // SAFETY: `open_how` is plain old data; zeroed is "no mode, no resolve flags".
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
     how.flags = flags as u64;
-    how.resolve = libc::RESOLVE_CACHED | dir.map_or(0, |_| libc::RESOLVE_NO_XDEV);
+    how.resolve = resolve;
     let (at, size) = (
         dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd()),
         size_of::<libc::open_how>(),

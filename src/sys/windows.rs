@@ -33,12 +33,14 @@ impl Opener {
     /// Takes in what the kernel refused another copy: nothing here.
     pub(crate) fn learn(&mut self, _other: Opener) {}
 
-    /// No open is known not to wait here: every one goes to [`open`](Self::open).
-    pub(crate) fn open_cached(
+    /// No open is known to stay beneath a directory here: every one goes to
+    /// [`open`](Self::open).
+    pub(crate) fn open_beneath(
         &self,
         _dir: &File,
         _name: &Path,
         _direct: bool,
+        _cached: bool,
     ) -> io::Result<(File, i32)> {
         Err(io::ErrorKind::Unsupported.into())
     }
@@ -68,6 +70,12 @@ pub(crate) fn reopen_direct(_file: &File, _opener: &mut Opener) -> Option<(File,
 pub(crate) fn cached_dir(_dir: &Path) -> io::Result<File> {
     Err(io::ErrorKind::Unsupported.into())
 }
+
+/// No directory's handle is kept here.
+pub(crate) fn dir_handle(_dir: &Path) -> io::Result<File> {
+    Err(io::ErrorKind::Unsupported.into())
+}
+
 
 /// A file handed in is never opened again here.
 pub(crate) fn readable(_file: &File) -> bool {

@@ -155,7 +155,8 @@ fn check_read_error(e: &io::Error, at: u64, got: &Got, read_size: usize, path: &
 /// that `/proc/self/mounts` no longer lists it.
 #[track_caller]
 pub fn assert_unmounts_clean(m: FaultMount, what: &str) {
-    assert_eq!(m.open_fds(), 0, "{what}: descriptors left under the mount");
+    let left = super::settled(0, || m.open_fds());
+    assert_eq!(left, 0, "{what}: descriptors left under the mount");
     let dir = m.dir().to_path_buf();
     m.unmount()
         .unwrap_or_else(|e| panic!("{what}: unmount: {e}"));

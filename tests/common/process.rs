@@ -16,6 +16,37 @@ pub fn open_fds() -> usize {
         .count()
 }
 
+/// `count()` once it is `want`, or its last value after [`SETTLE`]: a file whose filesystem
+/// may hang (or is not known, as an owned file handed in and never reached) is closed on a
+/// helper thread, a moment after its reader let it go.
+pub fn settled(want: usize, count: impl Fn() -> usize) -> usize {
+    let deadline = std::time::Instant::now() + SETTLE;
+    loop {
+        let now = count();
+        if now == want || std::time::Instant::now() >= deadline {
+            return now;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// [`open_fds`] once it stops falling (closes on helper threads done), at most [`SETTLE`].
+pub fn open_fds_settled() -> usize {
+    let deadline = std::time::Instant::now() + SETTLE;
+    let mut last = open_fds();
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let now = open_fds();
+        if now >= last || std::time::Instant::now() >= deadline {
+            return now;
+        }
+        last = now;
+    }
+}
+
+/// How long closes on helper threads are given to happen.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The bytes of this process that are resident in memory: `/proc/self/statm` on Linux;
 /// elsewhere the most it has had resident (`getrusage`), which bounds it from above.
 pub fn resident_bytes() -> u64 {

@@ -27,7 +27,7 @@ const BUSY_PAUSE: Duration = Duration::from_millis(10);
 /// broke. Submits entries and waits (here); builds and pushes them (`kernel/lifetimes.rs`).
 pub(super) struct Kernel {
     /// Closed only by `Drop for Ring` (of this ring, or of the one `rebind` moves it to), and
-    /// only once nothing is in flight.
+    /// only once nothing is in flight; moved out (`taken`) by `rebind`.
     ring: ManuallyDrop<IoUring>,
     /// Whether the pool is registered (reads are `READ_FIXED` with buffer index 0).
     fixed: bool,
@@ -35,6 +35,9 @@ pub(super) struct Kernel {
     broken: Option<io::Error>,
     /// Whether this ring asked the kernel's workers off its thread's CPU.
     workers_apart: WorkersApart,
+    /// Whether `ring` was moved to another `Kernel` (see `take`): nothing is done with it
+    /// here then.
+    taken: bool,
 }
 
 impl Kernel {
@@ -105,6 +108,9 @@ impl Kernel {
 
     /// Undoes what `WorkersApart::ask` set for this ring, where it is the last to rely on it.
     pub(super) fn undo_workers_apart(&self) {
+        if self.taken {
+            return;
+        }
         self.workers_apart.undo(&self.ring);
     }
 }

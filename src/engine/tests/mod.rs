@@ -238,7 +238,8 @@ impl<'a> Scripted<'a> {
                 .open(&call.path),
         };
         let result = match opened {
-            Ok(file) => finish_open(file, flags, call.direct, &call.path).map(Opened::attach),
+            Ok(file) => finish_open(file, flags, call.direct, &call.path, false)
+                .map(|o| o.located().attach()),
             Err(source) => Err(Error::Open {
                 path: crate::error::FileName::Path(call.path.clone()),
                 source,

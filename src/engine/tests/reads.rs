@@ -265,8 +265,13 @@ fn a_file_whose_reads_come_back_eagain_while_nonblocking_reads() {
             .custom_flags(libc::O_NONBLOCK)
             .open(&f.paths[0])
             .unwrap();
-        e.push_range(Source::Owned(Arc::new(file)), 0, u64::MAX, false)
-            .unwrap();
+        e.push_range(
+            Source::Owned(Arc::new(crate::source::Descriptor::new(file))),
+            0,
+            u64::MAX,
+            false,
+        )
+        .unwrap();
         e.push_range(
             Source::Path(f.paths[1].as_path().into()),
             0,

@@ -15,7 +15,7 @@ use io_uring::{opcode, CompletionQueue};
 use super::InFlight;
 use crate::backend::uring::kernel::Kernel;
 use crate::backend::uring::{CANCEL, OPEN};
-use crate::io::{InDir, ReadDone, ReadReq};
+use crate::io::{LocalDir, ReadDone, ReadReq};
 use crate::sys::Opener;
 
 impl<'a> InFlight<'a> {
@@ -38,12 +38,12 @@ impl<'a> InFlight<'a> {
     }
 
     /// Hands the kernel an open of `path` for file `file`, on one of its workers, by its
-    /// name in its directory's handle (`in_dir`), with `opener`'s flags; `false` where it is
-    /// to be opened on a helper thread instead.
+    /// name in its local directory's handle (`dir`), with `opener`'s flags; `false` where it
+    /// is to be opened elsewhere.
     pub(in crate::backend::uring) fn open(
         &mut self,
         kernel: &mut Kernel,
-        (file, in_dir): ((u64, &Path), InDir<'_>),
+        (file, dir): ((u64, &Path), LocalDir<'_>),
         direct: bool,
         opener: &Opener,
     ) -> bool {
@@ -51,12 +51,12 @@ impl<'a> InFlight<'a> {
             return false;
         }
         let how = (direct, opener);
-        let Some((entry, open)) = self.opens.prepare(file, in_dir, how, self.depth) else {
+        let Some((entry, open)) = self.opens.prepare(file, dir, how, self.depth) else {
             return false;
         };
         // SAFETY: the entry names the name's bytes and the `open_how`, both on the heap,
         // owned by the `CString` and the `Box` in `open` (moving it does not move them), and
-        // the directory's descriptor (if any), kept open by the `Arc` in `open`; `open` goes
+        // the directory's descriptor, kept open by the `Arc` in `open`; `open` goes
         // into `opens` right below and stays there until `drain` reaps this open's completion
         // (or is leaked with the ring); its tag is free among opens (`prepare` checks it) and
         // above every read id.

@@ -1,10 +1,10 @@
 //! Opens the ring hands to the kernel's workers (`RingOpens`): only of paths in a directory
-//! found on a local filesystem whose inode the kernel does not have cached, which a helper
-//! thread would cost a wake-up or two apiece for. Each is sent with `IOSQE_ASYNC`, so that
-//! the kernel never tries it on the submitting thread first, by its name in a handle of its
-//! directory, without following a symbolic link or crossing a mount (a link may lead to a
-//! hung mount, and a file bind-mounted into the directory may lie on one: such a file is
-//! opened on a helper thread instead).
+//! on a mount checked local whose inode the kernel does not have cached, which a helper
+//! thread would cost a wake-up or two apiece for (`io/dirs.rs` has the rule). Each is sent
+//! with `IOSQE_ASYNC`, so that the kernel never tries it on the submitting thread first, by
+//! its name in a handle of its directory, staying beneath it on its mount (a link may lead
+//! to a hung mount, and a file bind-mounted into the directory may lie on one: such a file
+//! fails with `ELOOP` or `EXDEV`, and is opened on a helper thread instead).
 //!
 //! No `unsafe` here: pushing the entry, and turning a new descriptor into a `File`, happen
 //! in `loans.rs`, which alone hands the kernel what it names.
@@ -12,7 +12,6 @@
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::fs::File;
-use std::io;
 use std::mem;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
@@ -22,9 +21,8 @@ use std::sync::Arc;
 use io_uring::{opcode, squeue, types};
 
 use crate::backend::uring::OPEN;
-use crate::error::{Error, FileName};
-use crate::io::{finish_open, InDir, ThreadOpens};
-use crate::sys::Opener;
+use crate::io::{LocalDir, ThreadOpens};
+use crate::sys::{Opener, BENEATH};
 
 /// What came of an open the kernel made for a file: its id, its path, the flags it was
 /// opened with, and the file or `errno`.
@@ -54,38 +52,31 @@ pub(super) struct Pending {
     name: CString,
     how: Box<types::OpenHow>,
     /// The directory's handle, open until the kernel is done with it.
-    dir: Option<Arc<File>>,
+    dir: Arc<File>,
     flags: i32,
 }
 
 impl RingOpens {
     /// The entry that opens `path` for file `file` with `opener`'s flags, on a kernel worker,
-    /// by its name in its directory's handle where there is one (`in_dir`), without
-    /// following a last symbolic link or crossing a mount there (a file bind-mounted there
-    /// from a hung mount would hold the worker), and what it names, to hand to `sent` once
-    /// pushed; `None` where the ring does not open it (`depth` opens are in flight, the id
-    /// reaches the tags, or the name has a NUL byte, which an open on a helper thread
-    /// reports).
+    /// by its name in its local directory's handle (`dir`), staying beneath it on its mount
+    /// (a file bind-mounted there from a hung mount would hold the worker), and what it
+    /// names, to hand to `sent` once pushed; `None` where the ring does not open it (`depth`
+    /// opens are in flight, the id reaches the tags, or the name has a NUL byte, which an
+    /// open on a helper thread reports).
     pub(super) fn prepare(
         &self,
         (file, path): (u64, &Path),
-        in_dir: InDir<'_>,
+        (dir, name): LocalDir<'_>,
         (direct, opener): (bool, &Opener),
         depth: usize,
     ) -> Option<(squeue::Entry, Pending)> {
         if file >= OPEN || self.in_kernel.len() >= depth {
             return None;
         }
-        let (dir, name) = (
-            in_dir.0,
-            CString::new(in_dir.1.as_os_str().as_bytes()).ok()?,
-        );
-        let flags = opener.flags(direct) | libc::O_NOFOLLOW;
-        let (at, resolve) = match &dir {
-            Some(dir) => (dir.as_raw_fd(), libc::RESOLVE_NO_XDEV),
-            None => (libc::AT_FDCWD, 0),
-        };
-        let how = Box::new(types::OpenHow::new().flags(flags as u64).resolve(resolve));
+        let name = CString::new(name.as_os_str().as_bytes()).ok()?;
+        let flags = opener.flags(direct);
+        let at = dir.as_raw_fd();
+        let how = Box::new(types::OpenHow::new().flags(flags as u64).resolve(BENEATH));
         let user_data = OPEN | file;
         // A second open of the same file in flight would drop the first one's path (in
         // `sent`) while the kernel may still read it. Checked in every build, before the push.
@@ -165,33 +156,10 @@ impl RingOpens {
     }
 }
 
-/// Hands the opens the kernel answered over to `opens`, to be taken with those of helper
-/// threads: each file set up for reading as one opened there is, or its error; a symbolic
-/// link (`ELOOP`, which `O_NOFOLLOW` refuses), a mount crossed (`EXDEV`) and an open refused
-/// a flag (learned, so that it is opened without it) start again on a helper thread.
+/// Hands the opens the kernel answered over to `opens`, to be taken with the others (see
+/// `ThreadOpens::answer_from_ring`).
 pub(in crate::backend::uring) fn hand_over(answers: Vec<Answer>, opens: &mut ThreadOpens) {
     for (file, path, flags, result) in answers {
-        let direct = flags & libc::O_DIRECT != 0;
-        let again = match result {
-            Ok(file) => Some(finish_open(file, flags, direct, &path).map(|o| opens.locate(o))),
-            Err(libc::ELOOP | libc::EXDEV) => None,
-            Err(errno) if opens.opener_mut().refused(flags, errno).is_some() => None,
-            Err(errno) => Some(Err(open_error(&path, io::Error::from_raw_os_error(errno)))),
-        };
-        let opened = match again {
-            Some(opened) => opened,
-            None => match opens.start_on_helper(file, &path, direct) {
-                Ok(()) => continue,
-                Err(e) => Err(open_error(&path, e)),
-            },
-        };
-        opens.answer(file, opened);
-    }
-}
-
-fn open_error(path: &Path, source: io::Error) -> Error {
-    Error::Open {
-        path: FileName::Path(path.to_path_buf()),
-        source,
+        opens.answer_from_ring((file, &path), flags, result);
     }
 }

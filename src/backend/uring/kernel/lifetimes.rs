@@ -49,6 +49,7 @@ impl Kernel {
             fixed,
             broken: None,
             workers_apart: WorkersApart::default(),
+            taken: false,
         };
         Ok(kernel)
     }
@@ -128,20 +129,24 @@ impl Kernel {
         fd.try_clone_to_owned().ok().map(File::from)
     }
 
-    /// Moves the ring out, into a `Kernel` of its own, leaving `self` a shell.
+    /// Moves the ring out, into a `Kernel` of its own, leaving `self` a shell, which
+    /// [`close`](Self::close) and `undo_workers_apart` leave alone.
     ///
     /// # Safety
     ///
-    /// `self` must never be used nor closed again: the ring is closed only by the new one.
+    /// Called once; `self` must never be used again but to be closed or dropped.
     pub(in crate::backend::uring) unsafe fn take(&mut self) -> Kernel {
-        // SAFETY: the ring is taken out once, here, and never closed through `self` (the
-        // caller's promise).
+        assert!(!self.taken, "the ring was taken already");
+        self.taken = true;
+        // SAFETY: the ring is taken out once (checked above), and `taken` keeps `close`
+        // from closing it through `self`.
         let ring = unsafe { ManuallyDrop::take(&mut self.ring) };
         Kernel {
             ring: ManuallyDrop::new(ring),
             fixed: self.fixed,
             broken: self.broken.take(),
             workers_apart: mem::take(&mut self.workers_apart),
+            taken: false,
         }
     }
 
@@ -151,6 +156,9 @@ impl Kernel {
     ///
     /// Called once, and only when nothing in flight names the ring's memory or ours.
     pub(in crate::backend::uring) unsafe fn close(&mut self) {
+        if self.taken {
+            return; // The ring lives on in the `Kernel` it was moved to.
+        }
         // SAFETY: once (the caller's promise), and nothing in flight any more.
         unsafe { ManuallyDrop::drop(&mut self.ring) };
     }

@@ -1,0 +1,174 @@
+//! The directories whose files may be opened without a helper thread (`Dirs`): those whose
+//! handle lies on a mount checked local.
+//!
+//! The rule: a file is trusted not to hang only where the kernel keeps its open on a
+//! filesystem checked local. Its directory is held open as a handle (`O_PATH`, looked up
+//! from the kernel's caches only: no filesystem is asked), the mount that handle lies on is
+//! checked once (`fstatfs` of a handle in it, on a helper thread: a hung mount may never
+//! answer it), and the file is opened by its name in that handle with
+//! `RESOLVE_BENEATH | RESOLVE_NO_XDEV | RESOLVE_NO_SYMLINKS`, so that its open cannot leave
+//! that mount: a link or a mount point fails it, and it goes to a helper thread. Nothing is
+//! learned from a file an open reached by following a link or crossing a mount. A mount is
+//! known by its id only while a handle in it is held here, which keeps it mounted, so that
+//! the id names no other mount meanwhile.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::sys;
+
+/// How long the handle of the last directory is used for its path: a directory renamed and
+/// replaced under the same path is not read from for longer.
+const HANDLE_FOR: Duration = Duration::from_millis(100);
+/// Mounts remembered at most (then forgotten, and checked again).
+const MAX_MOUNTS: usize = 256;
+
+/// A handle of a directory on a mount checked local, and a file's name in it.
+pub(crate) type LocalDir<'p> = (Arc<File>, &'p Path);
+
+/// Directories and the mounts they lie on, checked local or not.
+#[derive(Debug, Default)]
+pub(super) struct Dirs {
+    /// The last directory a path was placed in.
+    last: Option<Dir>,
+    /// Mounts checked, or being checked (`None`), each with a handle in it held.
+    mounts: HashMap<u64, Mount>,
+}
+
+#[derive(Debug)]
+struct Dir {
+    path: Box<Path>,
+    handle: Arc<File>,
+    mount: u64,
+    at: Instant,
+}
+
+#[derive(Debug)]
+struct Mount {
+    /// Keeps the mount mounted while its id is remembered.
+    _handle: Arc<File>,
+    local: Option<bool>,
+}
+
+/// What a helper thread finds out of a directory's mount along with an open there: the
+/// directory's handle, where the reader has one, else its path.
+#[derive(Debug)]
+pub(super) enum Check {
+    Handle(u64, Arc<File>),
+    Path(Box<Path>),
+}
+
+/// A mount found local or not, and a handle in it.
+#[derive(Debug)]
+pub(super) struct Checked {
+    mount: u64,
+    handle: Arc<File>,
+    local: bool,
+}
+
+impl Check {
+    /// Finds out whether the directory's mount is local: on a helper thread.
+    pub(super) fn run(self) -> Option<Checked> {
+        let (mount, handle) = match self {
+            Check::Handle(mount, handle) => (mount, handle),
+            Check::Path(dir) => {
+                let handle = sys::dir_handle(&dir).ok()?;
+                (sys::mount_id(&handle)?, Arc::new(handle))
+            }
+        };
+        let local = !sys::may_hang(&handle);
+        Some(Checked {
+            mount,
+            handle,
+            local,
+        })
+    }
+}
+
+impl Dirs {
+    /// Where `path` may be opened: in its directory's handle, by its name there, where the
+    /// directory lies on a mount checked local (`Ok`); else (`Err`) on a helper thread, with
+    /// what that thread is to check of the directory's mount, if anything.
+    pub(super) fn place<'p>(&mut self, path: &'p Path) -> Result<LocalDir<'p>, Option<Check>> {
+        let (dir, name) = split(path).ok_or(None)?;
+        let Some((handle, mount)) = self.handle(dir) else {
+            // Not in the kernel's caches: the helper thread's lookup brings it in.
+            return Err(Some(Check::Path(dir.into())));
+        };
+        match self.mounts.get(&mount).map(|m| m.local) {
+            Some(Some(true)) => Ok((handle, name)),
+            Some(_) => Err(None),
+            None => {
+                if self.mounts.len() >= MAX_MOUNTS {
+                    self.mounts.clear();
+                }
+                let held = Mount {
+                    _handle: handle.clone(),
+                    local: None,
+                };
+                self.mounts.insert(mount, held);
+                Err(Some(Check::Handle(mount, handle)))
+            }
+        }
+    }
+
+    /// Takes in what a helper thread found of a mount, if anything.
+    pub(super) fn checked(&mut self, checked: Option<Checked>) {
+        let Some(checked) = checked else {
+            return;
+        };
+        let mount = self.mounts.entry(checked.mount).or_insert(Mount {
+            _handle: checked.handle,
+            local: None,
+        });
+        mount.local = Some(checked.local);
+    }
+
+    /// Whether `file` (handed in) lies on a mount checked local; its mount is kept mounted
+    /// by the file itself, and the id by the handle held here.
+    pub(super) fn holds_file(&self, file: &File) -> bool {
+        let local = |mount| self.mounts.get(&mount).and_then(|m| m.local);
+        sys::mount_id(file).and_then(local) == Some(true)
+    }
+
+    /// A handle of `dir` and the mount it lies on: the last one's, where it is `dir`'s and
+    /// younger than [`HANDLE_FOR`]; else one opened from the kernel's caches (`None` where
+    /// they do not hold it).
+    fn handle(&mut self, dir: &Path) -> Option<(Arc<File>, u64)> {
+        let now = Instant::now();
+        if let Some(last) = &self.last {
+            let same = last.path.as_os_str() == dir.as_os_str();
+            if same && now.duration_since(last.at) < HANDLE_FOR {
+                return Some((last.handle.clone(), last.mount));
+            }
+        }
+        let handle = Arc::new(sys::cached_dir(dir).ok()?);
+        let mount = sys::mount_id(&handle)?;
+        self.last = Some(Dir {
+            path: dir.into(),
+            handle: handle.clone(),
+            mount,
+            at: now,
+        });
+        Some((handle, mount))
+    }
+}
+
+/// `path`'s directory (`.` for a bare name) and its name in it; `None` where `path` ends in
+/// `/` or `.`, which ask for a directory and would not be asked so of the name alone (such a
+/// path is opened on a helper thread).
+fn split(path: &Path) -> Option<(&Path, &Path)> {
+    let name = path.file_name()?;
+    let whole = path.as_os_str().as_encoded_bytes();
+    whole.ends_with(name.as_encoded_bytes()).then_some(())?;
+    let dir = path.parent()?;
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    Some((dir, Path::new(name)))
+}
