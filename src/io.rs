@@ -24,9 +24,9 @@ mod thread_opens;
 mod to_open;
 #[cfg(target_os = "linux")] // the ring's
 pub(crate) use dirs::LocalDir;
-pub(crate) use thread_opens::ThreadOpens;
 #[cfg(target_os = "linux")] // the ring's
 pub(crate) use thread_opens::RingOpen;
+pub(crate) use thread_opens::ThreadOpens;
 #[cfg(test)]
 pub(crate) use to_open::open_source;
 pub(crate) use to_open::{finish_open, Opened, ToOpen};
@@ -383,27 +383,6 @@ pub(crate) trait Io<'a>: Send {
             None
         }
     }
-    /// How many of the pages `len` bytes of `fd` at `offset` lie on are in the page cache,
-    /// of how many (`cachestat`, Linux 6.5); `None` where the kernel cannot tell.
-    fn pages_cached(&mut self, fd: &FdRef<'a>, offset: u64, len: u64) -> Option<(u64, u64)> {
-        #[cfg(target_os = "linux")]
-        return sys::pages_cached(fd.file(), offset, len);
-        #[cfg(not(target_os = "linux"))]
-        {
-            let _ = (fd, offset, len);
-            None
-        }
-    }
-    /// Drops `len` bytes of `fd` at `offset` from the page cache (`POSIX_FADV_DONTNEED`):
-    /// pages a read brought in where `RWF_DONTCACHE` is refused.
-    fn drop_behind(&mut self, fd: &FdRef<'a>, offset: u64, len: u64) {
-        if !fd.may_hang() {
-            return sys::drop_from_cache(fd.file(), offset, len);
-        }
-        // `fadvise` may ask a hung mount: on a helper thread, never waited for.
-        let file = fd.shared();
-        let _ = crate::helpers::spawn(move || sys::drop_from_cache(&file, offset, len));
-    }
     /// Takes `req` and copies it at once, on this thread, as far as the page cache holds it,
     /// without waiting for the device; its completion comes back with the next
     /// [`reap`](Self::reap) (a short one where only the front was cached). See
@@ -425,11 +404,6 @@ pub(crate) trait Io<'a>: Send {
     fn reopen_own(&mut self, fd: &FdRef<'a>) -> Option<FdRef<'a>> {
         let opens = self.thread_opens_mut()?;
         opens.reopen_own(fd).map(FdRef::attach)
-    }
-    /// Switches the descriptor of a file the reader opened to `O_DIRECT` reads: a cold file
-    /// read uncached.
-    fn set_direct(&mut self, fd: &FdRef<'a>) -> io::Result<()> {
-        sys::set_direct(fd.file())
     }
     /// Switches the descriptor of a file that refused `O_DIRECT` reads to buffered ones:
     /// the same descriptor, never the file reopened by its path, which may name another

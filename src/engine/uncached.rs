@@ -36,14 +36,13 @@ pub(super) fn decide(core: &mut Core<'_>, idx: usize, fallback: bool, warm: bool
     let drop_behind = fallback || sys::uncached_refused(fd.device());
     let may_go_direct =
         !fallback && !warm && !entry.direct() && offset.is_multiple_of(DIRECT_ALIGN as u64);
-    let cold =
-        (may_go_direct || drop_behind) && none_cached(core, &fd, offset, to_stop) == Some(true);
+    let cold = (may_go_direct || drop_behind) && none_cached(&fd, offset, to_stop) == Some(true);
     let fd = match (cold && may_go_direct) || drop_behind {
         true => own_description(core, idx).unwrap_or(fd),
         false => fd,
     };
     let own = core.queue.get_mut(idx).is_some_and(|e| e.own_description());
-    let cache_use = if cold && may_go_direct && own && core.io_mut().set_direct(&fd).is_ok() {
+    let cache_use = if cold && may_go_direct && own && sys::set_direct(fd.file()).is_ok() {
         let entry = core.queue.get_mut(idx).expect("index from the queue");
         entry.set_direct();
         core.stats.files_direct += 1;
@@ -80,8 +79,8 @@ pub(super) fn for_read(
         CacheUse::Uncached => (true, false),
         CacheUse::DropBehind { cold_from } => {
             let fd = entry.fd().cloned().expect("read only once open");
-            let ours = cold_from.is_some()
-                || none_cached(core, &fd, offset, len as u64).unwrap_or(guess_cold);
+            let ours =
+                cold_from.is_some() || none_cached(&fd, offset, len as u64).unwrap_or(guess_cold);
             (false, ours)
         }
         CacheUse::Direct { .. } | CacheUse::Undecided => (false, false),
@@ -128,9 +127,20 @@ fn own_description<'a>(core: &mut Core<'a>, idx: usize) -> Option<FdRef<'a>> {
 
 /// Whether no page of `len` bytes of `fd` at `offset` is cached; `None` where the kernel
 /// cannot tell.
-fn none_cached<'a>(core: &mut Core<'a>, fd: &FdRef<'a>, offset: u64, len: u64) -> Option<bool> {
-    let (cached, _pages) = core.io_mut().pages_cached(fd, offset, len)?;
+fn none_cached(fd: &FdRef<'_>, offset: u64, len: u64) -> Option<bool> {
+    let (cached, _pages) = sys::pages_cached(fd.file(), offset, len)?;
     Some(cached == 0)
+}
+
+/// Drops `len` bytes of `fd` at `offset` from the page cache (`POSIX_FADV_DONTNEED`): pages
+/// a read brought in where `RWF_DONTCACHE` is refused. On a helper thread, never waited
+/// for, where the file's filesystem may hang.
+fn drop_behind(fd: &FdRef<'_>, offset: u64, len: u64) {
+    if !fd.may_hang() {
+        return sys::drop_from_cache(fd.file(), offset, len);
+    }
+    let file = fd.shared();
+    let _ = crate::helpers::spawn(move || sys::drop_from_cache(&file, offset, len));
 }
 
 /// Chunk `i`'s read, sent with `RWF_DONTCACHE`, was refused it: the filesystem is remembered
@@ -149,7 +159,7 @@ pub(super) fn refused(core: &mut Core<'_>, i: usize, region: Region) {
     sys::note_uncached_refused(fd.device());
     if entry.cache_use() == CacheUse::Uncached {
         read_no_further(entry, &fd);
-        let cold = none_cached(core, &fd, at, to_stop) == Some(true);
+        let cold = none_cached(&fd, at, to_stop) == Some(true);
         let entry = core.queue.by_id_mut(file).expect("a live chunk's file");
         entry.set_cache_use(CacheUse::DropBehind {
             cold_from: cold.then_some(at),
@@ -162,7 +172,7 @@ pub(super) fn refused(core: &mut Core<'_>, i: usize, region: Region) {
         entry.cache_use(),
         CacheUse::DropBehind { cold_from: Some(_) }
     );
-    if cold || none_cached(core, &fd, at, left) == Some(true) {
+    if cold || none_cached(&fd, at, left) == Some(true) {
         core.chunks[i].set_drop_behind();
     }
     core.resubmit(i, region, fd);
@@ -212,7 +222,7 @@ pub(super) fn came_back(core: &mut Core<'_>, i: usize, filled: usize) {
         }
         _ => (offset, filled as u64),
     };
-    core.io_mut().drop_behind(&fd, from, len);
+    drop_behind(&fd, from, len);
     core.stats.bytes_dropped_behind += len;
 }
 
@@ -260,10 +270,10 @@ fn sweep(core: &mut Core<'_>, file: u64) {
     let Some(fd) = fd.filter(|_| end > from) else {
         return;
     };
-    if direct && none_cached(core, &fd, from, end - from) != Some(false) {
+    if direct && none_cached(&fd, from, end - from) != Some(false) {
         return;
     }
-    core.io_mut().drop_behind(&fd, from, end - from);
+    drop_behind(&fd, from, end - from);
     if count {
         core.stats.bytes_dropped_behind += end - from;
     }

@@ -53,13 +53,10 @@ struct Mount {
     local: Option<bool>,
 }
 
-/// What a helper thread finds out of a directory's mount along with an open there: the
-/// directory's handle, where the reader has one, else its path.
+/// What a helper thread finds out along with an open: whether the mount with this id, which
+/// this directory's handle lies on, is local.
 #[derive(Debug)]
-pub(super) enum Check {
-    Handle(u64, Arc<File>),
-    Path(Box<Path>),
-}
+pub(super) struct Check(u64, Arc<File>);
 
 /// A mount found local or not, and a handle in it.
 #[derive(Debug)]
@@ -71,20 +68,14 @@ pub(super) struct Checked {
 
 impl Check {
     /// Finds out whether the directory's mount is local: on a helper thread.
-    pub(super) fn run(self) -> Option<Checked> {
-        let (mount, handle) = match self {
-            Check::Handle(mount, handle) => (mount, handle),
-            Check::Path(dir) => {
-                let handle = sys::dir_handle(&dir).ok()?;
-                (sys::mount_id(&handle)?, Arc::new(handle))
-            }
-        };
+    pub(super) fn run(self) -> Checked {
+        let Check(mount, handle) = self;
         let local = !sys::may_hang(&handle);
-        Some(Checked {
+        Checked {
             mount,
             handle,
             local,
-        })
+        }
     }
 }
 
@@ -94,10 +85,8 @@ impl Dirs {
     /// what that thread is to check of the directory's mount, if anything.
     pub(super) fn place<'p>(&mut self, path: &'p Path) -> Result<LocalDir<'p>, Option<Check>> {
         let (dir, name) = split(path).ok_or(None)?;
-        let Some((handle, mount)) = self.handle(dir) else {
-            // Not in the kernel's caches: the helper thread's lookup brings it in.
-            return Err(Some(Check::Path(dir.into())));
-        };
+        // Not in the kernel's caches: the helper thread's lookup brings it in.
+        let (handle, mount) = self.handle(dir).ok_or(None)?;
         match self.mounts.get(&mount).map(|m| m.local) {
             Some(Some(true)) => Ok((handle, name)),
             Some(_) => Err(None),
@@ -110,7 +99,7 @@ impl Dirs {
                     local: None,
                 };
                 self.mounts.insert(mount, held);
-                Err(Some(Check::Handle(mount, handle)))
+                Err(Some(Check(mount, handle)))
             }
         }
     }

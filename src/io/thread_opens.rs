@@ -62,8 +62,11 @@ pub(crate) struct ThreadOpens {
     opener: Opener,
     tx: Sender<HelperAnswer>,
     rx: Receiver<HelperAnswer>,
-    /// Opens under way: when each started, and its path (to name it if it times out).
-    started: HashMap<u64, (Instant, Box<Path>)>,
+    /// Opens under way: when each started, and how to name it if it times out.
+    started: HashMap<u64, (Instant, FileName)>,
+    /// The id of the last open waited for at once ([`open`](Self::open)): ids count down
+    /// from the top, far from the queue's, and a late answer names the open it belongs to.
+    last_now: u64,
     /// Opens answered (or timed out) and not yet taken.
     answered: Vec<(u64, Result<Opened<'static>, Error>)>,
     /// Directories, and the mounts checked local.
@@ -85,6 +88,7 @@ impl ThreadOpens {
             answered: Vec::new(),
             dirs: Dirs::default(),
             cold_run: 0,
+            last_now: u64::MAX,
         }
     }
 
@@ -106,7 +110,8 @@ impl ThreadOpens {
             },
             Err(check) => check,
         };
-        self.start_on_helper(file, path, direct, check).is_ok()
+        self.start_on_helper(file, ToOpen::Path(path.into()), direct, check)
+            .is_ok()
     }
 
     /// Opens `path` of a local directory here, from the kernel's caches, or else hands it to
@@ -155,7 +160,7 @@ impl ThreadOpens {
         Some(super::finish_open(file, flags, direct, path, true))
     }
 
-    /// Starts opening `path` for file `file` on a helper thread, which also finds out what
+    /// Starts opening `to_open` for file `file` on a helper thread, which also finds out what
     /// `check` asks of its directory's mount.
     ///
     /// # Errors
@@ -164,20 +169,22 @@ impl ThreadOpens {
     fn start_on_helper(
         &mut self,
         file: u64,
-        path: &Path,
+        to_open: ToOpen,
         direct: bool,
         check: Option<Check>,
     ) -> io::Result<()> {
-        let (tx, mut opener) = (self.tx.clone(), self.opener);
-        let to_open = ToOpen::Path(path.into());
+        let (tx, mut opener, name) = (self.tx.clone(), self.opener, to_open.name());
         let job = move || {
             let opened = to_open.open(direct, &mut opener);
-            let checked = check.and_then(Check::run);
-            // The reader may have gone: the file is closed here then.
+            // Its descriptor is closed once the reader is done with it, not after this
+            // thread's answer: a caller counting descriptors must not see it linger.
+            drop(to_open);
+            let checked = check.map(Check::run);
+            // The reader may have gone: the file is closed then (here, where it may hang).
             let _ = tx.send((file, opened, opener, checked));
         };
         helpers::spawn(job)?;
-        self.started.insert(file, (Instant::now(), path.into()));
+        self.started.insert(file, (Instant::now(), name));
         Ok(())
     }
 
@@ -203,13 +210,15 @@ impl ThreadOpens {
         let again = matches!(errno, libc::ELOOP | libc::EXDEV)
             || self.opener.refused(flags, errno).is_some();
         let source = match again {
-            true => match self.start_on_helper(file, path, direct, None) {
+            true => match self.start_on_helper(file, ToOpen::Path(path.into()), direct, None) {
                 Ok(()) => return,
                 Err(e) => e,
             },
             false => io::Error::from_raw_os_error(errno),
         };
-        self.answered.push((file, Err(open_error(path, source))));
+        let path = FileName::Path(path.to_path_buf());
+        self.answered
+            .push((file, Err(Error::Open { path, source })));
     }
 
     /// Opens and sizes `to_open` now: a path of a local directory, or a file handed in on a
@@ -232,24 +241,25 @@ impl ThreadOpens {
             ToOpen::File { .. } => None,
         };
         let name = to_open.name();
-        let (tx, rx) = mpsc::sync_channel(1);
-        let mut opener = self.opener;
-        let job = move || {
-            let opened = to_open.open(direct, &mut opener);
-            // Its descriptor is closed once the reader is done with it, not after this
-            // thread's answer: a caller counting descriptors must not see it linger.
-            drop(to_open);
-            let _ = tx.send((opened, opener, check.and_then(Check::run)));
-        };
-        helpers::spawn(job).map_err(|source| Error::Open {
-            path: name.clone(),
-            source,
-        })?;
-        let (opened, opener, checked) =
-            (rx.recv_timeout(self.timeout)).map_err(|_| timed_out(name, self.timeout))?;
-        self.opener.learn(opener);
-        self.dirs.checked(checked);
-        opened
+        self.last_now -= 1;
+        let now = self.last_now;
+        self.start_on_helper(now, to_open, direct, check)
+            .map_err(|source| Error::Open { path: name, source })?;
+        self.wait_for(now)
+    }
+
+    /// Waits for the answer of file `file`'s open, taking the others' as they come, at most
+    /// until it has taken the timeout.
+    fn wait_for(&mut self, file: u64) -> Result<Opened<'static>, Error> {
+        loop {
+            if let Some(i) = self.answered.iter().position(|(f, _)| *f == file) {
+                return self.answered.swap_remove(i).1;
+            }
+            let deadline = self.give_up_late();
+            if let Ok(answer) = helpers::recv_until(&self.rx, deadline) {
+                self.answered_with(answer);
+            }
+        }
     }
 
     /// The file handed in that `fd` reads, opened again on this thread through `/proc` with
@@ -370,8 +380,7 @@ impl ThreadOpens {
             .map(|(&file, _)| file)
             .collect();
         for file in late {
-            let (_, path) = self.started.remove(&file).expect("listed above");
-            let name = FileName::Path(path.into_path_buf());
+            let (_, name) = self.started.remove(&file).expect("listed above");
             self.answered.push((file, Err(timed_out(name, timeout))));
         }
         let earliest = self.started.values().map(|(at, _)| *at).min()?;
@@ -407,14 +416,6 @@ fn timed_out(path: FileName, timeout: Duration) -> Error {
                  helper thread and the file given up on"
             ),
         ),
-    }
-}
-
-#[cfg(target_os = "linux")] // the ring's alone
-fn open_error(path: &Path, source: io::Error) -> Error {
-    Error::Open {
-        path: FileName::Path(path.to_path_buf()),
-        source,
     }
 }
 

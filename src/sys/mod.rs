@@ -55,6 +55,12 @@ pub(crate) fn read_uncached_at(file: &File, buf: &mut [u8], offset: u64) -> io::
     read_at(file, buf, offset)
 }
 
+/// Off Linux, the kernel cannot tell what it has cached.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn pages_cached(_file: &File, _offset: u64, _len: u64) -> Option<(u64, u64)> {
+    None
+}
+
 /// Off Linux, reads are never uncached, so nothing is dropped behind them.
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn drop_from_cache(_file: &File, _offset: u64, _len: u64) {}

@@ -27,28 +27,16 @@ pub(crate) const DIRECT: i32 = 0;
 /// others for an older kernel, or off Linux.
 pub(crate) fn cached_dir(dir: &Path) -> io::Result<File> {
     #[cfg(target_os = "linux")]
-    return super::unix::openat2(None, dir, DIR_HANDLE, libc::RESOLVE_CACHED);
+    {
+        let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
+        super::unix::openat2(None, dir, flags, libc::RESOLVE_CACHED)
+    }
     #[cfg(not(target_os = "linux"))]
     {
         let _ = dir;
         Err(io::ErrorKind::Unsupported.into())
     }
 }
-
-/// A handle of the directory `dir`, looked up however long it takes: on a helper thread.
-pub(crate) fn dir_handle(dir: &Path) -> io::Result<File> {
-    #[cfg(target_os = "linux")]
-    return super::unix::openat2(None, dir, DIR_HANDLE, 0);
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = dir;
-        Err(io::ErrorKind::Unsupported.into())
-    }
-}
-
-/// How a directory's handle is opened: a name for it, no more (`O_PATH`).
-#[cfg(target_os = "linux")]
-const DIR_HANDLE: i32 = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
 
 /// The mount a descriptor lies on (`mnt_id` in `/proc/self/fdinfo`): the VFS answers it, not
 /// the filesystem (`statx`, even with `AT_STATX_DONT_SYNC`, may ask a 9p or CIFS server), so

@@ -71,12 +71,6 @@ pub(crate) fn cached_dir(_dir: &Path) -> io::Result<File> {
     Err(io::ErrorKind::Unsupported.into())
 }
 
-/// No directory's handle is kept here.
-pub(crate) fn dir_handle(_dir: &Path) -> io::Result<File> {
-    Err(io::ErrorKind::Unsupported.into())
-}
-
-
 /// A file handed in is never opened again here.
 pub(crate) fn readable(_file: &File) -> bool {
     false
