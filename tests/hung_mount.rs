@@ -93,14 +93,9 @@ fn check(m: &FaultMount, outcomes: Outcomes, hung: &[usize]) {
     }
 }
 
-/// The backends to scan with here, each with a line on stderr where one is missing.
-fn backends_here() -> Vec<Backend> {
-    backends_once().to_vec()
-}
-
 #[test]
 fn ten_hung_opens_and_a_hung_read_fail_alone_and_together() {
-    for backend in backends_here() {
+    for backend in backends_once().to_vec() {
         let Some(m) = mount(|i| Faults {
             hang_open: HUNG_OPENS.contains(&i),
             hang_at: (i == HUNG_READ).then_some(HANG_AT),
@@ -130,7 +125,7 @@ fn ten_hung_opens_and_a_hung_read_fail_alone_and_together() {
 
 #[test]
 fn hung_fstats_fail_their_files_alone() {
-    for backend in backends_here() {
+    for backend in backends_once().to_vec() {
         let Some(m) = mount(|i| Faults {
             hang_getattr: HUNG_FSTATS.contains(&i),
             ..Faults::default()
@@ -150,7 +145,7 @@ fn hung_fstats_fail_their_files_alone() {
 
 #[test]
 fn past_its_memory_budget_a_scan_stops_with_a_clear_error() {
-    for backend in backends_here() {
+    for backend in backends_once().to_vec() {
         // Two reads that hang, on one thread: each gives a reader up, and its pool, 1 MiB,
         // stays behind; the budget holds one.
         let Some(m) = mount(|i| Faults {
@@ -183,27 +178,12 @@ fn past_its_memory_budget_a_scan_stops_with_a_clear_error() {
     }
 }
 
-/// Bind-mounts `src` onto `dst` (a file onto a file); why not, where it cannot (not root).
-fn bind(src: &std::path::Path, dst: &std::path::Path) -> Result<(), String> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = |p: &std::path::Path| std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
-    let (src, dst) = (c(src), c(dst));
-    // SAFETY: both paths are NUL-terminated and alive for the call; no data is passed.
-    let rc = unsafe {
-        let none = std::ptr::null();
-        libc::mount(src.as_ptr(), dst.as_ptr(), none, libc::MS_BIND, none.cast())
-    };
-    (rc == 0)
-        .then_some(())
-        .ok_or_else(|| format!("mount --bind: {}", io::Error::last_os_error()))
-}
-
 /// A file bind-mounted from a hung mount into a local directory, among that directory's
 /// files: its open hangs, on a helper thread, and it fails alone; the directory's other files
 /// (opened on the reader's thread, the directory being local) are read whole.
 #[test]
 fn a_hung_file_bind_mounted_into_a_local_directory_fails_alone() {
-    for backend in backends_here() {
+    for backend in backends_once().to_vec() {
         let Some(m) = mount(|i| Faults {
             hang_open: i == 0,
             ..Faults::default()
@@ -213,11 +193,14 @@ fn a_hung_file_bind_mounted_into_a_local_directory_fails_alone() {
         let files = make_files(&[70_000, 5000, 1, 300_000, 20_000]);
         let want = oracle_all(&files.paths);
         // The third file is replaced, as its directory's dentry, by the hung one.
-        if let Err(why) = bind(&m.path(0), &files.paths[2]) {
-            eprintln!("skipped: {why}");
-            assert!(m.abandon());
-            return;
-        }
+        let binding = match common::fusefs::bind(&m.path(0), &files.paths[2]) {
+            Ok(binding) => binding,
+            Err(why) => {
+                eprintln!("skipped: {why}");
+                assert!(m.abandon());
+                return;
+            }
+        };
         let reader = ReaderBuilder::new().backend(backend).drain_timeout(TIMEOUT);
         let paths = files.paths.clone();
         let got = within(HANG, "a scan over a bind-mounted hung file", move || {
@@ -241,9 +224,7 @@ fn a_hung_file_bind_mounted_into_a_local_directory_fails_alone() {
                 other => panic!("{backend:?}: file {i}: {other:?}"),
             }
         }
-        // SAFETY: a NUL-terminated path, alive for the call.
-        let dst = std::ffi::CString::new(files.paths[2].to_str().unwrap()).unwrap();
-        unsafe { libc::umount2(dst.as_ptr(), libc::MNT_DETACH) };
+        drop(binding);
         assert!(
             m.abandon(),
             "the connection must end, or the threads never exit"

@@ -18,7 +18,14 @@
 //! a delayed request never holds up the others.
 //!
 //! Attributes and entries are cached for 0 s, so the kernel asks for a file's size again
-//! every time it needs it: a size change shows at once.
+//! every time it needs it: a size change shows at once. [`FaultMount::with_ttl`] lets the
+//! kernel cache them, as most FUSE filesystems do: a name looked up once is then found again
+//! without asking the filesystem, as on a local one, and only the file's open reaches it.
+//!
+//! An entry may instead be a symbolic link ([`FileSpec::symlink`]), to anywhere (a local
+//! file, say): it is looked up through the filesystem, as every name in it, and its target
+//! read there (`readlink`) every time a path goes through it, cached names or not; the
+//! kernel follows it from there.
 //!
 //! Kernel behaviour worth knowing when writing tests on it:
 //! - In page-cache mode ([`Serve::PageCache`]) a short reply is taken as the end of the file:
@@ -31,16 +38,25 @@
 //!   at a file's real end is asked again, up to 128 times, for the rest of the (4 KiB-aligned)
 //!   read. A reader that cuts at the file's size still reads it right, but pays
 //!   [`Faults::latency`] that many times: a 1-byte file with 2 ms of latency takes 1/4 s.
+//! - Every `close(2)` of a file's descriptor opened for reading sends a `FLUSH` and waits for
+//!   its answer (see [`Faults::hang_flush`]); the `RELEASE` follows later, unwaited. An
+//!   `O_PATH` descriptor never opened the file here (no `OPEN`), and its close sends nothing;
+//!   nor does a directory's. Once a `FLUSH` is answered `ENOSYS` the kernel sends none again
+//!   on that mount, so every `FLUSH` here is answered (or held).
 
 mod handlers;
 mod inodes;
 mod mount;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use fuser::Errno;
 
 pub use mount::FaultMount;
+// For the tests of bind mounts; other test binaries leave them unused.
+#[allow(unused_imports)]
+pub use mount::{bind, Bound};
 // Public as it was, though only `FaultMount::new` calls it so far.
 #[allow(unused_imports)]
 pub use mount::unmount_stale;
@@ -77,9 +93,14 @@ pub struct Faults {
     /// Every open of this file gets no answer until [`FaultMount::release_hung`] (or the
     /// mount ends): a hung mount's open, which blocks the thread that asked in the kernel.
     pub hang_open: bool,
-    /// Every `getattr` of this file (an `fstat` of it: attributes are never cached here) gets
-    /// no answer until [`FaultMount::release_hung`], as [`hang_open`](Self::hang_open).
+    /// Every `getattr` of this file (an `fstat` of it: attributes are not cached, but with
+    /// [`FaultMount::with_ttl`]) gets no answer until [`FaultMount::release_hung`], as [`hang_open`](Self::hang_open).
     pub hang_getattr: bool,
+    /// Every `FLUSH` of this file (sent by each `close(2)` of a descriptor of it) gets no
+    /// answer until [`FaultMount::release_hung`], as [`hang_open`](Self::hang_open): the
+    /// close blocks in the kernel, and once the filesystem has read the request no signal
+    /// ends the wait.
+    pub hang_flush: bool,
 }
 
 /// One file of the filesystem.
@@ -89,6 +110,10 @@ pub struct FileSpec {
     pub size: u64,
     /// What it does wrong.
     pub faults: Faults,
+    /// Where set, the entry is a symbolic link to this path instead of a file: its size is
+    /// the target's length, `readlink` answers the target, and `size` and the read faults do
+    /// not apply ([`FaultMount::expected`] means nothing for it).
+    pub symlink_to: Option<PathBuf>,
 }
 
 impl FileSpec {
@@ -96,7 +121,17 @@ impl FileSpec {
     pub fn new(size: u64) -> Self {
         FileSpec {
             size,
-            faults: Faults::default(),
+            ..FileSpec::default()
+        }
+    }
+
+    /// A symbolic link to `target` (see [`symlink_to`](Self::symlink_to)).
+    pub fn symlink(target: impl Into<PathBuf>) -> Self {
+        let target = target.into();
+        FileSpec {
+            size: target.as_os_str().len() as u64,
+            symlink_to: Some(target),
+            ..FileSpec::default()
         }
     }
 
@@ -153,7 +188,11 @@ pub fn random_files(n: usize, max_size: u64, seed: u64, short_ok: bool) -> Vec<F
                 slow_left -= 1;
                 f.slow_read = Some((next(size), ms(50 + next(150))));
             }
-            FileSpec { size, faults: f }
+            FileSpec {
+                size,
+                faults: f,
+                symlink_to: None,
+            }
         })
         .collect()
 }
@@ -188,8 +227,13 @@ pub struct FsStats {
     pub short_replies: u64,
     /// Reads held without an answer (see [`Faults::hang_at`]).
     pub hung_reads: u64,
-    /// Opens and `getattr`s held without an answer (see [`Faults::hang_open`]).
+    /// Opens, `getattr`s and `FLUSH`es held without an answer (see [`Faults::hang_open`],
+    /// [`Faults::hang_getattr`], [`Faults::hang_flush`]).
     pub hung_calls: u64,
+    /// `FLUSH`es asked for (one each `close(2)` of a descriptor opened for reading).
+    pub flushes: u64,
+    /// Symbolic links read (`readlink`).
+    pub readlinks: u64,
 }
 
 impl std::ops::Add for FsStats {
@@ -205,6 +249,8 @@ impl std::ops::Add for FsStats {
             short_replies: self.short_replies + o.short_replies,
             hung_reads: self.hung_reads + o.hung_reads,
             hung_calls: self.hung_calls + o.hung_calls,
+            flushes: self.flushes + o.flushes,
+            readlinks: self.readlinks + o.readlinks,
         }
     }
 }

@@ -17,10 +17,6 @@ use super::{file_name, Serve};
 #[derive(Debug)]
 pub(super) struct FaultFs(pub(super) Arc<State>);
 
-/// How long the kernel may cache entries and attributes: not at all, so that size changes
-/// show at once.
-const TTL: Duration = Duration::ZERO;
-
 impl Filesystem for FaultFs {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let ino = name
@@ -29,7 +25,7 @@ impl Filesystem for FaultFs {
             .and_then(|n| n.parse::<u64>().ok())
             .map(|i| i + FIRST_FILE);
         match ino.and_then(|ino| self.0.attr(ino)) {
-            Some(attr) => reply.entry(&TTL, &attr, fuser::Generation(0)),
+            Some(attr) => reply.entry(&self.0.ttl, &attr, fuser::Generation(0)),
             None => reply.error(Errno::ENOENT),
         }
     }
@@ -38,7 +34,7 @@ impl Filesystem for FaultFs {
         let state = self.0.clone();
         let hang = state.file(ino).is_some_and(|f| f.spec.faults.hang_getattr);
         let reply: Job = Box::new(move || match state.attr(ino.into()) {
-            Some(attr) => reply.attr(&TTL, &attr),
+            Some(attr) => reply.attr(&state.ttl, &attr),
             None => reply.error(Errno::ENOENT),
         });
         if let Some(reply) = self.0.hold_if(hang, &self.0.hung_calls, reply) {
@@ -92,6 +88,33 @@ impl Filesystem for FaultFs {
         }
     }
 
+    fn flush(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        let state = &self.0;
+        state.flushes.fetch_add(1, Ordering::Relaxed);
+        // Answered (not `ENOSYS`, after which the kernel would send no `FLUSH` again).
+        let hang = state.file(ino).is_some_and(|f| f.spec.faults.hang_flush);
+        let reply: Job = Box::new(move || reply.ok());
+        if let Some(reply) = state.hold_if(hang, &state.hung_calls, reply) {
+            reply();
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        use std::os::unix::ffi::OsStrExt;
+        self.0.readlinks.fetch_add(1, Ordering::Relaxed);
+        match self.0.file(ino).and_then(|f| f.spec.symlink_to.as_ref()) {
+            Some(target) => reply.data(target.as_os_str().as_bytes()),
+            None => reply.error(Errno::EINVAL),
+        }
+    }
+
     fn release(
         &self,
         _req: &Request,
@@ -121,8 +144,8 @@ impl Filesystem for FaultFs {
             (ROOT, FileType::Directory, ".".to_string()),
             (ROOT, FileType::Directory, "..".to_string()),
         ];
-        let files = (0..self.0.files.len() as u64)
-            .map(|i| (i + FIRST_FILE, FileType::RegularFile, file_name(i as usize)));
+        let files = (self.0.files.iter().enumerate())
+            .map(|(i, f)| (i as u64 + FIRST_FILE, f.kind(), file_name(i)));
         for (next, (ino, kind, name)) in dots
             .into_iter()
             .chain(files)

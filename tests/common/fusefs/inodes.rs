@@ -28,7 +28,27 @@ pub(super) struct FileState {
 }
 
 impl FileState {
+    /// What the entry is: a regular file, or a symbolic link (see
+    /// [`FileSpec::symlink_to`](super::FileSpec::symlink_to)).
+    pub(super) fn kind(&self) -> FileType {
+        match self.spec.symlink_to {
+            Some(_) => FileType::Symlink,
+            None => FileType::RegularFile,
+        }
+    }
+
+    /// Its permissions: read-only, or all for a symbolic link (as Linux shows them).
+    fn perm(&self) -> u16 {
+        match self.spec.symlink_to {
+            Some(_) => 0o777,
+            None => 0o444,
+        }
+    }
+
     fn size_now(&self) -> u64 {
+        if let Some(target) = &self.spec.symlink_to {
+            return target.as_os_str().len() as u64;
+        }
         match self.spec.faults.resize_to {
             Some(to) if self.read_once.load(Ordering::SeqCst) => to,
             _ => self.spec.size,
@@ -41,6 +61,8 @@ impl FileState {
 pub(super) struct State {
     pub(super) files: Vec<FileState>,
     pub(super) serve: Serve,
+    /// How long the kernel may cache entries and attributes (see `FaultMount::with_ttl`).
+    pub(super) ttl: Duration,
     pub(super) delayer: Delayer,
     pub(super) opens: AtomicU64,
     pub(super) releases: AtomicU64,
@@ -50,6 +72,8 @@ pub(super) struct State {
     pub(super) short_replies: AtomicU64,
     pub(super) hung_reads: AtomicU64,
     pub(super) hung_calls: AtomicU64,
+    pub(super) flushes: AtomicU64,
+    pub(super) readlinks: AtomicU64,
     pub(super) hung: Held,
 }
 
@@ -99,8 +123,8 @@ impl State {
         let (kind, size, perm, nlink) = if ino == ROOT {
             (FileType::Directory, 0, 0o555, 2)
         } else {
-            let size = self.file(INodeNo(ino))?.size_now();
-            (FileType::RegularFile, size, 0o444, 1)
+            let file = self.file(INodeNo(ino))?;
+            (file.kind(), file.size_now(), file.perm(), 1)
         };
         Some(FileAttr {
             ino: INodeNo(ino),

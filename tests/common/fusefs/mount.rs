@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use fuser::MountOption;
 
@@ -39,6 +40,22 @@ impl FaultMount {
     /// print and skip.
     ///
     pub fn new(files: Vec<FileSpec>, serve: Serve) -> Result<FaultMount, String> {
+        FaultMount::with_ttl(files, serve, Duration::ZERO)
+    }
+
+    /// As [`new`](Self::new), with entries and attributes the kernel may cache for `ttl`
+    /// instead of not at all, as most FUSE filesystems let it: a name looked up once is then
+    /// found again without asking the filesystem (`openat2` with `RESOLVE_CACHED` finds it,
+    /// and only its open reaches the filesystem), and a size change may not show.
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new).
+    pub fn with_ttl(
+        files: Vec<FileSpec>,
+        serve: Serve,
+        ttl: Duration,
+    ) -> Result<FaultMount, String> {
         if !Path::new("/dev/fuse").exists() {
             return Err("no /dev/fuse here".into());
         }
@@ -62,6 +79,7 @@ impl FaultMount {
                 })
                 .collect(),
             serve,
+            ttl,
             delayer: Delayer::new(),
             opens: AtomicU64::new(0),
             releases: AtomicU64::new(0),
@@ -71,6 +89,8 @@ impl FaultMount {
             short_replies: AtomicU64::new(0),
             hung_reads: AtomicU64::new(0),
             hung_calls: AtomicU64::new(0),
+            flushes: AtomicU64::new(0),
+            readlinks: AtomicU64::new(0),
             hung: Held(Mutex::new(Some(Vec::new()))),
         });
         let mut config = fuser::Config::default();
@@ -139,6 +159,8 @@ impl FaultMount {
             short_replies: get(&s.short_replies),
             hung_reads: get(&s.hung_reads),
             hung_calls: get(&s.hung_calls),
+            flushes: get(&s.flushes),
+            readlinks: get(&s.readlinks),
         }
     }
 
@@ -156,8 +178,9 @@ impl FaultMount {
         mounts().iter().any(|(_, dir)| Path::new(dir) == self.dir)
     }
 
-    /// Answers every read, open and `getattr` held by [`Faults::hang_at`](super::Faults::hang_at)
-    /// and [`Faults::hang_open`](super::Faults::hang_open), and from now on such calls at once.
+    /// Answers every read, open, `getattr` and `FLUSH` held by
+    /// [`Faults::hang_at`](super::Faults::hang_at), [`Faults::hang_open`](super::Faults::hang_open)
+    /// and the like, and from now on such calls at once.
     pub fn release_hung(&self) {
         let mut hung = self.state.hung.0.lock().unwrap_or_else(|e| e.into_inner());
         let held = hung.take().unwrap_or_default();
@@ -309,4 +332,43 @@ fn detach(dir: &Path) {
     let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).expect("a path without NUL");
     // SAFETY: `c` is a NUL-terminated path that outlives the call.
     unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+}
+
+/// A bind mount (`mount --bind`), detached (`umount2(MNT_DETACH)`) when dropped, a failed
+/// test's too.
+#[derive(Debug)]
+pub struct Bound(PathBuf);
+
+/// Bind-mounts `src` onto `dst` (a directory onto a directory, a file onto a file); why not,
+/// where it cannot (not root).
+pub fn bind(src: &Path, dst: &Path) -> Result<Bound, String> {
+    let (c_src, c_dst) = (c_path(src), c_path(dst));
+    // SAFETY: both paths are NUL-terminated and alive for the call; no data is passed.
+    let rc = unsafe {
+        let none = std::ptr::null();
+        libc::mount(
+            c_src.as_ptr(),
+            c_dst.as_ptr(),
+            none,
+            libc::MS_BIND,
+            none.cast(),
+        )
+    };
+    match rc {
+        0 => Ok(Bound(dst.to_path_buf())),
+        _ => Err(format!("mount --bind: {}", std::io::Error::last_os_error())),
+    }
+}
+
+impl Drop for Bound {
+    fn drop(&mut self) {
+        let c = c_path(&self.0);
+        // SAFETY: a NUL-terminated path, alive for the call.
+        unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+    }
+}
+
+fn c_path(p: &Path) -> std::ffi::CString {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(p.as_os_str().as_bytes()).expect("a path without NUL")
 }
