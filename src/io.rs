@@ -342,7 +342,8 @@ pub(crate) trait Io<'a>: Send {
     /// [`open`](Self::open) instead. The result comes back through
     /// [`take_opened`](Self::take_opened).
     fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> bool {
-        (self.thread_opens_mut()).is_some_and(|opens| opens.start(file, path, direct, None))
+        let opens = self.thread_opens_mut();
+        opens.is_some_and(|opens| opens.start(file, path, direct, None).is_ok())
     }
     /// Opens started by `start_open` that completed: (file id, what came of it).
     fn take_opened(&mut self, out: &mut Vec<(u64, OpenResult<'a>)>) {

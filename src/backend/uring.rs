@@ -172,7 +172,9 @@ impl<'a> Io<'a> for Ring<'a> {
             kernel: &mut self.kernel,
             flight: &mut self.flight,
         };
-        self.opens.start(file, path, direct, Some(&mut ring))
+        self.opens
+            .start(file, path, direct, Some(&mut ring))
+            .is_ok()
     }
 
     fn take_opened(&mut self, out: &mut Vec<(u64, OpenResult<'a>)>) {

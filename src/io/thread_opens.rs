@@ -92,26 +92,28 @@ impl ThreadOpens {
         }
     }
 
-    /// Starts opening `path` for file `file`: where, is decided here (see the module docs);
-    /// `false` where no helper thread can be had (the open is then made with
-    /// [`open`](Self::open), which says why).
+    /// Starts opening `path` for file `file`, where the rule says (see the module docs): the
+    /// one place that decides it. Its answer is taken with [`take`](Self::take).
+    ///
+    /// # Errors
+    ///
+    /// No helper thread can be had (see `helpers::spawn`).
     pub(crate) fn start(
         &mut self,
         file: u64,
         path: &Path,
         direct: bool,
         ring: Option<&mut dyn RingOpen>,
-    ) -> bool {
+    ) -> io::Result<()> {
         self.collect();
         let check = match self.dirs.place(path) {
             Ok(dir) => match self.start_local(file, path, dir, direct, ring) {
-                true => return true,
+                true => return Ok(()),
                 false => None,
             },
             Err(check) => check,
         };
         self.start_on_helper(file, ToOpen::Path(path.into()), direct, check)
-            .is_ok()
     }
 
     /// Opens `path` of a local directory here, from the kernel's caches, or else hands it to
@@ -221,30 +223,23 @@ impl ThreadOpens {
             .push((file, Err(Error::Open { path, source })));
     }
 
-    /// Opens and sizes `to_open` now: a path of a local directory, or a file handed in on a
-    /// mount checked local, on this thread; anything else on a helper thread, waited for at
-    /// most the timeout.
+    /// Opens and sizes `to_open` now, waiting for it at most the timeout: a path where
+    /// [`start`](Self::start) puts it (but never on the ring, whose answers come with its
+    /// reads), a file handed in here where it lies on a mount checked local, else on a helper
+    /// thread, which also finds whether its filesystem may hang.
     pub(crate) fn open(&mut self, to_open: ToOpen, direct: bool) -> Result<Opened<'static>, Error> {
-        self.collect();
-        let check = match &to_open {
-            ToOpen::Path(path) => match self.dirs.place(path) {
-                Ok(dir) => match self.open_here(path, &dir, direct) {
-                    Some(opened) => return opened,
-                    None => None,
-                },
-                Err(check) => check,
-            },
-            ToOpen::File { file, .. } if self.dirs.holds_file(file) => {
+        self.last_now -= 1;
+        let now = self.last_now;
+        let name = to_open.name();
+        let started = match to_open {
+            ToOpen::Path(path) => self.start(now, &path, direct, None),
+            ToOpen::File { ref file, .. } if self.dirs.holds_file(file) => {
                 file.set_local(true);
                 return to_open.open_sized(direct, &mut self.opener);
             }
-            ToOpen::File { .. } => None,
+            to_open => self.start_on_helper(now, to_open, direct, None),
         };
-        let name = to_open.name();
-        self.last_now -= 1;
-        let now = self.last_now;
-        self.start_on_helper(now, to_open, direct, check)
-            .map_err(|source| Error::Open { path: name, source })?;
+        started.map_err(|source| Error::Open { path: name, source })?;
         self.wait_for(now)
     }
 
@@ -438,7 +433,7 @@ mod tests {
 
     /// Starts opening `path` as file `id` without a ring; whether on a helper thread.
     fn start(opens: &mut ThreadOpens, id: u64, path: &Path) -> bool {
-        assert!(opens.start(id, path, false, None));
+        opens.start(id, path, false, None).unwrap();
         opens.started.contains_key(&id)
     }
 

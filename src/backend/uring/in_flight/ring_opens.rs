@@ -26,7 +26,7 @@ use crate::sys::{Opener, BENEATH};
 
 /// What came of an open the kernel made for a file: its id, its path, the flags it was
 /// opened with, and the file or `errno`.
-pub(in crate::backend::uring) type Answer = (u64, PathBuf, i32, Result<File, i32>);
+pub(in crate::backend::uring) type RingAnswer = (u64, PathBuf, i32, Result<File, i32>);
 
 /// Opens the ring handed to the kernel: what they name, which it reads until it is done,
 /// and those completed and not yet collected.
@@ -35,7 +35,7 @@ pub(super) struct RingOpens {
     /// Opens the kernel has, by `user_data`.
     in_kernel: HashMap<u64, Pending>,
     /// Opens completed and not yet collected.
-    answered: Vec<Answer>,
+    answered: Vec<RingAnswer>,
 }
 
 /// An open about to be pushed: what must live until its completion is reaped.
@@ -125,7 +125,7 @@ impl RingOpens {
     }
 
     /// Takes the opens completed.
-    pub(super) fn take(&mut self) -> Vec<Answer> {
+    pub(super) fn take(&mut self) -> Vec<RingAnswer> {
         mem::take(&mut self.answered)
     }
 
@@ -158,7 +158,7 @@ impl RingOpens {
 
 /// Hands the opens the kernel answered over to `opens`, to be taken with the others (see
 /// `ThreadOpens::answer_from_ring`).
-pub(in crate::backend::uring) fn hand_over(answers: Vec<Answer>, opens: &mut ThreadOpens) {
+pub(in crate::backend::uring) fn hand_over(answers: Vec<RingAnswer>, opens: &mut ThreadOpens) {
     for (file, path, flags, result) in answers {
         opens.answer_from_ring((file, &path), flags, result);
     }
