@@ -27,6 +27,9 @@ impl Retries {
     /// at most.
     fn again(&mut self, id: u64, result: &OpenResult<'_>) -> bool {
         let passing = matches!(errno(result), Some(libc::EINTR | libc::EAGAIN));
+        if !passing && self.0.is_empty() {
+            return false; // Nothing to forget: the common case, an open that went through.
+        }
         let tries = self.0.entry(id).or_default();
         if !passing || *tries >= MAX_RETRIES {
             self.0.remove(&id);

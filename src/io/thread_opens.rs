@@ -384,6 +384,9 @@ impl ThreadOpens {
 
     /// Collects what the helper threads answered so far, without waiting.
     fn collect(&mut self) {
+        if self.started.is_empty() {
+            return; // Nothing can come: every answer is of an open under way.
+        }
         while let Ok(answer) = self.rx.try_recv() {
             self.answered_with(answer);
         }
