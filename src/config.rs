@@ -109,7 +109,8 @@ impl ReaderBuilder {
         self
     }
 
-    /// The largest single read, in bytes. A file smaller than this takes only what it needs.
+    /// The largest single read, in bytes, at least a page (4 KiB: a smaller size is taken as
+    /// 4 KiB). A file smaller than this takes only what it needs.
     ///
     /// Default [`DEFAULT_READ_SIZE`]. With [`direct_io`](Self::direct_io) it is rounded up to
     /// a multiple of 4 KiB, and so are the reads of a file that [`uncached`](Self::uncached)
@@ -254,8 +255,10 @@ impl ReaderBuilder {
 
     /// With [`uncached`](Self::uncached): every file read as on a filesystem that refuses
     /// both `RWF_DONTCACHE` and `O_DIRECT` (buffered, its reads' pages dropped behind), so
-    /// that the fallback can be measured where they are taken. Not a stable part of the API.
-    #[doc(hidden)]
+    /// that the fallback can be measured where they are taken. Only with the feature
+    /// `measure-fallbacks`, which the crate's own tests and benchmarks turn on: not a stable
+    /// part of the API.
+    #[cfg(feature = "measure-fallbacks")]
     pub fn uncached_fallback(mut self, on: bool) -> Self {
         self.uncached_fallback = on;
         self
@@ -317,6 +320,9 @@ impl ReaderBuilder {
     /// The settings, checked, with the read size aligned and the pool's size rounded up.
     pub(crate) fn validate(mut self) -> Result<ReaderBuilder, Error> {
         check(&self)?;
+        // A read of less than a page costs a read a few bytes: at least a page, as the
+        // pool's regions are (`Debug` shows the size taken).
+        self.read_size = self.read_size.max(crate::consts::PAGE);
         if self.direct_io {
             self.read_size = self.read_size.next_multiple_of(DIRECT_ALIGN);
         }
@@ -332,7 +338,8 @@ fn check(b: &ReaderBuilder) -> Result<(), Error> {
     if b.read_size == 0 {
         return refuse(
             "read_size",
-            "0 bytes cannot hold a read; use at least 4096".into(),
+            "0 bytes cannot hold a read; use at least 1 (a size below 4096 is taken as 4096)"
+                .into(),
         );
     }
     if b.read_size > MAX_READ_SIZE {

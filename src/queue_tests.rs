@@ -43,7 +43,7 @@ fn cursor_skips_finished_files() {
     )));
     e.set_size(100, 1);
     assert_eq!(e.stop(), 10, "the limit caps the end");
-    e.progress.set(10, 0);
+    read_and_consume(&mut e.progress, 10, 0);
     assert_eq!(q.next_with_work(), Some(1));
     q.pop_front();
     assert_eq!(q.cursor, 0);
@@ -75,7 +75,7 @@ fn rewind_restores_the_sized_end_and_forgets_the_failure() {
     let e = q.front_mut().unwrap();
     e.set_size(1000, 1);
     e.end_at(300); // a read found the end early
-    e.progress.set(300, 200);
+    read_and_consume(&mut e.progress, 300, 200);
     e.rewind();
     let p = e.progress();
     assert_eq!((p.next_read(), p.consumed(), e.stop()), (0, 0, 1000));
@@ -92,7 +92,7 @@ fn a_failure_is_never_an_end() {
     q.push(path("p"), 0, u64::MAX);
     let e = q.front_mut().unwrap();
     e.set_size(1000, 1);
-    e.progress.set(1000, 0);
+    read_and_consume(&mut e.progress, 1000, 0);
     assert!(e.all_issued());
     assert!(e.fail(eio(600), 600), "the first failure counts");
     assert_eq!(e.stop(), 600, "bytes stop at the failure");
@@ -201,4 +201,13 @@ fn opening_is_a_state_of_its_own() {
     assert!(e.status().is_opening() && !e.wants_open() && e.wants_reads());
     e.set_open_returned();
     assert!(e.wants_open());
+}
+
+/// Moves `progress` as the engine would: one read of `read` bytes sent and back, and
+/// `consumed` bytes of it taken by the consumer.
+fn read_and_consume(progress: &mut super::progress::FileProgress, read: u64, consumed: u64) {
+    progress.issued(read as usize);
+    progress.read_done();
+    progress.read_up_to(read);
+    progress.consume(consumed);
 }

@@ -93,7 +93,8 @@ fn op() -> impl Strategy<Value = Op> {
 
 /// A case: files, pool and read sizes (reads of up to the whole pool), depth and ops.
 fn case() -> impl Strategy<Value = Case> {
-    // read_size from the smallest allowed (1) up; buffer_size a multiple of the aligned read.
+    // read_size from the smallest allowed (1, taken as a page) up; buffer_size a multiple of
+    // the aligned read.
     let read_size = prop_oneof![1..=PAGE, PAGE..=64 * KIB, 64 * KIB..=256 * KIB];
     // How many aligned reads the pool holds: at least 2, or often exactly 1.
     let reads = prop_oneof![Just(1usize), 1..=8usize];

@@ -95,12 +95,6 @@ impl FileProgress {
         debug_assert_eq!(self.in_flight, 0, "rewind with reads in flight");
         *self = FileProgress::new(start);
     }
-
-    /// Sets where reads and the consumer are, as a test needs them.
-    #[cfg(test)]
-    pub(super) fn set(&mut self, next_read: u64, consumed: u64) {
-        (self.next_read, self.consumed) = (next_read, consumed);
-    }
 }
 
 /// Where reads start for a consumer at `at` in a file whose bytes stop at `stop`: `at`,
