@@ -56,8 +56,8 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, missing_debug_implementations)]
 
-// Modules from the bottom up: each uses only those above it in this list (see
-// ARCHITECTURE.md).
+// Modules in alphabetical order; ARCHITECTURE.md lists them from the bottom up, each using
+// only modules above it there (`tests/layout.rs` checks there is no cycle among them).
 mod backend;
 mod config;
 mod consts;

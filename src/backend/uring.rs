@@ -1,5 +1,6 @@
-//! The io_uring backend: one ring, reads submitted in batches, completions reaped in batches,
-//! cancel and drain on drop.
+//! The io_uring backend: one ring, reads submitted in batches, completions reaped in batches.
+//! The engine cancels and drains it (`shutdown`) before dropping it; dropped, it closes the
+//! ring where nothing is in flight, and leaks it where something still is.
 //!
 //! Invariants:
 //! - Every read handed to the kernel stays in `reads` as a

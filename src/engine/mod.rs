@@ -1,7 +1,9 @@
 //! The engine: turns queued files into reads and completions into bytes for the consumer.
 //!
-//! It knows nothing of the kernel: reads go through the [`Io`] trait, which the io_uring
-//! backend, the `pread` backend and the tests' scripted completion source implement.
+//! Reads go through the [`Io`] trait, which the io_uring backend, the `pread` backend and
+//! the tests' scripted completion source implement; the engine knows no ring. It asks
+//! `sys` only about a file's pages and flags (`cachestat`, `fadvise`, `O_DIRECT`, in
+//! `uncached.rs` and `completions.rs`), never to read.
 //!
 //! It is four types, each owning the next (an order of ownership, not of calls, and not
 //! layers: each upper type also works on the `Core`'s parts directly, through their

@@ -103,9 +103,8 @@ impl Policy {
     /// complete at once, issuing them one by one as the consumer moves on would cost a
     /// submission (and an open) per file; waiting until half the window is consumed sends
     /// them in batches. Small reads from the device, likewise: each submission that starts
-    /// some notifies the device once (on a virtual disk, an exit to the host of several
-    /// microseconds), so while three quarters of the depth are issued or read, more wait
-    /// until a quarter is consumed, and go in one submission.
+    /// some notifies the device once, so while three quarters of the depth are issued or
+    /// read, more wait until a quarter is consumed, and go in one submission.
     pub(super) fn ahead_enough(&self, limits: &Limits, ready: usize, held: usize) -> bool {
         if !self.small_last {
             return false;

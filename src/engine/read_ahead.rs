@@ -25,7 +25,7 @@ pub(super) struct ReadAhead<'a> {
     /// The first error of a file dropped before any caller was given it (see
     /// `unread_error`), until the reader's `take_unread_error` takes it.
     unread: Option<Error>,
-    /// Whether a wait gave up on a read that may never complete (see `read_ahead.rs`).
+    /// Whether a wait gave up on a read that may never complete (see `wait`).
     pub(super) hung: bool,
     /// Whether the read-ahead was given up (`abandon`): its drain waits for nothing.
     abandoned: bool,
