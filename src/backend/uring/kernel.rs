@@ -1,19 +1,21 @@
 //! The ring's handle on the kernel (`Kernel`). Here, the part that needs no `unsafe`:
 //! submitting what is queued, retrying while the kernel is busy, waiting for completions, and
-//! keeping the kernel's workers off the thread's CPU (`WorkersApart`). Setting the ring up,
+//! keeping the kernel's workers off the thread's CPU (`WorkersApart`, in
+//! `kernel/workers_apart.rs`). Setting the ring up,
 //! building and pushing an entry, which hands the kernel what it names, and taking or closing
 //! the ring are in `kernel/lifetimes.rs`.
 
 mod lifetimes;
+mod workers_apart;
 
 use std::io;
 use std::mem::ManuallyDrop;
-use std::thread::{self, ThreadId};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use io_uring::{types, CompletionQueue, IoUring};
 
-use crate::sys::other_cpus;
+pub(super) use workers_apart::WorkersApart;
 
 /// Tries of a wait the kernel answers with `EBUSY`/`EAGAIN` before giving up.
 const BUSY_TRIES: u32 = 64;
@@ -157,53 +159,4 @@ fn wait_one_until(ring: &mut IoUring, deadline: Option<Instant>) -> io::Result<(
 
 fn is_busy(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EAGAIN))
-}
-
-/// Whether a ring asked its thread's kernel workers to keep off that thread's CPU, and on
-/// which thread, to be undone when the ring goes.
-#[derive(Debug, Default)]
-pub(super) struct WorkersApart {
-    /// Asked already (once a ring, whatever came of it: a refusal is not asked again).
-    asked: bool,
-    /// The thread the setting was made for, where the kernel took it.
-    set_on: Option<ThreadId>,
-}
-
-thread_local! {
-    /// Rings of this thread whose setting stands: the last to go undoes it.
-    static APART_RINGS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-impl WorkersApart {
-    /// Before the ring's first read handed to kernel workers, asks for the thread's workers
-    /// to keep off the CPU it runs on now: the kernel starts them beside the thread whose
-    /// copies they take over, where they only take turns with it. The setting is the
-    /// thread's (Linux 5.14; the kernel has none for one ring), so it is undone when the
-    /// last ring of the thread that asked goes, on that thread; a ring that moved to another
-    /// thread, or that was leaked, leaves it. Not for a ring with a submission thread, whose
-    /// workers are that thread's, shared with other rings.
-    pub(super) fn ask(&mut self, ring: &IoUring) {
-        if std::mem::replace(&mut self.asked, true) || ring.params().is_setup_sqpoll() {
-            return;
-        }
-        let Some(cpus) = other_cpus() else { return };
-        if ring.submitter().register_iowq_aff(&cpus).is_ok() {
-            self.set_on = Some(std::thread::current().id());
-            APART_RINGS.with(|n| n.set(n.get() + 1));
-        }
-    }
-
-    /// Undoes `ask`, on the thread it was made for, once no other ring there relies on it.
-    fn undo(&self, ring: &IoUring) {
-        if self.set_on != Some(std::thread::current().id()) {
-            return;
-        }
-        let left = APART_RINGS.with(|n| {
-            n.set(n.get().saturating_sub(1));
-            n.get()
-        });
-        if left == 0 {
-            let _ = ring.submitter().unregister_iowq_aff();
-        }
-    }
 }
