@@ -94,9 +94,10 @@ pub enum Error {
         /// Where the range asked for ends.
         range_end: u64,
     },
-    /// The ring itself failed (submitting or waiting).
-    #[error("io_uring {op} failed: {source}")]
-    Ring {
+    /// The backend itself failed (the ring's submitting or waiting, or a drain that gave
+    /// up), not one file's read: the reader as a whole.
+    #[error("the reader's {op} failed: {source}")]
+    Backend {
         /// The operation, such as `submit`.
         op: &'static str,
         /// What the kernel said.
@@ -122,7 +123,7 @@ impl Error {
             Error::IoUringUnavailable { source }
             | Error::Open { source, .. }
             | Error::Read { source, .. }
-            | Error::Ring { source, .. } => source.kind(),
+            | Error::Backend { source, .. } => source.kind(),
             Error::OutOfMemory { .. } => io::ErrorKind::OutOfMemory,
             Error::EndedEarly { .. } => io::ErrorKind::UnexpectedEof,
         }
@@ -174,7 +175,7 @@ impl Error {
                 offset: *offset,
                 range_end: *range_end,
             },
-            Error::Ring { op, source } => Error::Ring {
+            Error::Backend { op, source } => Error::Backend {
                 op,
                 source: dup(source),
             },

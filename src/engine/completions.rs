@@ -6,7 +6,7 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use super::policy::Policy;
-use super::{ring_error, uncached, Core};
+use super::{backend_error, uncached, Core};
 use crate::consts::{DIRECT_ALIGN, MAX_RETRIES};
 use crate::error::Error;
 use crate::io::ReadDone;
@@ -23,7 +23,7 @@ impl<'a> Completions<'a> {
     pub(super) fn reap(&mut self, core: &mut Core<'a>) -> io::Result<()> {
         core.io_mut()
             .reap(false, &mut self.done)
-            .map_err(ring_error("reap"))
+            .map_err(backend_error("reap"))
     }
 
     /// Blocks until a read or open completes, for at most `timeout` from `start`; whether
@@ -37,7 +37,7 @@ impl<'a> Completions<'a> {
         let deadline = start.checked_add(timeout);
         core.io_mut()
             .reap_until(deadline, &mut self.done)
-            .map_err(ring_error("wait"))
+            .map_err(backend_error("wait"))
     }
 
     /// Handles every completion reaped.

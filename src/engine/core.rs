@@ -7,8 +7,8 @@ use std::io;
 use std::mem;
 use std::time::Duration;
 
+use super::backend_error;
 use super::chunks::{Chunk, Chunks};
-use super::ring_error;
 use crate::error::Error;
 use crate::io::{Io, Opened, ReadReq};
 use crate::pool::{Pool, Region};
@@ -271,5 +271,5 @@ fn drain_error(e: io::Error, left: usize, timeout: Duration) -> io::Error {
     } else {
         e
     };
-    ring_error("drain")(source)
+    backend_error("drain")(source)
 }

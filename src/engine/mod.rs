@@ -205,8 +205,8 @@ impl<'a> Engine<'a> {
 }
 
 /// Wraps a failure of the backend itself (not of one file's read) so it names the operation.
-fn ring_error(op: &'static str) -> impl FnOnce(io::Error) -> io::Error {
-    move |source| Error::Ring { op, source }.into()
+fn backend_error(op: &'static str) -> impl FnOnce(io::Error) -> io::Error {
+    move |source| Error::Backend { op, source }.into()
 }
 
 impl std::fmt::Debug for Engine<'_> {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::completions::Completions;
 use super::scheduler::Scheduler;
-use super::{ring_error, Core, Limits};
+use super::{backend_error, Core, Limits};
 use crate::error::Error;
 use crate::source::Source;
 
@@ -127,7 +127,7 @@ impl<'a> ReadAhead<'a> {
     /// wait in the submission queue until the consumer next blocks, with the device idle.
     /// Nothing is entered where nothing is queued.
     fn submit_continuations(&mut self) -> io::Result<()> {
-        self.core.io_mut().submit().map_err(ring_error("submit"))
+        self.core.io_mut().submit().map_err(backend_error("submit"))
     }
 
     /// Blocks until a read completes, then handles what came back and refills. Where

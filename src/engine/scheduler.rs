@@ -5,7 +5,7 @@ use std::io;
 
 use super::opens::Opens;
 use super::policy::{How, Next, Policy, Window};
-use super::{ring_error, uncached, Core, Limits};
+use super::{backend_error, uncached, Core, Limits};
 use crate::consts::{DIRECT_ALIGN, OFFLOAD_MIN};
 use crate::io::{FromCache, ReadReq};
 use crate::pool::Region;
@@ -135,7 +135,7 @@ impl Scheduler {
             core.note_peaks();
         }
         if issued || started {
-            core.io_mut().submit().map_err(ring_error("submit"))?;
+            core.io_mut().submit().map_err(backend_error("submit"))?;
         }
         Ok(())
     }

@@ -403,7 +403,7 @@ impl<'a> SequentialFileReader<'a> {
     ///
     /// # Errors
     ///
-    /// [`Error::Ring`] for the operation `drain`, whose source is of kind
+    /// [`Error::Backend`] for the operation `drain`, whose source is of kind
     /// [`TimedOut`](io::ErrorKind::TimedOut) where reads were still in flight after
     /// [`ReaderBuilder::drain_timeout`] (a hung device or mount): the pool and ring are then
     /// leaked, not freed, and [`drains_abandoned`](crate::drains_abandoned) counts it. Any
