@@ -290,8 +290,22 @@ pub(crate) fn openat2(
 ) -> io::Result<File> {
     use std::os::fd::FromRawFd;
     use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // A name of a directory's file fits a buffer on the stack: no allocation an open.
+    let bytes = path.as_os_str().as_bytes();
+    let mut buf = [0u8; 256];
+    let owned;
+    let path: &std::ffi::CStr = match buf.get_mut(..bytes.len() + 1) {
+        Some(room) => {
+            room[..bytes.len()].copy_from_slice(bytes);
+            std::ffi::CStr::from_bytes_with_nul(room)
+                .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?
+        }
+        None => {
+            owned = std::ffi::CString::new(bytes)
+                .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+            &owned
+        }
+    };
     // SAFETY: `open_how` is plain old data; zeroed is "no mode, no resolve flags".
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
     how.flags = flags as u64;
