@@ -307,6 +307,105 @@ fn a_directory_swapped_for_a_symlink_to_a_fuse_directory_between_two_scans() {
     }
 }
 
+/// Reads every file queued in `r`, each as an outcome, within [`HANG`].
+fn read_queued(
+    r: SequentialFileReader<'static>,
+    what: &str,
+) -> (
+    SequentialFileReader<'static>,
+    Vec<Outcome<Vec<u8>, io::Error>>,
+) {
+    within(HANG, what, move || {
+        let mut r = r;
+        let got = read_all_files(&mut r);
+        let outcomes = got.into_iter().map(|g| match g {
+            Ok(bytes) => Outcome::Done(bytes),
+            Err(e) => Outcome::Failed(e),
+        });
+        (r, outcomes.collect())
+    })
+}
+
+/// One reader: a local directory read, swapped for a symbolic link to a FUSE directory,
+/// the reader rebound, the same paths read again: the rebound reader looks the directory up
+/// again (it keeps what it knows of mounts, never a directory's handle), so it reads the
+/// FUSE files, the hung ones failing alone, never the old directory's.
+#[test]
+fn a_directory_swapped_between_two_rebinds_of_one_reader_is_looked_up_again() {
+    const SWAPPED: usize = 6;
+    const HUNG_HERE: [usize; 1] = [4];
+    for backend in backends_once().to_vec() {
+        let Some(m) = mount(SWAPPED, CACHED, |i| Faults {
+            hang_open: HUNG_HERE.contains(&i),
+            ..Faults::default()
+        }) else {
+            return;
+        };
+        let base = tempdir();
+        let d = base.path().join("d");
+        std::fs::create_dir(&d).expect("make the local directory");
+        let paths: Vec<PathBuf> = (0..SWAPPED)
+            .map(|i| make_file(&d, &fusefs::file_name(i), size(1) as usize))
+            .collect();
+        let mut r = builder(backend).build().expect("a reader");
+        paths.iter().for_each(|p| r.push(p).unwrap());
+        let wants: Vec<Want> = oracle_all(&paths).into_iter().map(Want::Bytes).collect();
+        let (r, outcomes) = read_queued(r, "a local directory, one reader");
+        check(outcomes, &paths, &wants, &format!("{backend:?}, local"));
+
+        std::fs::rename(&d, base.path().join("d.old")).expect("move the directory away");
+        std::os::unix::fs::symlink(m.dir(), &d).expect("link the FUSE directory in its place");
+        warm(&paths);
+        let mut r = r.rebind().expect("rebind");
+        paths.iter().for_each(|p| r.push(p).unwrap());
+        let (r, outcomes) = read_queued(r, "the same paths after a rebind");
+        let wants = want_mount(&m, 0..SWAPPED, &HUNG_HERE);
+        check(outcomes, &paths, &wants, &format!("{backend:?}, rebound"));
+        drop(r);
+        end(m);
+    }
+}
+
+/// An open that answers after its file was given up on (`TimedOut`), once the reader was
+/// rebound and a new file, whose id the rebound queue gives again, is being opened: the
+/// late answer is never taken for the new file's, whose bytes come out, its own.
+#[test]
+fn a_late_open_answer_never_serves_a_file_of_the_rebound_reader() {
+    let timeout = Duration::from_secs(3);
+    let delays = [Duration::from_secs(5), Duration::from_millis(2500)];
+    for backend in backends_once().to_vec() {
+        let files = delays.iter().map(|&delay| {
+            FileSpec::new(size(1)).with(Faults {
+                open_delay: delay,
+                ..Faults::default()
+            })
+        });
+        let Some(m) = mount_specs(files.collect(), Duration::ZERO) else {
+            return;
+        };
+        let mut r = builder(backend).drain_timeout(timeout).build().unwrap();
+        r.push(m.path(0)).unwrap();
+        let (r, first) = read_queued(r, "a file whose open answers late");
+        assert!(
+            matches!(&first[..], [Outcome::Failed(e)] if e.kind() == io::ErrorKind::TimedOut),
+            "{backend:?}: {first:?}"
+        );
+        // File 1 opens while file 0's open answers, under the same id in the rebound queue.
+        let mut r = r.rebind().expect("rebind");
+        r.push(m.path(1)).unwrap();
+        let (r, second) = read_queued(r, "a file opened as the late answer comes");
+        let paths = [m.path(1)];
+        check(
+            second,
+            &paths,
+            &[Want::Bytes(m.expected(1))],
+            &format!("{backend:?}"),
+        );
+        drop(r);
+        end(m);
+    }
+}
+
 /// Set in the child process that runs [`child_rebinds_a_reader_300_times`].
 const CHILD_ENV: &str = "READAHEAD_TEST_REBIND_CHILD";
 const CHILD_TEST: &str = "child_rebinds_a_reader_300_times";

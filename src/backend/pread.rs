@@ -87,6 +87,28 @@ impl<'a> PreadIo<'a> {
         }
     }
 
+    /// Waits for the reads on helper threads until `deadline`, moving them to `out`; an
+    /// error of kind `TimedOut` where some did not come back (`timeout`: to say how long).
+    fn wait_reads(
+        &mut self,
+        out: &mut Vec<ReadDone<'a>>,
+        deadline: Option<Instant>,
+        timeout: Duration,
+    ) -> io::Result<()> {
+        // `collect` waits only while nothing is collected: each turn hands it all over.
+        while self.running > 0 {
+            let collected = self.collect(Some(deadline));
+            out.append(&mut self.finished);
+            if !collected {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("{} reads did not return within {timeout:?}", self.running),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Takes a read a helper thread finished, and starts the next waiting.
     fn finished_one(&mut self, done: ReadDone<'static>) {
         self.running -= 1;
@@ -171,20 +193,13 @@ impl<'a> Io<'a> for PreadIo<'a> {
         let cancelled = self.waiting.drain(..).map(|r| r.done(-libc::ECANCELED));
         out.extend(cancelled);
         out.append(&mut self.finished);
+        // One deadline for both waits, the reads' first: they hold loans of the pool, which
+        // leaks if they do not come back, where an open left to a helper thread only closes
+        // its file there when it returns.
         let deadline = Instant::now().checked_add(timeout);
+        let drained = self.wait_reads(out, deadline, timeout);
         self.opens.close_all(deadline);
-        // `collect` waits only while nothing is collected: each turn hands it all over.
-        while self.running > 0 {
-            let collected = self.collect(Some(deadline));
-            out.append(&mut self.finished);
-            if !collected {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("{} reads did not return within {timeout:?}", self.running),
-                ));
-            }
-        }
-        Ok(())
+        drained
     }
 
     fn thread_opens(&self) -> Option<&ThreadOpens> {
@@ -195,13 +210,15 @@ impl<'a> Io<'a> for PreadIo<'a> {
         Some(&mut self.opens)
     }
 
-    fn rebind<'b>(self: Box<Self>) -> Box<dyn Io<'b> + 'b> {
+    fn rebind<'b>(mut self: Box<Self>) -> Box<dyn Io<'b> + 'b> {
         assert_eq!(
             self.in_flight(),
             0,
             "rebinding a backend with reads in flight"
         );
-        Box::new(PreadIo::new(self.opens.timeout()))
+        let mut rebound = PreadIo::new(self.opens.timeout());
+        rebound.opens = self.opens.rebind();
+        Box::new(rebound)
     }
 }
 

@@ -222,11 +222,13 @@ impl<'a> Io<'a> for Ring<'a> {
     }
 
     fn shutdown(&mut self, out: &mut Vec<ReadDone<'a>>, timeout: Duration) -> io::Result<()> {
-        // One deadline for both waits: the drain gets what the opens left of `timeout`.
-        let start = Instant::now();
-        self.opens.close_all(start.checked_add(timeout));
-        let left = timeout.saturating_sub(start.elapsed());
-        self.flight.shutdown(&mut self.kernel, out, left)
+        // One deadline for both waits, the ring's first: its reads name the pool, which
+        // leaks if they do not come back, where an open left to a helper thread only closes
+        // its file there when it returns.
+        let deadline = Instant::now().checked_add(timeout);
+        let drained = self.flight.shutdown(&mut self.kernel, out, timeout);
+        self.opens.close_all(deadline);
+        drained
     }
 
     fn thread_opens(&self) -> Option<&ThreadOpens> {
@@ -243,13 +245,10 @@ impl<'a> Io<'a> for Ring<'a> {
         // and its `Drop` closes nothing of a kernel taken (see `Kernel::take`), so the ring
         // is closed only by the rebound `Ring`; nothing is in flight on it (asserted above).
         let kernel = unsafe { self.kernel.take() };
-        let timeout = self.opens.timeout();
         let rebound: Ring<'b> = Ring {
             kernel,
             flight: self.flight.rebind(),
-            // Its directories and mounts, and the opener's refusals, go on; nothing of the
-            // old reader's files is under way any more (`shutdown` came first).
-            opens: std::mem::replace(&mut self.opens, ThreadOpens::new(timeout)),
+            opens: self.opens.rebind(),
         };
         Box::new(rebound)
     }

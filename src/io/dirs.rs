@@ -104,11 +104,13 @@ impl Dirs {
         }
     }
 
-    /// Takes in what a helper thread found of a mount, if anything.
-    pub(super) fn checked(&mut self, checked: Option<Checked>) {
-        let Some(checked) = checked else {
-            return;
-        };
+    /// Forgets the last directory's handle: a reader rebound looks its directories up again.
+    pub(super) fn forget_last(&mut self) {
+        self.last = None;
+    }
+
+    /// Takes in what a helper thread found of a mount.
+    pub(super) fn checked(&mut self, checked: Checked) {
         let mount = self.mounts.entry(checked.mount).or_insert(Mount {
             _handle: checked.handle,
             local: None,

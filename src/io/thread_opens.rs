@@ -17,7 +17,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::dirs::{Check, Checked, Dirs, LocalDir};
+use super::dirs::{Checked, Dirs, LocalDir};
 use super::{OpenResult, Opened, ToOpen};
 use crate::error::{Error, FileName};
 use crate::helpers;
@@ -34,9 +34,12 @@ const MAX_SLOW: usize = 16;
 /// the files of a scan mostly went cold together, and a try that fails costs a system call.
 const COLD_RUN: u8 = 7;
 
-/// What a helper thread sends back: the file's id, what came of its open, the opener with
-/// what the kernel refused of its flags, and what it found of the directory's mount.
-type HelperAnswer = (u64, Result<Opened<'static>, Error>, Opener, Option<Checked>);
+/// What a helper thread sends back: the file's id, what came of its open, and the opener
+/// with what the kernel refused of its flags; or what it found of a directory's mount.
+enum HelperAnswer {
+    Opened(u64, Result<Opened<'static>, Error>, Opener),
+    Checked(Checked),
+}
 
 /// The ring's kernel workers, as a place to open a path of a local directory.
 pub(crate) trait RingOpen {
@@ -64,6 +67,10 @@ pub(crate) struct ThreadOpens {
     rx: Receiver<HelperAnswer>,
     /// Opens under way: when each started, and how to name it if it times out.
     started: HashMap<u64, (Instant, FileName)>,
+    /// Helper jobs whose answer has not come yet, those given up on included: while any
+    /// is out, answers are looked for, so that a late one's file is closed, not kept open
+    /// in the channel (a FUSE mount it lies on would stay busy).
+    out: usize,
     /// The id of the last open waited for at once ([`open`](Self::open)): ids count down
     /// from the top, far from the queue's, and a late answer names the open it belongs to.
     last_now: u64,
@@ -85,6 +92,7 @@ impl ThreadOpens {
             tx,
             rx,
             started: HashMap::new(),
+            out: 0,
             answered: Vec::new(),
             dirs: Dirs::default(),
             cold_run: 0,
@@ -106,14 +114,27 @@ impl ThreadOpens {
         ring: Option<&mut dyn RingOpen>,
     ) -> io::Result<()> {
         self.collect();
-        let check = match self.dirs.place(path) {
-            Ok(dir) => match self.start_local(file, path, dir, direct, ring) {
-                true => return Ok(()),
-                false => None,
-            },
-            Err(check) => check,
+        match self.dirs.place(path) {
+            Ok(dir) if self.start_local(file, path, dir.clone(), direct, ring) => return Ok(()),
+            Ok(_) => {}
+            Err(check) => self.start_check(check),
+        }
+        self.start_on_helper(file, ToOpen::Path(path.into()), direct)
+    }
+
+    /// Finds out on a helper thread, apart from any open, whether the mount `check` names
+    /// is local: a hung open does not hold the answer back, nor a hung mount's answer an
+    /// open. Where no helper thread can be had, the mount stays unchecked, its files opened
+    /// on helper threads.
+    fn start_check(&mut self, check: Option<super::dirs::Check>) {
+        let Some(check) = check else { return };
+        let tx = self.tx.clone();
+        let job = move || {
+            let _ = tx.send(HelperAnswer::Checked(check.run()));
         };
-        self.start_on_helper(file, ToOpen::Path(path.into()), direct, check)
+        if helpers::spawn(job).is_ok() {
+            self.out += 1;
+        }
     }
 
     /// Opens `path` of a local directory here, from the kernel's caches, or else hands it to
@@ -162,30 +183,23 @@ impl ThreadOpens {
         Some(super::finish_open(file, flags, direct, path, true))
     }
 
-    /// Starts opening `to_open` for file `file` on a helper thread, which also finds out what
-    /// `check` asks of its directory's mount.
+    /// Starts opening `to_open` for file `file` on a helper thread.
     ///
     /// # Errors
     ///
     /// No helper thread can be had (see `helpers::spawn`).
-    fn start_on_helper(
-        &mut self,
-        file: u64,
-        to_open: ToOpen,
-        direct: bool,
-        check: Option<Check>,
-    ) -> io::Result<()> {
+    fn start_on_helper(&mut self, file: u64, to_open: ToOpen, direct: bool) -> io::Result<()> {
         let (tx, mut opener, name) = (self.tx.clone(), self.opener, to_open.name());
         let job = move || {
             let opened = to_open.open(direct, &mut opener);
             // Its descriptor is closed once the reader is done with it, not after this
             // thread's answer: a caller counting descriptors must not see it linger.
             drop(to_open);
-            let checked = check.map(Check::run);
             // The reader may have gone: the file is closed then (here, where it may hang).
-            let _ = tx.send((file, opened, opener, checked));
+            let _ = tx.send(HelperAnswer::Opened(file, opened, opener));
         };
         helpers::spawn(job)?;
+        self.out += 1;
         self.started.insert(file, (Instant::now(), name));
         Ok(())
     }
@@ -212,7 +226,7 @@ impl ThreadOpens {
         let again = matches!(errno, libc::ELOOP | libc::EXDEV)
             || self.opener.refused(flags, errno).is_some();
         let source = match again {
-            true => match self.start_on_helper(file, ToOpen::Path(path.into()), direct, None) {
+            true => match self.start_on_helper(file, ToOpen::Path(path.into()), direct) {
                 Ok(()) => return,
                 Err(e) => e,
             },
@@ -237,7 +251,7 @@ impl ThreadOpens {
                 file.set_local(true);
                 return to_open.open_sized(direct, &mut self.opener);
             }
-            to_open => self.start_on_helper(now, to_open, direct, None),
+            to_open => self.start_on_helper(now, to_open, direct),
         };
         started.map_err(|source| Error::Open { path: name, source })?;
         self.wait_for(now)
@@ -384,8 +398,8 @@ impl ThreadOpens {
 
     /// Collects what the helper threads answered so far, without waiting.
     fn collect(&mut self) {
-        if self.started.is_empty() {
-            return; // Nothing can come: every answer is of an open under way.
+        if self.out == 0 {
+            return; // Nothing can come: no job is out.
         }
         while let Ok(answer) = self.rx.try_recv() {
             self.answered_with(answer);
@@ -394,12 +408,28 @@ impl ThreadOpens {
 
     /// Takes an answer from a helper thread: what it found of a mount, and its open, unless
     /// that was given up on (then dropped, and closed on a helper thread where it may hang).
-    fn answered_with(&mut self, (file, opened, opener, checked): HelperAnswer) {
-        self.opener.learn(opener);
-        self.dirs.checked(checked);
-        if self.started.remove(&file).is_some() {
-            self.answered.push((file, opened));
+    fn answered_with(&mut self, answer: HelperAnswer) {
+        self.out -= 1;
+        match answer {
+            HelperAnswer::Checked(checked) => self.dirs.checked(checked),
+            HelperAnswer::Opened(file, opened, opener) => {
+                self.opener.learn(opener);
+                if self.started.remove(&file).is_some() {
+                    self.answered.push((file, opened));
+                }
+            }
         }
+    }
+
+    /// The same opens for a reader rebound (its queue's ids start again at 0): the
+    /// directories and mounts known, and the flags refused, go on; nothing of the old
+    /// reader's opens does, not even a late answer, which is closed where it comes.
+    pub(crate) fn rebind(&mut self) -> ThreadOpens {
+        let mut rebound = ThreadOpens::new(self.timeout);
+        rebound.opener = self.opener;
+        rebound.dirs = std::mem::take(&mut self.dirs);
+        rebound.dirs.forget_last();
+        rebound
     }
 }
 

@@ -252,21 +252,39 @@ pub(super) fn fcntl(file: &File, cmd: i32, arg: i32) -> io::Result<i32> {
     Ok(ret)
 }
 
-/// Whether `file` lies where calls may wait on a server or daemon for good (FUSE, NFS, SMB,
-/// Ceph, 9P, AFS): its reads are never copied on the reader's thread. Asked once a file, on
-/// a helper thread (see `helpers`), as `fstatfs` itself may ask the server.
+/// Whether `file` may lie where calls wait on a server or daemon for good: anywhere but a
+/// filesystem known to be local (FUSE, NFS, SMB, Ceph, 9P, AFS, Lustre, GPFS, BeeGFS, GFS2,
+/// OCFS2, Coda, OrangeFS, and any kind not listed here, may). Such a file's calls are made on
+/// helper threads. Asked on a helper thread, as `fstatfs` itself may ask the server.
 #[cfg(target_os = "linux")]
 pub(crate) fn may_hang(file: &File) -> bool {
-    const REMOTE: [i64; 9] = [
-        0x6573_5546, // FUSE
-        0x6969,      // NFS
-        0x517b,      // SMB
-        0xfe53_4d42, // SMB2
-        0xff53_4d42, // CIFS
-        0x00c3_6400, // Ceph
-        0x0102_1997, // 9P
-        0x5346_414f, // AFS
-        0x6b41_4653, // kAFS
+    /// `f_type`s of filesystems on local devices or in memory (`linux/magic.h`). Overlayfs
+    /// is taken as local whatever its layers are.
+    const LOCAL: [i64; 24] = [
+        0xef53,      // ext2, ext3, ext4
+        0x5846_5342, // XFS
+        0x9123_683e, // btrfs
+        0x0102_1994, // tmpfs
+        0x8584_58f6, // ramfs
+        0x9584_58f6, // hugetlbfs
+        0xf2f5_2010, // F2FS
+        0x2fc1_2fc1, // ZFS
+        0xca45_1a4e, // bcachefs
+        0x3153_464a, // JFS
+        0x5265_4973, // ReiserFS
+        0x4d44,      // FAT
+        0x2011_bab0, // exFAT
+        0x5346_544e, // NTFS
+        0x7371_7368, // SquashFS
+        0xe0f5_e1e2, // EROFS
+        0x9660,      // ISO 9660
+        0x1501_3346, // UDF
+        0x3434,      // NILFS
+        0x482b,      // HFS+
+        0x794c_7630, // overlayfs
+        0x9fa0,      // proc
+        0x6265_6572, // sysfs
+        0x28cd_3d45, // cramfs
     ];
     // SAFETY: `statfs` is plain old data, which the kernel fills; the descriptor is open.
     let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
@@ -276,7 +294,7 @@ pub(crate) fn may_hang(file: &File) -> bool {
     }
     // `f_type`'s integer type differs between the C libraries.
     #[allow(clippy::unnecessary_cast)]
-    REMOTE.contains(&(fs.f_type as i64))
+    !LOCAL.contains(&(fs.f_type as i64 & 0xffff_ffff))
 }
 
 /// `openat2(2)` (Linux 5.6): opens `path` in the directory `dir` (else from the working
