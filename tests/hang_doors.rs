@@ -31,6 +31,8 @@ use std::io::{self, BufRead, Read};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use tempfile::TempDir;
+
 use common::fusefs::{FaultMount, Faults, FileSpec, Serve};
 use common::scan_outcomes::by_index;
 use common::*;
@@ -272,25 +274,32 @@ fn a_fuse_directory_bound_into_a_local_directory_is_not_taken_for_local() {
     }
 }
 
+/// A mount of `n` files, those in `hung` with hung opens, cached; and a local directory `d`
+/// (in a temporary directory, kept while it lives) of `n` files of the same names, to be
+/// swapped for a link to the mount: the mount, the temporary directory, `d` and its files'
+/// paths; `None` where FUSE is not available here.
+fn swap_setup(n: usize, hung: &[usize]) -> Option<(FaultMount, TempDir, PathBuf, Vec<PathBuf>)> {
+    let m = mount(n, CACHED, |i| Faults {
+        hang_open: hung.contains(&i),
+        ..Faults::default()
+    })?;
+    let base = tempdir();
+    let d = base.path().join("d");
+    std::fs::create_dir(&d).expect("make the local directory");
+    let paths = (0..n)
+        .map(|i| make_file(&d, &fusefs::file_name(i), size(1) as usize))
+        .collect();
+    Some((m, base, d, paths))
+}
+
 #[test]
 fn a_directory_swapped_for_a_symlink_to_a_fuse_directory_between_two_scans() {
     const SWAPPED: usize = 10;
     const HUNG_HERE: [usize; 2] = [3, 7];
     for backend in backends_once().to_vec() {
-        let Some(m) = mount(SWAPPED, CACHED, |i| Faults {
-            hang_open: HUNG_HERE.contains(&i),
-            ..Faults::default()
-        }) else {
+        let Some((m, base, d, paths)) = swap_setup(SWAPPED, &HUNG_HERE) else {
             return;
         };
-        let base = tempdir();
-        let d = base.path().join("d");
-        std::fs::create_dir(&d).expect("make the local directory");
-        let names: Vec<String> = (0..SWAPPED).map(fusefs::file_name).collect();
-        let paths: Vec<PathBuf> = names
-            .iter()
-            .map(|name| make_file(&d, name, size(1) as usize))
-            .collect();
         let wants: Vec<Want> = oracle_all(&paths).into_iter().map(Want::Bytes).collect();
         let outcomes = scan(paths.clone(), backend, "a local directory");
         check(outcomes, &paths, &wants, &format!("{backend:?}, local"));
@@ -335,18 +344,9 @@ fn a_directory_swapped_between_two_rebinds_of_one_reader_is_looked_up_again() {
     const SWAPPED: usize = 6;
     const HUNG_HERE: [usize; 1] = [4];
     for backend in backends_once().to_vec() {
-        let Some(m) = mount(SWAPPED, CACHED, |i| Faults {
-            hang_open: HUNG_HERE.contains(&i),
-            ..Faults::default()
-        }) else {
+        let Some((m, base, d, paths)) = swap_setup(SWAPPED, &HUNG_HERE) else {
             return;
         };
-        let base = tempdir();
-        let d = base.path().join("d");
-        std::fs::create_dir(&d).expect("make the local directory");
-        let paths: Vec<PathBuf> = (0..SWAPPED)
-            .map(|i| make_file(&d, &fusefs::file_name(i), size(1) as usize))
-            .collect();
         let mut r = builder(backend).build().expect("a reader");
         paths.iter().for_each(|p| r.push(p).unwrap());
         let wants: Vec<Want> = oracle_all(&paths).into_iter().map(Want::Bytes).collect();
