@@ -18,6 +18,8 @@ mod budget;
 mod control;
 mod file;
 mod order;
+mod outcome;
+mod summary;
 mod work;
 mod worker;
 
@@ -34,15 +36,16 @@ pub use budget::{DEFAULT_SCAN_IO_WORKERS, DEFAULT_SCAN_MEMORY};
 pub use control::{Progress, ScanHandle};
 pub use file::ScanFile;
 pub use order::Ordered;
+pub use outcome::Outcome;
+use summary::summarize;
+pub use summary::ScanSummary;
 
 use control::{ScanState, StopOnPanic};
 use work::Work;
 use worker::{Batch, Builders, Shared, ThreadEnd};
 
 use crate::config::ReaderBuilder;
-use crate::consts::Backend;
 use crate::entry::Entry;
-use crate::stats::Stats;
 
 /// Entries each thread keeps queued in its reader ahead of the file it reads, by default.
 pub const DEFAULT_QUEUE_AHEAD: usize = 256;
@@ -489,87 +492,3 @@ impl<I, INIT, F> std::fmt::Debug for ScanMap<'_, I, INIT, F> {
 
 /// Where a thread leaves what it came to (`None`: it never ran).
 type End = Mutex<Option<thread::Result<io::Result<ThreadEnd>>>>;
-
-/// What every thread came to: the first panic raised again, else the first error, else the
-/// readers' counters together.
-fn summarize(
-    ends: impl Iterator<Item = thread::Result<io::Result<ThreadEnd>>>,
-    handle: &ScanHandle,
-) -> io::Result<ScanSummary> {
-    let mut summary = ScanSummary {
-        progress: Progress::default(),
-        cancelled: false,
-        backend: None,
-        stats: Stats::default(),
-    };
-    let mut error = None;
-    for end in ends {
-        match end {
-            Err(payload) => panic::resume_unwind(payload),
-            Ok(Err(e)) => error = error.or(Some(e)),
-            Ok(Ok(None)) => {}
-            Ok(Ok(Some((stats, backend)))) => {
-                summary.stats.add(&stats);
-                summary.backend = summary.backend.or(Some(backend));
-            }
-        }
-    }
-    if let Some(e) = error {
-        return Err(e);
-    }
-    summary.progress = handle.progress();
-    summary.cancelled = handle.is_cancelled();
-    Ok(summary)
-}
-
-/// What became of one file of a scan.
-#[derive(Debug)]
-pub enum Outcome<T, E> {
-    /// The closure returned this value.
-    Done(T),
-    /// The file failed: the closure's error (a read or open error it passed on, naming the
-    /// file, or one of its own), or the reader's refusal to queue the entry.
-    Failed(E),
-    /// The file was never started: the scan was cancelled (or stopped by a panic or an
-    /// error) first. Not an error of the file.
-    NotRun,
-}
-
-impl<T, E> Outcome<T, E> {
-    /// The closure's result, or `None` for a file that did not run.
-    pub fn into_result(self) -> Option<Result<T, E>> {
-        match self {
-            Outcome::Done(value) => Some(Ok(value)),
-            Outcome::Failed(e) => Some(Err(e)),
-            Outcome::NotRun => None,
-        }
-    }
-
-    /// Whether the file was never started.
-    pub fn is_not_run(&self) -> bool {
-        matches!(self, Outcome::NotRun)
-    }
-}
-
-impl<T, E> From<Result<T, E>> for Outcome<T, E> {
-    fn from(result: Result<T, E>) -> Self {
-        match result {
-            Ok(value) => Outcome::Done(value),
-            Err(e) => Outcome::Failed(e),
-        }
-    }
-}
-
-/// What a scan did, once every thread has stopped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ScanSummary {
-    /// The counters at the end: files, failures, bytes, files not run.
-    pub progress: Progress,
-    /// Whether [`ScanHandle::cancel`] stopped it.
-    pub cancelled: bool,
-    /// The readers' backend (`None` if no thread had a file to read).
-    pub backend: Option<Backend>,
-    /// The readers' counters added up (the peaks: the largest of any reader).
-    pub stats: Stats,
-}
