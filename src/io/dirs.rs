@@ -18,6 +18,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::source::Descriptor;
 use crate::sys;
 
 /// How long the handle of the last directory is used for its path: a directory renamed and
@@ -27,7 +28,7 @@ const HANDLE_FOR: Duration = Duration::from_millis(100);
 const MAX_MOUNTS: usize = 256;
 
 /// A handle of a directory on a mount checked local, and a file's name in it.
-pub(crate) type LocalDir<'p> = (Arc<File>, &'p Path);
+pub(crate) type LocalDir<'p> = (Arc<Descriptor>, &'p Path);
 
 /// Directories and the mounts they lie on, checked local or not.
 #[derive(Debug, Default)]
@@ -41,7 +42,7 @@ pub(super) struct Dirs {
 #[derive(Debug)]
 struct Dir {
     path: Box<Path>,
-    handle: Arc<File>,
+    handle: Arc<Descriptor>,
     mount: u64,
     at: Instant,
 }
@@ -49,20 +50,20 @@ struct Dir {
 #[derive(Debug)]
 struct Mount {
     /// Keeps the mount mounted while its id is remembered.
-    _handle: Arc<File>,
+    _handle: Arc<Descriptor>,
     local: Option<bool>,
 }
 
 /// What a helper thread finds out along with an open: whether the mount with this id, which
 /// this directory's handle lies on, is local.
 #[derive(Debug)]
-pub(super) struct Check(u64, Arc<File>);
+pub(super) struct Check(u64, Arc<Descriptor>);
 
 /// A mount found local or not, and a handle in it.
 #[derive(Debug)]
 pub(super) struct Checked {
     mount: u64,
-    handle: Arc<File>,
+    handle: Arc<Descriptor>,
     local: bool,
 }
 
@@ -71,6 +72,7 @@ impl Check {
     pub(super) fn run(self) -> Checked {
         let Check(mount, handle) = self;
         let local = !sys::may_hang(&handle);
+        handle.set_local(local);
         Checked {
             mount,
             handle,
@@ -88,7 +90,10 @@ impl Dirs {
         // Not in the kernel's caches: the helper thread's lookup brings it in.
         let (handle, mount) = self.handle(dir).ok_or(None)?;
         match self.mounts.get(&mount).map(|m| m.local) {
-            Some(Some(true)) => Ok((handle, name)),
+            Some(Some(true)) => {
+                handle.set_local(true);
+                Ok((handle, name))
+            }
             Some(_) => Err(None),
             None => {
                 if self.mounts.len() >= MAX_MOUNTS {
@@ -128,7 +133,7 @@ impl Dirs {
     /// A handle of `dir` and the mount it lies on: the last one's, where it is `dir`'s and
     /// younger than [`HANDLE_FOR`]; else one opened from the kernel's caches (`None` where
     /// they do not hold it).
-    fn handle(&mut self, dir: &Path) -> Option<(Arc<File>, u64)> {
+    fn handle(&mut self, dir: &Path) -> Option<(Arc<Descriptor>, u64)> {
         let now = Instant::now();
         if let Some(last) = &self.last {
             let same = last.path.as_os_str() == dir.as_os_str();
@@ -136,7 +141,9 @@ impl Dirs {
                 return Some((last.handle.clone(), last.mount));
             }
         }
-        let handle = Arc::new(sys::cached_dir(dir).ok()?);
+        // A handle on a mount not known local may hang its close too: a `Descriptor`, closed
+        // on a helper thread until its mount is found local.
+        let handle = Arc::new(Descriptor::new(sys::cached_dir(dir).ok()?));
         let mount = sys::mount_id(&handle)?;
         self.last = Some(Dir {
             path: dir.into(),

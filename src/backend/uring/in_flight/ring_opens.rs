@@ -22,6 +22,7 @@ use io_uring::{opcode, squeue, types};
 
 use crate::backend::uring::OPEN;
 use crate::io::{LocalDir, ThreadOpens};
+use crate::source::Descriptor;
 use crate::sys::{Opener, BENEATH};
 
 /// What came of an open the kernel made for a file: its id, its path, the flags it was
@@ -52,7 +53,7 @@ pub(super) struct Pending {
     name: CString,
     how: Box<types::OpenHow>,
     /// The directory's handle, open until the kernel is done with it.
-    dir: Arc<File>,
+    dir: Arc<Descriptor>,
     flags: i32,
 }
 
