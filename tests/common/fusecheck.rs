@@ -157,6 +157,15 @@ fn check_read_error(e: &io::Error, at: u64, got: &Got, read_size: usize, path: &
 pub fn assert_unmounts_clean(m: FaultMount, what: &str) {
     let left = super::settled(0, || m.open_fds());
     assert_eq!(left, 0, "{what}: descriptors left under the mount");
+    // A file that may hang is closed on a helper thread: its descriptor goes from the table
+    // as the close starts, the mount's busy count only once the close (a `FLUSH`, then the
+    // `RELEASE`) is through. Every file opened is released first, or the unmount would race.
+    let released = |s: super::fusefs::FsStats| s.releases + s.open_errors >= s.opens;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !released(m.stats()) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(20));
     let dir = m.dir().to_path_buf();
     m.unmount()
         .unwrap_or_else(|e| panic!("{what}: unmount: {e}"));

@@ -217,6 +217,8 @@ pub struct FsStats {
     pub opens: u64,
     /// Releases (the last close of an open file).
     pub releases: u64,
+    /// Opens answered with an error, which are never released.
+    pub open_errors: u64,
     /// Reads asked for.
     pub reads: u64,
     /// Reads answered with `EIO`.
@@ -243,6 +245,7 @@ impl std::ops::Add for FsStats {
         FsStats {
             opens: self.opens + o.opens,
             releases: self.releases + o.releases,
+            open_errors: self.open_errors + o.open_errors,
             reads: self.reads + o.reads,
             eio_replies: self.eio_replies + o.eio_replies,
             slow_reads: self.slow_reads + o.slow_reads,

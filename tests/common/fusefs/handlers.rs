@@ -55,8 +55,12 @@ impl Filesystem for FaultFs {
             Serve::KeepCache => FopenFlags::FOPEN_KEEP_CACHE,
         };
         let error = faults.open_error;
+        let counts = state.clone();
         let reply: Job = Box::new(move || match error {
-            Some(e) => reply.error(e),
+            Some(e) => {
+                counts.open_errors.fetch_add(1, Ordering::Relaxed);
+                reply.error(e)
+            }
             None => reply.opened(FileHandle(0), flags),
         });
         if let Some(reply) = state.hold_if(faults.hang_open, &state.hung_calls, reply) {

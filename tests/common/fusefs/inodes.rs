@@ -66,6 +66,8 @@ pub(super) struct State {
     pub(super) delayer: Delayer,
     pub(super) opens: AtomicU64,
     pub(super) releases: AtomicU64,
+    /// Opens answered with an error (never released).
+    pub(super) open_errors: AtomicU64,
     pub(super) reads: AtomicU64,
     pub(super) eio_replies: AtomicU64,
     pub(super) slow_reads: AtomicU64,

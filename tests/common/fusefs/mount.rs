@@ -83,6 +83,7 @@ impl FaultMount {
             delayer: Delayer::new(),
             opens: AtomicU64::new(0),
             releases: AtomicU64::new(0),
+            open_errors: AtomicU64::new(0),
             reads: AtomicU64::new(0),
             eio_replies: AtomicU64::new(0),
             slow_reads: AtomicU64::new(0),
@@ -153,6 +154,7 @@ impl FaultMount {
         FsStats {
             opens: get(&s.opens),
             releases: get(&s.releases),
+            open_errors: get(&s.open_errors),
             reads: get(&s.reads),
             eio_replies: get(&s.eio_replies),
             slow_reads: get(&s.slow_reads),
