@@ -20,16 +20,18 @@ use crate::source::{FdRef, Source};
 use crate::sys;
 
 mod dirs;
+mod opened;
 mod thread_opens;
 mod to_open;
 #[cfg(target_os = "linux")] // the ring's
 pub(crate) use dirs::LocalDir;
+pub(crate) use opened::{finish_open, Opened};
 #[cfg(target_os = "linux")] // the ring's
 pub(crate) use thread_opens::RingOpen;
 pub(crate) use thread_opens::ThreadOpens;
 #[cfg(test)]
 pub(crate) use to_open::open_source;
-pub(crate) use to_open::{finish_open, Opened, ToOpen};
+pub(crate) use to_open::ToOpen;
 
 /// One read for a backend: `len` bytes of `fd` at `offset`, into `loan` from `buf_off`.
 #[derive(Debug)]

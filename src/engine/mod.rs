@@ -45,6 +45,7 @@ mod front;
 mod limits;
 mod opens;
 mod policy;
+mod queued_file;
 mod read_ahead;
 mod scheduler;
 mod spill;
@@ -67,7 +68,7 @@ use crate::stats::Stats;
 
 use self::core::Core;
 pub(crate) use limits::Limits;
-pub(crate) use read_ahead::QueuedFile;
+pub(crate) use queued_file::QueuedFile;
 use read_ahead::ReadAhead;
 use spill::Spill;
 use stream::Stream;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::completions::Completions;
 use super::scheduler::Scheduler;
-use super::{backend_error, Core, Limits};
+use super::{backend_error, Core, Limits, QueuedFile};
 use crate::error::Error;
 use crate::source::Source;
 
@@ -29,16 +29,6 @@ pub(super) struct ReadAhead<'a> {
     pub(super) hung: bool,
     /// Whether the read-ahead was given up (`abandon`): its drain waits for nothing.
     abandoned: bool,
-}
-
-/// A file taken back from an engine given up: queue it again elsewhere.
-#[derive(Debug)]
-pub(crate) struct QueuedFile<'a> {
-    pub(crate) source: Source<'a>,
-    pub(crate) start: u64,
-    pub(crate) limit: u64,
-    /// Whether the file must hold the whole range (see `Engine::push_range`).
-    pub(crate) exact: bool,
 }
 
 impl<'a> ReadAhead<'a> {

@@ -1,0 +1,76 @@
+//! A queued file set up for reading (`Opened`): its descriptor, its size, whether it reads
+//! `O_DIRECT`, and whether the reader owns the descriptor.
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::{Error, FileName};
+use crate::source::{Descriptor, FdRef};
+use crate::sys;
+
+/// A file set up for reading.
+#[derive(Debug)]
+pub(crate) struct Opened<'a> {
+    pub(crate) fd: FdRef<'a>,
+    pub(crate) direct: bool,
+    /// Whether `fd` is the reader's own descriptor (opened, reopened or duplicated here),
+    /// counted against `max_open_files` and closed once the file's reads are done.
+    pub(crate) opened_here: bool,
+    pub(crate) size: u64,
+}
+
+impl Opened<'_> {
+    /// The same file, knowing whether its filesystem may hang (`fstatfs`, which a hung
+    /// mount may never answer). Its device came with its size.
+    pub(crate) fn located(self) -> Self {
+        self.fd.shared().set_local(!sys::may_hang(self.fd.file()));
+        self
+    }
+
+    /// The same file, for a reader of another lifetime: its descriptor borrows nothing.
+    pub(crate) fn attach<'b>(self) -> Opened<'b> {
+        Opened {
+            fd: self.fd.attach(),
+            direct: self.direct,
+            opened_here: self.opened_here,
+            size: self.size,
+        }
+    }
+}
+
+/// Sizes a file just opened from `path` with `flags` from an [`Opener`], where direct I/O
+/// was asked (`direct`) or not. `local`: opened beneath a directory on a mount checked local
+/// (see `dirs.rs`), on this thread or by the ring; it keeps the `O_NONBLOCK` it was opened
+/// with, a system call a file saved (its reads do not need it cleared: the read of what is
+/// cached, with `RWF_NOWAIT`, and `pread` ignore it, the ring retries a read of a file that
+/// can wait, Linux 5.11, and a ring read answered `EAGAIN` all the same clears it then:
+/// `made_blocking` in the engine). A file opened anywhere else has it cleared, and may hang
+/// until [`located`](Opened::located).
+pub(crate) fn finish_open(
+    file: File,
+    flags: i32,
+    direct: bool,
+    path: &Path,
+    local: bool,
+) -> Result<Opened<'static>, Error> {
+    let name = || FileName::Path(path.to_path_buf());
+    if !local {
+        sys::clear_nonblock(&file, flags).map_err(|source| Error::Open {
+            path: name(),
+            source,
+        })?;
+    }
+    let (size, device) = sys::size_and_device(&file).map_err(|e| e.naming(name()))?;
+    let direct = sys::bypasses_cache(&file, flags, direct);
+    let file = match local {
+        true => Descriptor::local(file),
+        false => Descriptor::new(file),
+    };
+    Ok(Opened {
+        direct,
+        fd: FdRef::new(Arc::new(file)).with_device(device),
+        opened_here: true,
+        size,
+    })
+}
