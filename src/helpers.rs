@@ -88,13 +88,33 @@ pub(crate) fn spawn(job: impl FnOnce() + Send + 'static) -> io::Result<()> {
 /// `source::Descriptor`). Where no helper thread can be had ([`MAX_THREADS`] are stuck in
 /// calls that never returned), the descriptor is left open rather than closed here.
 pub(crate) fn close(file: std::fs::File) {
-    let slot = Arc::new(Mutex::new(Some(file)));
-    let theirs = slot.clone();
-    let job = move || drop(theirs.lock().unwrap_or_else(PoisonError::into_inner).take());
-    if spawn(job).is_err() {
-        let file = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+    if let Err((_, file)) = spawn_with(file, drop) {
         std::mem::forget(file);
     }
+}
+
+/// Runs `job(value)` on a helper thread (see [`spawn`]).
+///
+/// # Errors
+///
+/// As [`spawn`], with `value` given back: the job never ran.
+pub(crate) fn spawn_with<T: Send + 'static>(
+    value: T,
+    job: impl FnOnce(T) + Send + 'static,
+) -> Result<(), (io::Error, T)> {
+    // The value comes back out of the slot where the job never runs.
+    let slot = Arc::new(Mutex::new(Some(value)));
+    let theirs = slot.clone();
+    let run = move || {
+        let taken = theirs.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(value) = taken {
+            job(value);
+        }
+    };
+    spawn(run).map_err(|e| {
+        let value = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+        (e, value.expect("the job never ran"))
+    })
 }
 
 /// The next answer a helper thread sends on `rx`, waited for until `deadline` (`None`: for

@@ -7,7 +7,6 @@
 use std::collections::VecDeque;
 use std::io;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::consts::Backend;
@@ -59,23 +58,18 @@ impl<'a> PreadIo<'a> {
             let Some(req) = self.waiting.pop_front() else {
                 return;
             };
-            // The read comes back out of the slot where the job never runs.
-            let slot = Arc::new(Mutex::new(Some(req.detach())));
-            let (theirs, tx) = (slot.clone(), self.tx.clone());
-            let job = move || {
-                let taken = theirs.lock().unwrap_or_else(PoisonError::into_inner).take();
-                if let Some(req) = taken {
-                    // The reader may have gone: the loan then stays out, and its pool leaked.
-                    let _ = tx.send(pread_all(req));
-                }
+            let tx = self.tx.clone();
+            // The reader may have gone: the loan then stays out, and its pool leaked.
+            let job = move |req| {
+                let _ = tx.send(pread_all(req));
             };
-            if helpers::spawn(job).is_ok() {
-                self.running += 1;
-                continue;
-            }
-            let req = (slot.lock().unwrap_or_else(PoisonError::into_inner).take())
-                .expect("the job never ran")
-                .attach();
+            let req = match helpers::spawn_with(req.detach(), job) {
+                Ok(()) => {
+                    self.running += 1;
+                    continue;
+                }
+                Err((_, req)) => req.attach(),
+            };
             if self.running > 0 {
                 // Tried again as a running read finishes.
                 self.waiting.push_front(req);
