@@ -145,6 +145,15 @@ impl Descriptor {
         self.may_hang.load(Ordering::Relaxed)
     }
 
+    /// A descriptor of `file`, on the same filesystem as this one (the same file opened
+    /// again): it may hang where this one may.
+    pub(crate) fn sibling(&self, file: File) -> Descriptor {
+        Descriptor {
+            file: Some(file),
+            may_hang: AtomicBool::new(self.may_hang()),
+        }
+    }
+
     /// Its filesystem was found local (`local`), or one that may hang.
     pub(crate) fn set_local(&self, local: bool) {
         self.may_hang.store(!local, Ordering::Relaxed);

@@ -104,10 +104,8 @@ fn handed_in(
             path: name(),
             source,
         })?;
-        let reopened = Descriptor::new(reopened);
-        reopened.set_local(!file.may_hang());
         return Ok(Opened {
-            fd: FdRef::new(Arc::new(reopened)).with_device(device),
+            fd: FdRef::new(Arc::new(file.sibling(reopened))).with_device(device),
             direct: true,
             opened_here: true,
             size,
@@ -119,14 +117,7 @@ fn handed_in(
     let reopened = dup
         .then(|| sys::reopen_if_nonblocking(file, opener))
         .flatten();
-    let file = reopened.map_or_else(
-        || file.clone(),
-        |reopened| {
-            let reopened = Descriptor::new(reopened);
-            reopened.set_local(!file.may_hang());
-            Arc::new(reopened)
-        },
-    );
+    let file = reopened.map_or_else(|| file.clone(), |f| Arc::new(file.sibling(f)));
     Ok(Opened {
         fd: FdRef::new(file).with_device(device),
         direct: false,
