@@ -59,25 +59,19 @@ struct Mount {
 #[derive(Debug)]
 pub(super) struct Check(u64, Arc<Descriptor>);
 
-/// A mount found local or not, and a handle in it.
+/// A mount checked, and a handle in it, which says whether the mount may hang.
 #[derive(Debug)]
 pub(super) struct Checked {
     mount: u64,
     handle: Arc<Descriptor>,
-    local: bool,
 }
 
 impl Check {
     /// Finds out whether the directory's mount is local: on a helper thread.
     pub(super) fn run(self) -> Checked {
         let Check(mount, handle) = self;
-        let local = !sys::may_hang(&handle);
-        handle.set_local(local);
-        Checked {
-            mount,
-            handle,
-            local,
-        }
+        handle.set_local(!sys::may_hang(&handle));
+        Checked { mount, handle }
     }
 }
 
@@ -116,11 +110,12 @@ impl Dirs {
 
     /// Takes in what a helper thread found of a mount.
     pub(super) fn checked(&mut self, checked: Checked) {
+        let local = !checked.handle.may_hang();
         let mount = self.mounts.entry(checked.mount).or_insert(Mount {
             _handle: checked.handle,
             local: None,
         });
-        mount.local = Some(checked.local);
+        mount.local = Some(local);
     }
 
     /// Whether `file` (handed in) lies on a mount checked local; its mount is kept mounted

@@ -7,8 +7,8 @@
 //! most the reader's `drain_timeout` from its start; past it, the file fails with
 //! `TimedOut`, naming itself, and whatever the open brings later is closed unseen (on the
 //! helper thread). Opens started together time out together, so ten hung opens cost one
-//! timeout, not ten. A helper thread that opens a file in a directory not yet checked also
-//! checks the directory's mount, so that the next files there open without one.
+//! timeout, not ten. A directory on a mount not yet checked has its mount checked by a
+//! helper job of its own, so that the next files there open without one.
 
 use std::collections::HashMap;
 use std::io;
@@ -115,8 +115,11 @@ impl ThreadOpens {
     ) -> io::Result<()> {
         self.collect();
         match self.dirs.place(path) {
-            Ok(dir) if self.start_local(file, path, dir.clone(), direct, ring) => return Ok(()),
-            Ok(_) => {}
+            Ok(dir) => {
+                if self.start_local(file, path, dir, direct, ring) {
+                    return Ok(());
+                }
+            }
             Err(check) => self.start_check(check),
         }
         self.start_on_helper(file, ToOpen::Path(path.into()), direct)
@@ -179,7 +182,7 @@ impl ThreadOpens {
         (dir, name): &LocalDir<'_>,
         direct: bool,
     ) -> Option<Result<Opened<'static>, Error>> {
-        let (file, flags) = self.opener.open_beneath(dir, name, direct, true).ok()?;
+        let (file, flags) = self.opener.open_beneath(dir, name, direct).ok()?;
         Some(super::finish_open(file, flags, direct, path, true))
     }
 

@@ -10,9 +10,9 @@ use super::unix::{bypasses_cache, fcntl, reopen_path};
 
 /// `O_NOATIME` where it exists (Linux), else nothing.
 #[cfg(any(target_os = "linux", target_os = "android"))]
-pub(crate) const NOATIME: i32 = libc::O_NOATIME;
+pub(super) const NOATIME: i32 = libc::O_NOATIME;
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-pub(crate) const NOATIME: i32 = 0;
+pub(super) const NOATIME: i32 = 0;
 
 /// `O_DIRECT` where it exists (Linux, FreeBSD), else nothing (macOS: `set_nocache`).
 #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
@@ -126,21 +126,19 @@ impl Opener {
     /// Opens `name` in the directory `dir` with [`flags`](Self::flags), where the open
     /// stays beneath `dir` on its mount: no `..`, no symbolic link, no mount point
     /// (`RESOLVE_BENEATH | RESOLVE_NO_XDEV | RESOLVE_NO_SYMLINKS`: `EXDEV` or `ELOOP`
-    /// otherwise), and with `cached`, only where the kernel can do it from what it has
-    /// cached (`RESOLVE_CACHED`, Linux 5.12: `EAGAIN` where it would wait). A failure says
-    /// nothing final of the file: it is to be opened with [`open`](Self::open).
+    /// otherwise), and only where the kernel can do it from what it has cached
+    /// (`RESOLVE_CACHED`, Linux 5.12: `EAGAIN` where it would wait). A failure says nothing
+    /// final of the file: it is to be opened elsewhere.
     pub(crate) fn open_beneath(
         &self,
         dir: &File,
         name: &Path,
         direct: bool,
-        cached: bool,
     ) -> io::Result<(File, i32)> {
         let flags = self.flags(direct);
         #[cfg(target_os = "linux")]
         {
-            let cached = if cached { libc::RESOLVE_CACHED } else { 0 };
-            let resolve = BENEATH | cached;
+            let resolve = BENEATH | libc::RESOLVE_CACHED;
             Ok((
                 super::unix::openat2(Some(dir), name, flags, resolve)?,
                 flags,
@@ -149,7 +147,7 @@ impl Opener {
         // Off Linux, no open is known to stay beneath a directory.
         #[cfg(not(target_os = "linux"))]
         {
-            let _ = (dir, name, flags, cached);
+            let _ = (dir, name, flags);
             Err(io::ErrorKind::Unsupported.into())
         }
     }

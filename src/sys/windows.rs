@@ -40,7 +40,6 @@ impl Opener {
         _dir: &File,
         _name: &Path,
         _direct: bool,
-        _cached: bool,
     ) -> io::Result<(File, i32)> {
         Err(io::ErrorKind::Unsupported.into())
     }
