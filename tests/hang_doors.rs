@@ -27,14 +27,14 @@
 
 mod common;
 
-use std::io::{self, BufRead, Read};
+use std::io::{self, BufRead};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
 use common::fusefs::{FaultMount, Faults, FileSpec, Serve};
-use common::scan_outcomes::by_index;
+use common::scan_outcomes::{by_index, collect, read_all};
 use common::*;
 use readahead::{Backend, Outcome, ReaderBuilder, Scan, SequentialFileReader};
 
@@ -117,17 +117,7 @@ fn scan(paths: Vec<PathBuf>, backend: Backend, what: &str) -> Vec<Outcome<Vec<u8
     let reader = builder(backend);
     let (outcomes, took) = within(HANG, what, move || {
         let start = Instant::now();
-        let mut outcomes = Vec::new();
-        let summary = Scan::new(paths)
-            .threads(2)
-            .reader(reader)
-            .map(|file| {
-                let mut bytes = Vec::new();
-                file.read_to_end(&mut bytes)?;
-                io::Result::Ok(bytes)
-            })
-            .for_each(|index, outcome| outcomes.push((index, outcome)))
-            .expect("the scan itself does not fail");
+        let (outcomes, summary) = collect(Scan::new(paths).threads(2).reader(reader), read_all);
         assert_eq!(summary.progress.files, n as u64);
         (outcomes, start.elapsed())
     });

@@ -17,6 +17,7 @@ use std::io::{self, Read};
 use std::time::{Duration, Instant};
 
 use common::fusefs::{FaultMount, Faults, FileSpec, Serve};
+use common::scan_outcomes::{collect, read_all};
 use common::*;
 use readahead::{Backend, Outcome, ReaderBuilder, Scan};
 
@@ -57,17 +58,7 @@ fn scan(m: &FaultMount, backend: Backend) -> (Outcomes, Duration) {
         .drain_timeout(TIMEOUT);
     within(HANG, "a scan over a hung mount", move || {
         let start = Instant::now();
-        let mut outcomes = Vec::new();
-        let summary = Scan::new(paths)
-            .threads(2)
-            .reader(reader)
-            .map(|file| {
-                let mut bytes = Vec::new();
-                file.read_to_end(&mut bytes)?;
-                io::Result::Ok(bytes)
-            })
-            .for_each(|index, outcome| outcomes.push((index, outcome)))
-            .expect("the scan itself does not fail");
+        let (outcomes, summary) = collect(Scan::new(paths).threads(2).reader(reader), read_all);
         assert_eq!(summary.progress.files, FILES as u64);
         (outcomes, start.elapsed())
     })
