@@ -65,6 +65,7 @@ mod engine;
 mod entry;
 mod error;
 mod helpers;
+mod id_map;
 mod io;
 mod pool;
 mod queue;

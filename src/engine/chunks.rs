@@ -1,7 +1,9 @@
 //! Reads in flight or waiting for the consumer (chunks), and reads no longer wanted that are
 //! still in flight (orphans): their bookkeeping.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use crate::id_map::IdMap;
 
 use crate::pool::Region;
 
@@ -152,9 +154,9 @@ pub(super) struct Chunks {
     live: VecDeque<Chunk>,
     /// Reads in flight no longer wanted, by chunk id: the id of their file where the reader
     /// opened it (its descriptor stays open until they come back).
-    orphans: HashMap<u64, Option<u64>>,
+    orphans: IdMap<Option<u64>>,
     /// Files the reader opened that only orphans hold open now (or still), by id: how many.
-    orphan_fds: HashMap<u64, usize>,
+    orphan_fds: IdMap<usize>,
     next_id: u64,
 }
 

@@ -1,11 +1,10 @@
 //! Descriptors: opening queued paths ahead of the reads (through the backend where it can),
 //! the cap on descriptors held, running out of them, and closing what is done.
 
-use std::collections::HashMap;
-
 use super::{Core, Limits};
 use crate::consts::{DIRECT_ALIGN, MAX_RETRIES};
 use crate::error::Error;
+use crate::id_map::IdMap;
 use crate::io::{OpenResult, Opened};
 
 /// Opens under way, and the cap on descriptors.
@@ -19,7 +18,7 @@ pub(super) struct Opens {
 
 /// Files whose opens failed with a passing error and were started again: how often.
 #[derive(Debug, Default)]
-struct Retries(HashMap<u64, u32>);
+struct Retries(IdMap<u32>);
 
 impl Retries {
     /// Whether the open of file `id`, which came back with `result`, is to be started

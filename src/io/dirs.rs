@@ -12,12 +12,12 @@
 //! known by its id only while a handle in it is held here, which keeps it mounted, so that
 //! the id names no other mount meanwhile.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::id_map::IdMap;
 use crate::source::Descriptor;
 use crate::sys;
 
@@ -36,7 +36,7 @@ pub(super) struct Dirs {
     /// The last directory a path was placed in.
     last: Option<Dir>,
     /// Mounts checked, or being checked (`None`), each with a handle in it held.
-    mounts: HashMap<u64, Mount>,
+    mounts: IdMap<Mount>,
 }
 
 #[derive(Debug)]

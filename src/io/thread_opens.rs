@@ -10,7 +10,6 @@
 //! timeout, not ten. A directory on a mount not yet checked has its mount checked by a
 //! helper job of its own, so that the next files there open without one.
 
-use std::collections::HashMap;
 use std::io;
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -21,6 +20,7 @@ use super::dirs::{Checked, Dirs, LocalDir};
 use super::{OpenResult, Opened, ToOpen};
 use crate::error::{Error, FileName};
 use crate::helpers;
+use crate::id_map::IdMap;
 use crate::source::{Descriptor, FdRef};
 use crate::sys::{self, Opener};
 
@@ -66,7 +66,7 @@ pub(crate) struct ThreadOpens {
     tx: Sender<HelperAnswer>,
     rx: Receiver<HelperAnswer>,
     /// Opens under way: when each started, and how to name it if it times out.
-    started: HashMap<u64, (Instant, FileName)>,
+    started: IdMap<(Instant, FileName)>,
     /// Helper jobs whose answer has not come yet, those given up on included: while any
     /// is out, answers are looked for, so that a late one's file is closed, not kept open
     /// in the channel (a FUSE mount it lies on would stay busy).
@@ -91,7 +91,7 @@ impl ThreadOpens {
             opener: Opener::default(),
             tx,
             rx,
-            started: HashMap::new(),
+            started: IdMap::default(),
             out: 0,
             answered: Vec::new(),
             dirs: Dirs::default(),

@@ -2,19 +2,19 @@
 //! and takes them. No `unsafe` here: pushing an entry, and turning a reaped read back into a
 //! loan, happen in `loans.rs`.
 
-use std::collections::HashMap;
 use std::mem;
 
 use crate::io::{KernelRead, ReadDone};
 
 use crate::backend::uring::OPEN;
+use crate::id_map::IdMap;
 
 /// Reads handed to the ring: with the kernel, never sent because the ring failed, or
 /// completed and not yet collected.
 #[derive(Default)]
 pub(super) struct Reads<'a> {
     /// Reads the kernel has, by id.
-    in_kernel: HashMap<u64, KernelRead<'a>>,
+    in_kernel: IdMap<KernelRead<'a>>,
     /// Reads handed over but not given to the kernel because the ring failed.
     unsent: Vec<KernelRead<'a>>,
     /// Completions reaped while submitting, or copied at once, not yet collected.
@@ -24,7 +24,7 @@ pub(super) struct Reads<'a> {
 impl<'a> Reads<'a> {
     pub(super) fn with_capacity(depth: usize) -> Self {
         Reads {
-            in_kernel: HashMap::with_capacity(depth),
+            in_kernel: IdMap::with_capacity_and_hasher(depth, Default::default()),
             ..Reads::default()
         }
     }

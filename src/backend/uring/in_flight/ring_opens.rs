@@ -9,7 +9,6 @@
 //! No `unsafe` here: pushing the entry, and turning a new descriptor into a `File`, happen
 //! in `loans.rs`, which alone hands the kernel what it names.
 
-use std::collections::HashMap;
 use std::ffi::CString;
 use std::fs::File;
 use std::mem;
@@ -21,6 +20,7 @@ use std::sync::Arc;
 use io_uring::{opcode, squeue, types};
 
 use crate::backend::uring::OPEN;
+use crate::id_map::IdMap;
 use crate::io::{LocalDir, ThreadOpens};
 use crate::source::Descriptor;
 use crate::sys::{Opener, BENEATH};
@@ -34,7 +34,7 @@ pub(in crate::backend::uring) type RingAnswer = (u64, PathBuf, i32, Result<File,
 #[derive(Debug, Default)]
 pub(super) struct RingOpens {
     /// Opens the kernel has, by `user_data`.
-    in_kernel: HashMap<u64, Pending>,
+    in_kernel: IdMap<Pending>,
     /// Opens completed and not yet collected.
     answered: Vec<RingAnswer>,
 }
