@@ -208,15 +208,48 @@ impl<'a> ReadReq<'a> {
                 ready(self.done(n as i32));
                 FromCache::Taken { all: n == len }
             }
-            Err(e) => match e.raw_os_error() {
-                // EPERM: a seccomp filter refuses the call, which says nothing of the cache.
-                Some(libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS | libc::EPERM) => {
-                    FromCache::Refused(self)
-                }
-                _ => FromCache::Missed(self),
-            },
+            Err(e) if refuses_nowait(&e) => FromCache::Refused(self),
+            Err(_) => FromCache::Missed(self),
         }
     }
+}
+
+/// What came of copying a file's bytes at once from the page cache into a buffer of the
+/// engine's own ([`Io::copy_cached`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // read only what is cached: Linux
+pub(crate) enum Copied {
+    /// This many bytes, as far as the cache held them (0: the file ends at the offset).
+    Bytes(usize),
+    /// Nothing was cached at the offset (or the call failed): read it the usual way.
+    Missed,
+    /// The backend, kernel or filesystem cannot copy only what is cached.
+    Refused,
+}
+
+/// Copies `fd`'s bytes at `offset` into `buf` at once, on this thread, as far as the page
+/// cache holds them, without waiting for the device (`preadv2` with `RWF_NOWAIT`). A file
+/// that may hang is refused: its filesystem is not known to answer without waiting.
+#[cfg(target_os = "linux")]
+pub(crate) fn copy_cached(fd: &FdRef<'_>, offset: u64, buf: &mut [u8]) -> Copied {
+    if fd.may_hang() {
+        return Copied::Refused;
+    }
+    match sys::read_cached_at(fd.file(), buf, offset, false) {
+        Ok(n) => Copied::Bytes(n),
+        Err(e) if refuses_nowait(&e) => Copied::Refused,
+        Err(_) => Copied::Missed,
+    }
+}
+
+/// Whether a read's error says the kernel or filesystem cannot read only what is cached
+/// (`EPERM`: a seccomp filter refuses the call, which says nothing of the cache either).
+#[cfg(target_os = "linux")]
+fn refuses_nowait(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS | libc::EPERM)
+    )
 }
 
 /// Whether a read's error says the kernel or filesystem refuses `RWF_DONTCACHE` (`EINVAL`:
@@ -392,6 +425,16 @@ pub(crate) trait Io<'a>: Send {
     /// [`FromCache`] for what to do with a read it did not take.
     fn read_if_cached(&mut self, req: ReadReq<'a>) -> FromCache<'a> {
         FromCache::Refused(req)
+    }
+    /// Whether [`copy_cached`](Self::copy_cached) can copy anything.
+    fn copies_cached(&self) -> bool {
+        false
+    }
+    /// Copies `fd`'s bytes at `offset` into `buf` (the engine's, not the pool's) at once, on
+    /// this thread, as far as the page cache holds them, without waiting for the device.
+    fn copy_cached(&mut self, fd: &FdRef<'a>, offset: u64, buf: &mut [u8]) -> Copied {
+        let _ = (fd, offset, buf);
+        Copied::Refused
     }
     /// The file's size now (a read found its end before the size it had when opened);
     /// `None` where it cannot be told.

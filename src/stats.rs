@@ -54,7 +54,8 @@ pub struct Stats {
     pub short_reads: u64,
     /// Reads copied at once on the reading thread, as far as the page cache held them
     /// (`preadv2` with `RWF_NOWAIT`), rather than sent through the ring: the large buffered
-    /// reads of cached files. Each one that found only its front cached is also a short read.
+    /// reads of cached files, and the small cached files copied whole. Each large one that
+    /// found only its front cached is also a short read.
     pub reads_cached: u64,
     /// Reads handed to kernel workers to copy from the page cache, so the copy overlaps the
     /// consumer's work: none unless the reader was built with

@@ -12,8 +12,10 @@ use std::time::{Duration, Instant};
 use crate::consts::Backend;
 use crate::helpers;
 #[cfg(target_os = "linux")]
-use crate::io::FromCache;
+use crate::io::{Copied, FromCache};
 use crate::io::{Io, ReadDone, ReadReq, ThreadOpens};
+#[cfg(target_os = "linux")]
+use crate::source::FdRef;
 use crate::sys::{read_at, read_uncached_at};
 
 /// Reads on helper threads at once per reader, at most: enough for the device to have
@@ -145,6 +147,16 @@ impl<'a> Io<'a> for PreadIo<'a> {
 
     /// A cached read is done at once, as std's `read` would do it, into the region just
     /// consumed; one that must wait for the device goes to a helper thread.
+    #[cfg(target_os = "linux")]
+    fn copies_cached(&self) -> bool {
+        true
+    }
+
+    #[cfg(target_os = "linux")]
+    fn copy_cached(&mut self, fd: &FdRef<'a>, offset: u64, buf: &mut [u8]) -> Copied {
+        crate::io::copy_cached(fd, offset, buf)
+    }
+
     #[cfg(target_os = "linux")]
     fn read_if_cached(&mut self, req: ReadReq<'a>) -> FromCache<'a> {
         req.read_cached(|done| self.finished.push(done))

@@ -52,8 +52,11 @@ use std::time::{Duration, Instant};
 use io_uring::{opcode, IoUring};
 
 use crate::consts::Backend;
-use crate::io::{FromCache, Io, LocalDir, OpenResult, ReadDone, ReadReq, RingOpen, ThreadOpens};
+use crate::io::{
+    Copied, FromCache, Io, LocalDir, OpenResult, ReadDone, ReadReq, RingOpen, ThreadOpens,
+};
 use crate::pool::Pool;
+use crate::source::FdRef;
 use crate::sys::Opener;
 
 use super::setup::check_features;
@@ -156,6 +159,14 @@ impl<'a> Io<'a> for Ring<'a> {
 
     fn sq_poll_ring(&self) -> Option<File> {
         self.kernel.sq_poll_ring()
+    }
+
+    fn copies_cached(&self) -> bool {
+        true
+    }
+
+    fn copy_cached(&mut self, fd: &FdRef<'a>, offset: u64, buf: &mut [u8]) -> Copied {
+        crate::io::copy_cached(fd, offset, buf)
     }
 
     fn read_if_cached(&mut self, req: ReadReq<'a>) -> FromCache<'a> {

@@ -7,6 +7,7 @@ use std::fs::File;
 use std::io;
 
 use super::spill::Spill;
+use super::whole;
 use super::{front, Engine, ReadAhead, Stream};
 
 /// How a run of `n` bytes from the consumer's position can be had.
@@ -31,8 +32,8 @@ impl<'a> Engine<'a> {
 
     /// `fill_buf` where the bytes handed out last are all consumed.
     fn fill_buf_again(&mut self) -> io::Result<&[u8]> {
-        if self.spill.pending() > 0 {
-            self.stream.settle();
+        self.stream.settle();
+        if self.spill.pending() > 0 || whole::copy(&mut self.stream.ahead, &mut self.spill)? {
             return Ok(self.spill.expose());
         }
         self.stream.fill()
@@ -61,6 +62,11 @@ impl<'a> Engine<'a> {
         // its buffer, with no chunk or region looked at again.
         if self.spill.pending() == 0 && self.stream.holds(n) {
             return Ok(self.stream.handed());
+        }
+        // Likewise the records of a file copied whole (see `whole.rs`), which the spill
+        // holds: no larger than the pool, so `n` is too.
+        if self.spill.pending() >= n.max(1) {
+            return Ok(self.spill.expose());
         }
         fill_at_least(&mut self.stream, &mut self.spill, n)
     }
@@ -133,7 +139,7 @@ fn fill_at_least<'s>(
         ));
     }
     stream.ahead.sched.policy_mut().set_records();
-    if spill.pending() == 0 {
+    if spill.pending() == 0 && !whole::copy(&mut stream.ahead, spill)? {
         // Most records lie inside the front chunk: no run to measure, no waiting.
         let core = &stream.ahead.core;
         if let Some(len) = front::unread(core, n) {
@@ -230,6 +236,9 @@ fn issue_for_run(
 /// Copies the current file's next bytes into the spill until `n` wait there (or the file
 /// ends), freeing their regions as it goes, so that any `n` up to the pool's size fits.
 fn fill_spill(stream: &mut Stream<'_>, spill: &mut Spill, n: usize) -> io::Result<()> {
+    if spill.pending() >= n {
+        return Ok(()); // A file copied whole holds its records already (see `whole.rs`).
+    }
     spill.make_room();
     while spill.pending() < n {
         let bytes = stream.fill()?;

@@ -23,7 +23,8 @@
 //! [`scheduler::Scheduler`]), `policy` (the read policy's decisions: [`policy::Policy`]),
 //! `opens` (descriptors: [`opens::Opens`]), `completions` (completions:
 //! [`completions::Completions`]), `chunks` (reads in flight or waiting, and orphans:
-//! [`chunks::Chunks`]), `uncached` (leaving the page cache as found), and `front` (the
+//! [`chunks::Chunks`]), `uncached` (leaving the page cache as found), `whole` (small cached
+//! files copied whole into the spill rather than read ahead), and `front` (the
 //! current file's chunks: how many of their bytes lie together, whether a skip may pass,
 //! moving the consumer through them).
 //!
@@ -51,6 +52,7 @@ mod scheduler;
 mod spill;
 mod stream;
 mod uncached;
+mod whole;
 
 use std::io;
 use std::path::Path;

@@ -56,6 +56,12 @@ pub(super) struct Policy {
     /// each making a call that finds the disk still reading. (One that found some goes on
     /// offering: the kernel's read-ahead may be just ahead of it.)
     missed: Option<u64>,
+    /// Whether small files may be copied whole (see `whole.rs`): the backend can copy what
+    /// is cached into a buffer, the reads are buffered and cached, and no copy was refused.
+    whole: bool,
+    /// The last file that could not be copied whole: its copy found its end before its
+    /// size. It is read the usual way.
+    not_whole: Option<u64>,
 }
 
 /// What the scheduler knows of the next read when it asks the policy.
@@ -213,6 +219,23 @@ impl Policy {
         if !cached {
             self.cold_until = consumed + pool as u64;
         }
+    }
+
+    /// Whether file `file`, small and next for the consumer, is to be copied whole at once
+    /// rather than read ahead (see `whole.rs`): while reads find the cache warm.
+    pub(super) fn copies_whole(&self, file: u64) -> bool {
+        self.whole && self.warm() && self.not_whole != Some(file)
+    }
+
+    /// Whether small files may be copied whole at all; `false` for good once a copy was
+    /// refused (the kernel or a filesystem cannot copy only what is cached).
+    pub(super) fn copy_whole(&mut self, whole: bool) {
+        self.whole = whole;
+    }
+
+    /// File `file` could not be copied whole: it is read the usual way.
+    pub(super) fn not_whole(&mut self, file: u64) {
+        self.not_whole = Some(file);
     }
 
     /// The backend refused to read only what is cached: the large reads of the file being

@@ -33,9 +33,14 @@ pub(super) struct ReadAhead<'a> {
 
 impl<'a> ReadAhead<'a> {
     pub(super) fn new(core: Core<'a>, limits: Limits) -> Self {
+        let mut sched = Scheduler::new(limits);
+        // Direct reads pass the page cache by, and uncached ones must not leave theirs in it:
+        // neither copies a small file whole (see `whole.rs`).
+        let whole = core.io().copies_cached() && !limits.direct && !limits.uncached;
+        sched.policy_mut().copy_whole(whole);
         ReadAhead {
             core,
-            sched: Scheduler::new(limits),
+            sched,
             completions: Completions::default(),
             unread: None,
             hung: false,

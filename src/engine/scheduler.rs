@@ -5,10 +5,11 @@ use std::io;
 
 use super::opens::Opens;
 use super::policy::{How, Next, Policy, Window};
-use super::{backend_error, uncached, Core, Limits};
+use super::{backend_error, uncached, whole, Core, Limits};
 use crate::consts::{DIRECT_ALIGN, OFFLOAD_MIN};
 use crate::io::{FromCache, ReadReq};
 use crate::pool::Region;
+use crate::queue::FileEntry;
 use crate::source::FdRef;
 
 /// Rounds of issuing reads and taking opens answered at once, in one scheduling: a bound,
@@ -65,6 +66,10 @@ impl Scheduler {
         &self.limits
     }
 
+    pub(super) fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
     pub(super) fn policy_mut(&mut self) -> &mut Policy {
         &mut self.policy
     }
@@ -85,6 +90,9 @@ impl Scheduler {
     }
 
     /// Issues what the pipeline has room for, unless enough is read ahead already.
+    /// The current file, copied whole when the consumer gets to it (see `whole.rs`), holds
+    /// back the reads of the files behind it: with nothing else under way, there is nothing
+    /// to issue.
     pub(super) fn schedule_unless_ahead(&mut self, core: &mut Core<'_>) -> io::Result<()> {
         if self
             .policy
@@ -92,7 +100,23 @@ impl Scheduler {
         {
             return Ok(());
         }
+        let idle = core.io().in_flight() == 0 && self.opens.in_flight() == 0;
+        let pool = core.pool().capacity();
+        if idle
+            && core
+                .queue
+                .front()
+                .is_some_and(|f| self.copies_whole(f, pool))
+        {
+            return Ok(());
+        }
         self.schedule(core)
+    }
+
+    /// Whether `entry` is to be copied whole when the consumer gets to it (`pool`: the
+    /// pool's bytes), not read ahead.
+    pub(super) fn copies_whole(&self, entry: &FileEntry<'_>, pool: usize) -> bool {
+        whole::applies(&self.policy, entry, whole::most(&self.limits, pool))
     }
 
     /// Rather than block while kernel workers copy, copies one more cached read itself (at
@@ -185,6 +209,11 @@ impl Scheduler {
     /// Issues the next read of the open file at `idx`, if the pool, the window and the
     /// offload depth allow.
     fn issue_read<'a>(&mut self, core: &mut Core<'a>, idx: usize) -> Step {
+        let pool = core.pool().capacity();
+        let entry = core.queue.get_mut(idx).expect("index from the queue");
+        if self.copies_whole(entry, pool) {
+            return Step::Blocked;
+        }
         let (limits, policy) = (&self.limits, &mut self.policy);
         let mut read = NextRead::next(core, idx, limits, policy);
         let window = policy.window(limits, read.next, core.stats.bytes_consumed);

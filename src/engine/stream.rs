@@ -173,6 +173,14 @@ impl<'a> Stream<'a> {
             return Ok(FrontPoll::End);
         }
         let (id, sized) = (front.id, front.status().is_sized());
+        if self
+            .ahead
+            .sched
+            .copies_whole(front, self.ahead.core.pool().capacity())
+        {
+            // The consumer did not copy it whole (see `whole.rs`): read the usual way.
+            self.ahead.sched.policy_mut().not_whole(id);
+        }
         self.ahead.schedule()?;
         let core = &mut self.ahead.core;
         let issued = core.chunks.front().is_some_and(|c| c.file() == id);

@@ -67,6 +67,15 @@ impl FileProgress {
         self.read_end = self.read_end.max(end);
     }
 
+    /// `n` bytes from `next_read`, where the consumer is, were copied to it at once (see
+    /// the engine's `whole.rs`): read, and consumed, with no read in flight.
+    pub(crate) fn copied(&mut self, n: u64) {
+        debug_assert!(self.next_read == self.consumed && self.in_flight == 0);
+        self.next_read += n;
+        self.consumed += n;
+        self.read_end = self.read_end.max(self.next_read);
+    }
+
     /// The consumer took `n` bytes.
     pub(crate) fn consume(&mut self, n: u64) {
         self.consumed += n;

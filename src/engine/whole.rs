@@ -1,0 +1,86 @@
+//! Small files copied whole: while reads find the page cache warm, a file with at most
+//! `COPY_WHOLE_MAX` bytes left is not read ahead into the pool. When the consumer gets to
+//! it, it is copied at once from the page cache into the spill, which the consumer reads
+//! first: one `preadv2` into a buffer that stays in the CPU's cache, with no region, chunk,
+//! submission or completion. A cached read costs no less done ahead of the consumer than
+//! when it gets there, and this is the loop std's `BufReader` runs. What the cache does not
+//! hold (`Copied::Missed`) turns the policy cold, and the read-ahead takes over again.
+
+use std::io;
+
+use super::policy::Policy;
+use super::spill::Spill;
+use super::{Limits, ReadAhead};
+use crate::consts::COPY_WHOLE_MAX;
+use crate::io::Copied;
+use crate::queue::FileEntry;
+
+/// Whether `entry`, where its consumer is, is to be copied whole when the consumer gets to
+/// it rather than read ahead: open on a filesystem known not to hang, buffered, nothing of
+/// it issued past the consumer, at most `most` bytes left (see `most`), while the policy
+/// finds the cache warm (and the reader copies whole at all: see `Policy::copy_whole`).
+pub(super) fn applies(policy: &Policy, entry: &FileEntry<'_>, most: usize) -> bool {
+    let progress = entry.progress();
+    let left = entry.stop().saturating_sub(progress.consumed());
+    policy.copies_whole(entry.id)
+        && entry.fd().is_some_and(|fd| !fd.may_hang())
+        && !entry.direct()
+        && progress.in_flight() == 0
+        && progress.next_read() == progress.consumed()
+        && (1..=most as u64).contains(&left)
+}
+
+/// The most bytes a file may have left to be copied whole: `COPY_WHOLE_MAX`, but never more
+/// than one read (`read_size`) or the pool (`pool`), which a reader built small is held to.
+pub(super) fn most(limits: &Limits, pool: usize) -> usize {
+    COPY_WHOLE_MAX.min(limits.read_size).min(pool)
+}
+
+/// Copies the current file's bytes from the consumer on into `spill` where `applies` says
+/// so (the file opened first, if it is not yet); whether it copied any. Nothing copied
+/// leaves the file to the read-ahead.
+pub(super) fn copy(ahead: &mut ReadAhead<'_>, spill: &mut Spill) -> io::Result<bool> {
+    debug_assert_eq!(spill.pending(), 0, "the spill's bytes come first");
+    let Some(front) = ahead.core.queue.front() else {
+        return Ok(false);
+    };
+    if !front.status().is_sized() && front.error().is_none() {
+        if !ahead.sched.policy().copies_whole(front.id) {
+            return Ok(false);
+        }
+        ahead.open_current()?;
+    }
+    let core = &mut ahead.core;
+    let Some(front) = core.queue.front() else {
+        return Ok(false);
+    };
+    if !ahead.sched.copies_whole(front, core.pool().capacity()) {
+        return Ok(false);
+    }
+    let (id, offset) = (front.id, front.progress().consumed());
+    let len = (front.stop() - offset) as usize;
+    let fd = front.fd().expect("checked open").clone();
+    let io = core.io_mut();
+    let copied = spill.extend_with(len, |buf| match io.copy_cached(&fd, offset, buf) {
+        Copied::Bytes(n) => (n, Copied::Bytes(n)),
+        other => (0, other),
+    });
+    let policy = ahead.sched.policy_mut();
+    match copied {
+        Copied::Bytes(0) => policy.not_whole(id), // it ends before its size: the usual way
+        Copied::Bytes(n) => {
+            let front = core.queue.front_mut().expect("the file copied");
+            front.progress_mut().copied(n as u64);
+            core.stats.reads += 1;
+            core.stats.reads_cached += 1;
+            core.stats.bytes_read += n as u64;
+            return Ok(true);
+        }
+        Copied::Missed => {
+            let consumed = core.stats.bytes_consumed;
+            policy.found_cached(false, consumed, core.pool().capacity());
+        }
+        Copied::Refused => policy.copy_whole(false),
+    }
+    Ok(false)
+}
