@@ -4,7 +4,7 @@ use std::fmt;
 use std::io::{self, BufRead, Read};
 use std::path::Path;
 
-use super::control::ScanState;
+use super::state::ScanState;
 use crate::reader::SequentialFileReader;
 
 /// Bytes consumed between updates of the scan's byte count.

@@ -5,7 +5,8 @@ use std::io;
 use std::panic;
 use std::thread;
 
-use super::control::{Progress, ScanHandle};
+use super::handle::ScanHandle;
+use super::progress::Progress;
 use super::worker::ThreadEnd;
 use crate::consts::Backend;
 use crate::stats::Stats;

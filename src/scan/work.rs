@@ -1,5 +1,5 @@
 //! Handing out work: one cursor over the caller's iterator, from which each thread takes a
-//! batch whenever its window runs low (see `worker::Lane::top_up` for how much it takes).
+//! batch whenever its window runs low (see `Lane::top_up` for how much it takes).
 //! The iterator is consumed lazily: a batch at a time, never collected.
 
 use std::iter::Fuse;
