@@ -87,7 +87,7 @@ pub use entry::Entry;
 pub use error::{Error, FileName};
 pub use reader::SequentialFileReader;
 pub use scan::{
-    Ordered, Outcome, Progress, Scan, ScanFile, ScanHandle, ScanMap, ScanSummary,
+    Ordered, Outcome, Scan, ScanFile, ScanHandle, ScanMap, ScanProgress, ScanSummary,
     DEFAULT_QUEUE_AHEAD, DEFAULT_SCAN_IO_WORKERS, DEFAULT_SCAN_MEMORY,
 };
 pub use stats::Stats;

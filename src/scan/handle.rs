@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::progress::Progress;
+use super::progress::ScanProgress;
 use super::state::ScanState;
 
 /// A handle on a running scan, to watch its progress and to cancel it, from any thread.
@@ -43,7 +43,7 @@ pub struct ScanHandle {
 
 impl ScanHandle {
     /// A snapshot of the counters (each read atomically, the four not at one instant).
-    pub fn progress(&self) -> Progress {
+    pub fn progress(&self) -> ScanProgress {
         self.state.progress()
     }
 

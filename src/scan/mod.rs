@@ -19,7 +19,7 @@
 //! | `order` | [`Ordered`] | outcomes in input order, within a window |
 //! | `outcome` | [`Outcome`] | what became of one file |
 //! | `summary` | [`ScanSummary`] | what the scan did, once every thread has stopped |
-//! | `progress` | [`Progress`] | the counters, as the caller reads them |
+//! | `progress` | [`ScanProgress`] | the counters, as the caller reads them |
 //! | `handle` | [`ScanHandle`] | the caller's handle: progress, cancelling |
 //! | `state` | `ScanState` | what the threads share: counters, stopping, the window's gate |
 //! | `budget` | - | what the readers hold together: pool memory, kernel workers, descriptors |
@@ -51,7 +51,7 @@ pub use handle::ScanHandle;
 pub use map::ScanMap;
 pub use order::Ordered;
 pub use outcome::Outcome;
-pub use progress::Progress;
+pub use progress::ScanProgress;
 pub use summary::ScanSummary;
 
 use crate::config::ReaderBuilder;

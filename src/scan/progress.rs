@@ -1,13 +1,14 @@
-//! What a scan has done so far (`Progress`): the counters a [`ScanHandle`](crate::ScanHandle)
-//! reads while the scan runs, and its [`ScanSummary`](crate::ScanSummary) holds at the end.
+//! What a scan has done so far (`ScanProgress`): the counters a
+//! [`ScanHandle`](super::ScanHandle) reads while the scan runs, and its
+//! [`ScanSummary`](super::ScanSummary) holds at the end.
 
 /// What a scan has done so far: a snapshot of counters the threads keep as they go.
 ///
-/// From [`ScanHandle::progress`](crate::ScanHandle::progress) while the scan runs, and in its
-/// [`ScanSummary`](crate::ScanSummary) at the end.
+/// From [`ScanHandle::progress`](super::ScanHandle::progress) while the scan runs, and in its
+/// [`ScanSummary`](super::ScanSummary) at the end.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct Progress {
+pub struct ScanProgress {
     /// Files whose closure returned (or that failed before it could run), failed ones
     /// included.
     pub files: u64,

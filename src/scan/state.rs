@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
-use super::progress::Progress;
+use super::progress::ScanProgress;
 
 /// The state behind a [`ScanHandle`](super::ScanHandle).
 #[derive(Debug, Default)]
@@ -28,8 +28,8 @@ pub(super) struct ScanState {
 
 impl ScanState {
     /// A snapshot of the counters (each read atomically, the four not at one instant).
-    pub(super) fn progress(&self) -> Progress {
-        Progress {
+    pub(super) fn progress(&self) -> ScanProgress {
+        ScanProgress {
             files: self.files.load(Relaxed),
             failed: self.failed.load(Relaxed),
             bytes: self.bytes.load(Relaxed),
