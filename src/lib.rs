@@ -62,8 +62,8 @@ mod backend;
 mod config;
 mod consts;
 mod engine;
-mod entry;
 mod error;
+mod file_to_read;
 mod helpers;
 mod io;
 mod pool;
@@ -83,8 +83,8 @@ pub use consts::{
     Backend, DEFAULT_BUFFER_SIZE, DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_OPEN_FILES,
     DEFAULT_QUEUE_DEPTH, DEFAULT_READ_SIZE,
 };
-pub use entry::Entry;
 pub use error::{Error, FileName};
+pub use file_to_read::FileToRead;
 pub use reader::SequentialFileReader;
 pub use scan::{
     Ordered, Outcome, Scan, ScanFile, ScanHandle, ScanMap, ScanProgress, ScanSummary,

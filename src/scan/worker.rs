@@ -11,7 +11,7 @@ use super::outbox::{Batch, Outbox};
 use super::state::{ScanState, StopOnPanic};
 use super::work::Work;
 use crate::consts::Backend;
-use crate::entry::Entry;
+use crate::file_to_read::FileToRead;
 use crate::stats::Stats;
 
 /// One thread's work, the same for every thread of a scan: where it takes entries from, the
@@ -49,7 +49,7 @@ impl<I> Worker<'_, I> {
     ) -> io::Result<ThreadEnd>
     where
         I: Iterator,
-        I::Item: Into<Entry<'a>>,
+        I::Item: Into<FileToRead<'a>>,
         E: From<io::Error>,
     {
         let _stop = StopOnPanic(self.state);
