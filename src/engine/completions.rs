@@ -79,7 +79,7 @@ fn complete<'a>(core: &mut Core<'a>, policy: &mut Policy, done: ReadDone<'a>) {
         core.chunks[i].in_flight(),
         "completion for a chunk not in flight"
     );
-    let file = core.chunks[i].file();
+    let file = core.chunks[i].file_id();
     if result > 0 {
         complete_bytes(core, i, result as usize, region);
     } else if uncached && matches!(-result, libc::EOPNOTSUPP | libc::EINVAL) {
@@ -99,7 +99,7 @@ fn complete_bytes(core: &mut Core<'_>, i: usize, n: usize, region: Region) {
     let chunk = &mut core.chunks[i];
     let entry = core
         .queue
-        .by_id_mut(chunk.file())
+        .by_id_mut(chunk.file_id())
         .expect("a live chunk's file is queued");
     let filled = chunk.fill(n);
     entry
@@ -135,7 +135,7 @@ fn read_on_buffered(
     i: usize,
     region: Region,
 ) -> Result<(), (Region, io::Error)> {
-    let file = core.chunks[i].file();
+    let file = core.chunks[i].file_id();
     let entry = core.queue.by_id_mut(file).expect("a live chunk's file");
     let fd = entry.fd().cloned().expect("open while reads are in flight");
     match core.io_mut().clear_direct(&fd) {
@@ -172,11 +172,11 @@ fn end_chunk(core: &mut Core<'_>, i: usize, region: Region, error: Option<io::Er
     let chunk = &mut core.chunks[i];
     let entry = core
         .queue
-        .by_id_mut(chunk.file())
+        .by_id_mut(chunk.file_id())
         .expect("a live chunk's file");
     chunk.end_at_from(region);
     let at = chunk.resume_at();
-    let file = chunk.file();
+    let file = chunk.file_id();
     entry.progress_mut().read_done();
     match error {
         Some(source) => {
@@ -221,7 +221,7 @@ fn retry(
     region: Region,
     direct: bool,
 ) -> Option<Region> {
-    let file = core.chunks[i].file();
+    let file = core.chunks[i].file_id();
     if -result == libc::EAGAIN && made_blocking(core, file) {
         let fd = core.queue.by_id_mut(file).and_then(|e| e.fd().cloned());
         core.resubmit(i, region, fd.expect("open while reads are in flight"));

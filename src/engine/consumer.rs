@@ -198,8 +198,8 @@ fn gather(stream: &mut Stream<'_>, n: usize) -> io::Result<Gather> {
         }
         let (id, next) = (front.id, core.chunks.get(chunks));
         match next {
-            Some(c) if c.file() == id && c.in_flight() => stream.ahead.wait()?,
-            Some(c) if c.file() == id => return Ok(Gather::Spill),
+            Some(c) if c.file_id() == id && c.in_flight() => stream.ahead.wait()?,
+            Some(c) if c.file_id() == id => return Ok(Gather::Spill),
             _ => {
                 if !issue_for_run(&mut stream.ahead, (id, n), chunks)? {
                     return Ok(Gather::Spill);
@@ -224,7 +224,7 @@ fn issue_for_run(
         .core
         .chunks
         .get(chunks)
-        .is_some_and(|c| c.file() == id))
+        .is_some_and(|c| c.file_id() == id))
 }
 
 /// Copies the current file's next bytes into the spill until `n` wait there (or the file

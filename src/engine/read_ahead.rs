@@ -245,7 +245,7 @@ fn fail_hung_front(core: &mut Core<'_>, timeout: Duration) {
     let hung = core
         .chunks
         .iter()
-        .position(|c| c.file() == id && c.in_flight());
+        .position(|c| c.file_id() == id && c.in_flight());
     let at = hung.map_or(front.progress().consumed(), |i| core.chunks[i].resume_at());
     let error = Error::Read {
         path: front.name(),

@@ -149,14 +149,14 @@ impl<'a> Stream<'a> {
             return Ok(FrontPoll::End);
         };
         match core.chunks.front() {
-            Some(c) if c.file() == front.id && !c.in_flight() => {
+            Some(c) if c.file_id() == front.id && !c.in_flight() => {
                 if c.pos() < c.valid(front.stop()) {
                     return Ok(FrontPoll::Readable);
                 }
                 core.pop_chunk();
                 self.ahead.refill()?;
             }
-            Some(c) if c.file() == front.id => self.ahead.wait()?,
+            Some(c) if c.file_id() == front.id => self.ahead.wait()?,
             _ => return self.issue_for_front(),
         }
         Ok(FrontPoll::Again)
@@ -175,7 +175,7 @@ impl<'a> Stream<'a> {
         let (id, sized) = (front.id, front.status().is_sized());
         self.ahead.schedule()?;
         let core = &mut self.ahead.core;
-        let issued = core.chunks.front().is_some_and(|c| c.file() == id);
+        let issued = core.chunks.front().is_some_and(|c| c.file_id() == id);
         let front = core.queue.front();
         let failed = front.is_some_and(|f| f.error().is_some());
         // An open answered while scheduling (a helper thread's) sizes the file: an empty

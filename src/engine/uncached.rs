@@ -151,7 +151,7 @@ pub(super) fn refused(core: &mut Core<'_>, i: usize, region: Region) {
     let (file, at, left) = {
         let chunk = &core.chunks[i];
         let left = chunk.want() - chunk.from();
-        (chunk.file(), chunk.resume_at(), left as u64)
+        (chunk.file_id(), chunk.resume_at(), left as u64)
     };
     let entry = core.queue.by_id_mut(file).expect("a live chunk's file");
     let fd = entry.fd().cloned().expect("open while reads are in flight");
@@ -194,7 +194,7 @@ pub(super) fn came_back(core: &mut Core<'_>, i: usize, filled: usize) {
     if !chunk.drop_behind() || filled == 0 {
         return;
     }
-    let (file, offset) = (chunk.file(), chunk.offset());
+    let (file, offset) = (chunk.file_id(), chunk.offset());
     let Some(entry) = core.queue.by_id_mut(file) else {
         return;
     };
@@ -208,7 +208,7 @@ pub(super) fn came_back(core: &mut Core<'_>, i: usize, filled: usize) {
             cold_from: Some(from),
         } if offset >= from && !entry.own_description() => {
             let until = (core.chunks.iter())
-                .filter(|c| c.file() == file && c.in_flight())
+                .filter(|c| c.file_id() == file && c.in_flight())
                 .map(|c| c.offset())
                 .min()
                 .unwrap_or(entry.progress().next_read())
