@@ -80,11 +80,12 @@ mod tests;
 
 pub use config::ReaderBuilder;
 pub use consts::{
-    Backend, DEFAULT_BUFFER_SIZE, DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_OPEN_FILES,
-    DEFAULT_QUEUE_DEPTH, DEFAULT_READ_SIZE,
+    DEFAULT_BUFFER_SIZE, DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_OPEN_FILES, DEFAULT_QUEUE_DEPTH,
+    DEFAULT_READ_SIZE,
 };
 pub use error::{Error, FileName};
 pub use file_to_read::FileToRead;
+pub use io::Backend;
 pub use reader::SequentialFileReader;
 pub use scan::{
     Ordered, Outcome, Scan, ScanFile, ScanHandle, ScanMap, ScanProgress, ScanSummary,

@@ -51,7 +51,7 @@ use std::time::{Duration, Instant};
 
 use io_uring::{opcode, IoUring};
 
-use crate::consts::Backend;
+use crate::io::Backend;
 use crate::io::{FromCache, Io, LocalDir, OpenResult, ReadDone, ReadReq, RingOpen, ThreadOpens};
 use crate::pool::Pool;
 use crate::sys::Opener;

@@ -55,8 +55,8 @@ mod uncached;
 use std::io;
 use std::path::Path;
 
-use crate::consts::Backend;
 use crate::error::Error;
+use crate::io::Backend;
 use crate::io::Io;
 #[cfg(test)]
 use crate::io::{Opened, ReadDone, ReadReq};

@@ -12,10 +12,10 @@ use std::io;
 use std::path::Path;
 
 use crate::config::ReaderBuilder;
-use crate::consts::Backend;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::file_to_read::FileToRead;
+use crate::io::Backend;
 use crate::source::Source;
 use crate::stats::Stats;
 

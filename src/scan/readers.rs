@@ -5,7 +5,7 @@ use std::io;
 
 use super::builders::Builders;
 use super::worker::ThreadEnd;
-use crate::consts::Backend;
+use crate::io::Backend;
 use crate::reader::SequentialFileReader;
 use crate::stats::Stats;
 

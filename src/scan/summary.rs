@@ -8,7 +8,7 @@ use std::thread;
 use super::handle::ScanHandle;
 use super::progress::ScanProgress;
 use super::worker::ThreadEnd;
-use crate::consts::Backend;
+use crate::io::Backend;
 use crate::stats::Stats;
 
 /// What a scan did, once every thread has stopped.

@@ -10,8 +10,8 @@ use super::lane::Lane;
 use super::outbox::{Batch, Outbox};
 use super::state::{ScanState, StopOnPanic};
 use super::work::Work;
-use crate::consts::Backend;
 use crate::file_to_read::FileToRead;
+use crate::io::Backend;
 use crate::stats::Stats;
 
 /// One thread's work, the same for every thread of a scan: where it takes entries from, the
