@@ -68,7 +68,7 @@ pub(crate) struct Loan {
     region: Region,
 }
 
-// SAFETY: a `Loan` is the only handle to its bytes (pool invariant: one token per region), so
+// SAFETY: a `Loan` is the only token of its bytes (pool invariant: one token per region), so
 // moving it to another thread moves exclusive access with it.
 unsafe impl Send for Loan {}
 

@@ -67,8 +67,8 @@ use crate::stats::Stats;
 /// Files on a filesystem that may hang (FUSE, NFS, SMB, any not known to be local) are
 /// closed on a helper thread, never waited for: a close there can block for good. So such a
 /// file may be still closing a moment after the drop returns, and an unmount right then may
-/// fail with `EBUSY`. While a reader lives it also holds a handle in each mount it opened
-/// files in (so that it never takes another mount for one it checked), which keeps them
+/// fail with `EBUSY`. While a reader lives it also holds a directory open in each mount it
+/// opened files in (so that it never takes another mount for one it checked), which keeps them
 /// busy too.
 ///
 /// # Examples

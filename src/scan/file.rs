@@ -1,4 +1,4 @@
-//! The handle a scan's closure gets for one file: the reader, confined to that file.
+//! What a scan's closure gets of one file (`ScanFile`): the reader, confined to that file.
 
 use std::fmt;
 use std::io::{self, BufRead, Read};
@@ -15,7 +15,7 @@ const PUBLISH_EVERY: u64 = 1 << 20;
 /// for records, and what the scan knows of it.
 ///
 /// The bytes come from the thread's [`SequentialFileReader`], which has the files after this
-/// one read ahead; the handle cannot move it to another file.
+/// one read ahead; the closure cannot move it to another file.
 ///
 /// # Examples
 ///

@@ -128,7 +128,7 @@ impl<'a> Lane<'a> {
         let q = self.queued.pop_front().expect("the caller saw an entry");
         let reader = self.readers.built();
         debug_assert_eq!(reader.current_index(), Some(q.id), "the reader is in step");
-        // Opened first, so that the closure's handle knows the file's length. A file that
+        // Opened first, so that the closure's `ScanFile` knows the file's length. A file that
         // cannot be opened keeps its error for its reads; an error here is the ring's.
         let opened = reader.open_current();
         let mut file = ScanFile::new(reader, q.index, q.start, q.len, state);

@@ -150,7 +150,7 @@ where
                 };
                 // Never joined: a thread that submitted a read a hung mount never completes
                 // cannot exit (Linux waits for its io_uring workers) once its closure has
-                // returned. The scope waits for the closures alone; the handle is dropped.
+                // returned. The scope waits for the closures alone; the `JoinHandle` is dropped.
                 let named = thread::Builder::new().name(format!("readahead-scan-{i}"));
                 if let Err(e) = named.spawn_scoped(scope, run) {
                     state.stop();

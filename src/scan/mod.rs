@@ -15,7 +15,7 @@
 //! | `readers` | `Readers` | a thread's reader, and a new one past a hung read |
 //! | `builders` | `Builders` | how the threads build their readers |
 //! | `outbox` | `Outbox` | a thread's outcomes on their way to the caller |
-//! | `file` | [`ScanFile`] | the closure's handle on one file |
+//! | `file` | [`ScanFile`] | one file, as the closure reads it |
 //! | `order` | [`Ordered`] | outcomes in input order, within a window |
 //! | `outcome` | [`Outcome`] | what became of one file |
 //! | `summary` | [`ScanSummary`] | what the scan did, once every thread has stopped |
