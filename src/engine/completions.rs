@@ -65,10 +65,7 @@ fn complete<'a>(core: &mut Core<'a>, policy: &mut Policy, done: ReadDone<'a>) {
     let region = core.pool_mut().reclaim(loan);
     if core.chunks.take_orphan(id) {
         core.pool_mut().free(region);
-        core.stats.reads_discarded += 1;
-        if result > 0 {
-            core.stats.bytes_read += result as u64;
-        }
+        core.stats.read_discarded(result.max(0) as u64);
         return;
     }
     let i = core
@@ -95,7 +92,7 @@ fn complete<'a>(core: &mut Core<'a>, policy: &mut Policy, done: ReadDone<'a>) {
 /// `n` bytes came back for chunk `i`: continue a short read, or hand the bytes over (and
 /// end the file there if it came back short at its end).
 fn complete_bytes(core: &mut Core<'_>, i: usize, n: usize, region: Region) {
-    core.stats.bytes_read += n as u64;
+    core.stats.read_in(n as u64);
     let chunk = &mut core.chunks[i];
     let entry = core
         .queue
@@ -109,7 +106,7 @@ fn complete_bytes(core: &mut Core<'_>, i: usize, n: usize, region: Region) {
     let short = filled < chunk.want() && (filled as u64) < to_end;
     if short {
         // A short read before the end as sized: read the rest into the same region.
-        core.stats.short_reads += 1;
+        core.stats.read_short();
         chunk.continue_from_filled();
         // O_DIRECT refuses a read from an unaligned offset: the rest is read buffered.
         if entry.direct() && !filled.is_multiple_of(DIRECT_ALIGN) {
@@ -186,7 +183,7 @@ fn end_chunk(core: &mut Core<'_>, i: usize, region: Region, error: Option<io::Er
                 source,
             };
             if entry.fail(error, at) {
-                core.stats.files_failed += 1;
+                core.stats.file_failed();
             }
         }
         None => end_early(core, file, at),
@@ -207,7 +204,7 @@ fn end_early(core: &mut Core<'_>, file: u64, at: u64) {
         .map_or(at, |size| size.min(at))
         .max(entry.progress().read_end().min(at));
     if entry.end_at(len) {
-        core.stats.files_failed += 1;
+        core.stats.file_failed();
     }
 }
 
@@ -236,7 +233,7 @@ fn retry(
         libc::EINTR | libc::EAGAIN | libc::ECANCELED | libc::EFAULT
     );
     if passing && chunk.retry(MAX_RETRIES) {
-        core.stats.retries += 1;
+        core.stats.retried();
         let fd = core
             .queue
             .by_id_mut(file)

@@ -50,7 +50,7 @@ impl<'a> Engine<'a> {
 
     fn consume_spilled(&mut self, amt: usize) {
         let amt = self.spill.consume(amt);
-        self.stream.ahead.core.stats.bytes_consumed += amt as u64;
+        self.stream.ahead.core.stats.consumed(amt as u64);
     }
 
     /// At least `n` contiguous bytes of the current file, or all it has left; see
@@ -171,7 +171,7 @@ fn skip(stream: &mut Stream<'_>, spill: &mut Spill, n: u64) -> io::Result<u64> {
         skipped += front::skip(&mut ahead.core, n - skipped);
         ahead.refill()?;
     }
-    ahead.core.stats.bytes_skipped += skipped;
+    ahead.core.stats.skipped(skipped);
     Ok(skipped)
 }
 
@@ -240,7 +240,7 @@ fn fill_spill(stream: &mut Stream<'_>, spill: &mut Spill, n: usize) -> io::Resul
         spill.extend(&bytes[..take]);
         stream.settle();
         front::advance(&mut stream.ahead.core, take);
-        stream.ahead.core.stats.bytes_spilled += take as u64;
+        stream.ahead.core.stats.spilled(take as u64);
     }
     Ok(())
 }

@@ -102,8 +102,7 @@ impl<'a> Core<'a> {
         let loan = self.pool_mut().lend(region);
         let req = ReadReq::new(id, (fd, direct), at, loan, from, want - from);
         self.io_mut().read(req.with_uncached(uncached));
-        self.stats.reads += 1;
-        self.stats.reads_uncached += u64::from(uncached);
+        self.stats.read_resent(uncached);
     }
 
     /// Closes the descriptor of file `file` if the reader opened it and is done with it.
@@ -154,9 +153,7 @@ impl<'a> Core<'a> {
         // The backend's count has the opens in flight too.
         let reads = self.chunks.reads_in_flight() as u64;
         let held = self.pool().live_bytes() as u64;
-        let stats = &mut self.stats;
-        stats.peak_in_flight = stats.peak_in_flight.max(reads);
-        stats.peak_pool_bytes = stats.peak_pool_bytes.max(held);
+        self.stats.peaks(reads, held);
     }
 
     /// Frees a chunk's region, or orphans it if its read is in flight.

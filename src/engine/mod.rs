@@ -131,8 +131,7 @@ impl<'a> Engine<'a> {
         let mut stats = core.stats;
         for i in 1..core.queue.len() {
             let file = core.queue.get_mut(i).expect("below the length");
-            stats.files_opened -= u64::from(file.opened_here());
-            stats.files_failed -= u64::from(file.error().is_some());
+            stats.file_handed_on(file.opened_here(), file.error().is_some());
         }
         (self.stream.ahead.abandon(), stats)
     }
@@ -191,7 +190,7 @@ impl<'a> Engine<'a> {
     /// This engine's counters.
     pub(crate) fn stats(&self) -> Stats {
         let mut stats = self.core().stats;
-        stats.bytes_consumed += self.stream.unsettled() as u64;
+        stats.consumed(self.stream.unsettled() as u64);
         stats
     }
 

@@ -149,8 +149,7 @@ impl<'a> ReadAhead<'a> {
             self.hung = true;
             fail_hung_front(&mut self.core, timeout);
         }
-        self.core.stats.waits += 1;
-        self.core.stats.wait_time += start.elapsed();
+        self.core.stats.waited(start.elapsed());
         self.handle_done();
         self.schedule()?;
         self.submit_continuations()
@@ -253,7 +252,7 @@ fn fail_hung_front(core: &mut Core<'_>, timeout: Duration) {
         source: timed_out(timeout),
     };
     if front.fail(error, at) {
-        core.stats.files_failed += 1;
+        core.stats.file_failed();
     }
     if let Some(i) = hung {
         while let Some(c) = core.chunks.remove_of(i, id) {

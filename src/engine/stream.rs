@@ -128,7 +128,7 @@ impl<'a> Stream<'a> {
     pub(super) fn catch_up(&mut self) {
         let consumed = std::mem::take(&mut self.handout.pos);
         if consumed > 0 {
-            self.ahead.core.stats.bytes_consumed += consumed as u64;
+            self.ahead.core.stats.consumed(consumed as u64);
             front::advance(&mut self.ahead.core, consumed);
             self.handout.span = self.handout.span.after(consumed);
         }
