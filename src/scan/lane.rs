@@ -21,7 +21,7 @@ struct Queued {
     index: usize,
     start: u64,
     len: Option<u64>,
-    /// Its place in the reader's queue ([`SequentialFileReader::current_index`]).
+    /// Its place in the reader's queue (`SequentialFileReader::current_index`).
     id: usize,
 }
 
