@@ -6,10 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::consts::{
-    Backend, DEFAULT_BUFFER_SIZE, DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_OPEN_FILES,
-    DEFAULT_QUEUE_DEPTH, DEFAULT_READ_SIZE, DIRECT_ALIGN, MAX_READ_SIZE, PAGE,
+    DEFAULT_BUFFER_SIZE, DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_OPEN_FILES, DEFAULT_QUEUE_DEPTH,
+    DEFAULT_READ_SIZE, DIRECT_ALIGN, MAX_READ_SIZE, PAGE,
 };
 use crate::error::Error;
+use crate::io::Backend;
 
 /// Builds a [`SequentialFileReader`](crate::SequentialFileReader) with settings other than
 /// the defaults.

@@ -13,16 +13,17 @@ use std::io;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::consts::Backend;
 use crate::error::Error;
 use crate::pool::{KernelLoan, Loan};
 use crate::source::{FdRef, Source};
 use crate::sys;
 
+mod backend;
 mod dirs;
 mod opened;
 mod thread_opens;
 mod to_open;
+pub use backend::Backend;
 #[cfg(target_os = "linux")] // the ring's
 pub(crate) use dirs::LocalDir;
 pub(crate) use opened::{finish_open, Opened};

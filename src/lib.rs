@@ -62,8 +62,8 @@ mod backend;
 mod config;
 mod consts;
 mod engine;
-mod entry;
 mod error;
+mod file_to_read;
 mod helpers;
 mod id_map;
 mod io;
@@ -81,14 +81,15 @@ mod tests;
 
 pub use config::ReaderBuilder;
 pub use consts::{
-    Backend, DEFAULT_BUFFER_SIZE, DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_OPEN_FILES,
-    DEFAULT_QUEUE_DEPTH, DEFAULT_READ_SIZE,
+    DEFAULT_BUFFER_SIZE, DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_OPEN_FILES, DEFAULT_QUEUE_DEPTH,
+    DEFAULT_READ_SIZE,
 };
-pub use entry::Entry;
 pub use error::{Error, FileName};
+pub use file_to_read::FileToRead;
+pub use io::Backend;
 pub use reader::SequentialFileReader;
 pub use scan::{
-    Ordered, Outcome, Progress, Scan, ScanFile, ScanHandle, ScanMap, ScanSummary,
+    Ordered, Outcome, Scan, ScanFile, ScanHandle, ScanMap, ScanProgress, ScanSummary,
     DEFAULT_QUEUE_AHEAD, DEFAULT_SCAN_IO_WORKERS, DEFAULT_SCAN_MEMORY,
 };
 pub use stats::Stats;

@@ -6,7 +6,7 @@
 //! Invariants, kept by every method here:
 //! - Live regions never overlap, each lies inside the allocation, and memory is taken back
 //!   in the order it was handed out, so the free space is always one run: the bookkeeping
-//!   of [`fifo`] keeps that, and knows no pointer.
+//!   of [`positions`] and [`regions`] keeps that, and knows no pointer.
 //! - A region is reachable through exactly one token, and every token names its pool (each
 //!   method checks it, and that the region is live, always, not only in debug builds):
 //!   - a [`Region`]: the consumer's, readable through a [`Span`] of one or more adjacent
@@ -31,9 +31,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::consts::PAGE;
 use crate::sys;
 
-mod fifo;
+mod positions;
+mod regions;
 
-use fifo::{Positions, Regions};
+use positions::Positions;
+use regions::Regions;
 
 /// The identity of the next pool built: tokens carry it, so a token of one pool is never
 /// taken for a region of another. None is 0, which a default [`Span`] names.
@@ -66,7 +68,7 @@ pub(crate) struct Loan {
     region: Region,
 }
 
-// SAFETY: a `Loan` is the only handle to its bytes (pool invariant: one token per region), so
+// SAFETY: a `Loan` is the only token of its bytes (pool invariant: one token per region), so
 // moving it to another thread moves exclusive access with it.
 unsafe impl Send for Loan {}
 

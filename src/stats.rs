@@ -149,6 +149,133 @@ impl Stats {
     }
 }
 
+/// How a reader moves its counters: one method for each thing it counts, and nothing else
+/// in the crate writes a field. A file that changes how it is read (uncached to dropped
+/// behind) moves from one count to the other in one call.
+impl Stats {
+    /// A read sent for the first time: `O_DIRECT` or not, with `RWF_DONTCACHE` or not.
+    pub(crate) fn read_sent(&mut self, direct: bool, uncached: bool) {
+        self.reads += 1;
+        self.reads_direct += u64::from(direct);
+        self.reads_uncached += u64::from(uncached);
+    }
+
+    /// The rest of a read sent again (a continuation of a short read, or a retry), which
+    /// counts as a read but not again as an `O_DIRECT` one.
+    pub(crate) fn read_resent(&mut self, uncached: bool) {
+        self.reads += 1;
+        self.reads_uncached += u64::from(uncached);
+    }
+
+    /// A read handed to kernel workers to copy from the page cache.
+    pub(crate) fn read_offloaded(&mut self) {
+        self.reads_offloaded += 1;
+    }
+
+    /// A read copied at once on the reading thread, as far as the page cache held it.
+    pub(crate) fn read_cached(&mut self) {
+        self.reads_cached += 1;
+    }
+
+    /// `bytes` a read brought in: into the pool, or a small file copied whole.
+    pub(crate) fn read_in(&mut self, bytes: u64) {
+        self.bytes_read += bytes;
+    }
+
+    /// A read that came back short of its file's end.
+    pub(crate) fn read_short(&mut self) {
+        self.short_reads += 1;
+    }
+
+    /// A read no longer wanted came back, with `bytes` (read all the same).
+    pub(crate) fn read_discarded(&mut self, bytes: u64) {
+        self.reads_discarded += 1;
+        self.bytes_read += bytes;
+    }
+
+    /// A read, or an open through the ring, started again after a passing error.
+    pub(crate) fn retried(&mut self) {
+        self.retries += 1;
+    }
+
+    /// The consumer waited `time` for a read.
+    pub(crate) fn waited(&mut self, time: Duration) {
+        self.waits += 1;
+        self.wait_time += time;
+    }
+
+    /// `bytes` handed to the consumer.
+    pub(crate) fn consumed(&mut self, bytes: u64) {
+        self.bytes_consumed += bytes;
+    }
+
+    /// `bytes` passed over with `skip`.
+    pub(crate) fn skipped(&mut self, bytes: u64) {
+        self.bytes_skipped += bytes;
+    }
+
+    /// `bytes` copied to hand a record over in one piece.
+    pub(crate) fn spilled(&mut self, bytes: u64) {
+        self.bytes_spilled += bytes;
+    }
+
+    /// A file the reader opened.
+    pub(crate) fn file_opened(&mut self) {
+        self.files_opened += 1;
+    }
+
+    /// A file that failed.
+    pub(crate) fn file_failed(&mut self) {
+        self.files_failed += 1;
+    }
+
+    /// A file, once its opens and failure are to be counted by the reader it is handed to
+    /// (one that gives its reader up), counted no more here.
+    pub(crate) fn file_handed_on(&mut self, opened: bool, failed: bool) {
+        self.files_opened -= u64::from(opened);
+        self.files_failed -= u64::from(failed);
+    }
+
+    /// An uncached file found with no page cached: read `O_DIRECT`.
+    pub(crate) fn file_direct(&mut self) {
+        self.files_direct += 1;
+    }
+
+    /// An uncached file read with `RWF_DONTCACHE`.
+    pub(crate) fn file_uncached(&mut self) {
+        self.files_uncached += 1;
+    }
+
+    /// An uncached file read buffered, its pages dropped after its reads.
+    pub(crate) fn file_dropped_behind(&mut self) {
+        self.files_dropped_behind += 1;
+    }
+
+    /// A file counted uncached whose filesystem refused `RWF_DONTCACHE`: dropped behind now.
+    pub(crate) fn uncached_refused(&mut self) {
+        self.files_uncached -= 1;
+        self.files_dropped_behind += 1;
+    }
+
+    /// A file counted `O_DIRECT` that goes on buffered (a read of it refused `O_DIRECT`, or
+    /// short of a block): dropped behind now.
+    pub(crate) fn left_direct(&mut self) {
+        self.files_direct -= 1;
+        self.files_dropped_behind += 1;
+    }
+
+    /// `bytes` of a file dropped behind, dropped from the page cache.
+    pub(crate) fn dropped_behind(&mut self, bytes: u64) {
+        self.bytes_dropped_behind += bytes;
+    }
+
+    /// Reads in flight and pool bytes held now: each peak keeps the larger.
+    pub(crate) fn peaks(&mut self, reads: u64, pool_bytes: u64) {
+        self.peak_in_flight = self.peak_in_flight.max(reads);
+        self.peak_pool_bytes = self.peak_pool_bytes.max(pool_bytes);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

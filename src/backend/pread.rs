@@ -9,8 +9,8 @@ use std::io;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
-use crate::consts::Backend;
 use crate::helpers;
+use crate::io::Backend;
 #[cfg(target_os = "linux")]
 use crate::io::{Copied, FromCache};
 use crate::io::{Io, ReadDone, ReadReq, ThreadOpens};

@@ -51,9 +51,8 @@ use std::time::{Duration, Instant};
 
 use io_uring::{opcode, IoUring};
 
-use crate::consts::Backend;
 use crate::io::{
-    Copied, FromCache, Io, LocalDir, OpenResult, ReadDone, ReadReq, RingOpen, ThreadOpens,
+    Backend, Copied, FromCache, Io, LocalDir, OpenResult, ReadDone, ReadReq, RingOpen, ThreadOpens,
 };
 use crate::pool::Pool;
 use crate::source::FdRef;

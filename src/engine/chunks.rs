@@ -15,7 +15,7 @@ use crate::pool::Region;
 #[derive(Debug)]
 pub(super) struct Chunk {
     id: u64,
-    file: u64,
+    file_id: u64,
     /// File offset of the region's first byte.
     offset: u64,
     /// Bytes asked for.
@@ -40,8 +40,8 @@ impl Chunk {
     }
 
     /// The id of the file read.
-    pub(super) fn file(&self) -> u64 {
-        self.file
+    pub(super) fn file_id(&self) -> u64 {
+        self.file_id
     }
 
     /// File offset of the region's first byte.
@@ -161,18 +161,18 @@ pub(super) struct Chunks {
 }
 
 impl Chunks {
-    /// Adds a chunk for a read about to be issued: `want` bytes of `file` at `offset`, of
+    /// Adds a chunk for a read about to be issued: `want` bytes of file `file_id` at `offset`, of
     /// which the consumer starts at `pos` (past bytes it skipped).
     ///
     /// Chunks stay in (file, offset) order: a file restarted by `activate_file` while files
     /// behind it have chunks gets its new ones before theirs (their ids are then out of
     /// order, which `index_of` allows for).
-    pub(super) fn push(&mut self, file: u64, offset: u64, want: usize, pos: usize) -> u64 {
+    pub(super) fn push(&mut self, file_id: u64, offset: u64, want: usize, pos: usize) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         let chunk = Chunk {
             id,
-            file,
+            file_id,
             offset,
             want,
             filled: 0,
@@ -182,8 +182,8 @@ impl Chunks {
             retries: 0,
             drop_behind: false,
         };
-        if self.live.back().is_some_and(|c| c.file > file) {
-            let at = self.live.partition_point(|c| c.file <= file);
+        if self.live.back().is_some_and(|c| c.file_id > file_id) {
+            let at = self.live.partition_point(|c| c.file_id <= file_id);
             self.live.insert(at, chunk);
         } else {
             self.live.push_back(chunk);
@@ -225,19 +225,19 @@ impl Chunks {
         self.live.pop_front()
     }
 
-    /// Takes the front chunk if it is one of `file`'s.
-    pub(super) fn pop_front_of(&mut self, file: u64) -> Option<Chunk> {
-        (self.live.front()?.file == file).then(|| self.live.pop_front().expect("checked"))
+    /// Takes the front chunk if it is one of file `file_id`'s.
+    pub(super) fn pop_front_of(&mut self, file_id: u64) -> Option<Chunk> {
+        (self.live.front()?.file_id == file_id).then(|| self.live.pop_front().expect("checked"))
     }
 
-    /// Takes the last chunk if it is one of `file`'s.
-    pub(super) fn pop_back_of(&mut self, file: u64) -> Option<Chunk> {
-        (self.live.back()?.file == file).then(|| self.live.pop_back().expect("checked"))
+    /// Takes the last chunk if it is one of file `file_id`'s.
+    pub(super) fn pop_back_of(&mut self, file_id: u64) -> Option<Chunk> {
+        (self.live.back()?.file_id == file_id).then(|| self.live.pop_back().expect("checked"))
     }
 
-    /// Takes the chunk at `i` if it is one of `file`'s.
-    pub(super) fn remove_of(&mut self, i: usize, file: u64) -> Option<Chunk> {
-        (self.live.get(i)?.file == file).then(|| self.live.remove(i).expect("checked"))
+    /// Takes the chunk at `i` if it is one of file `file_id`'s.
+    pub(super) fn remove_of(&mut self, i: usize, file_id: u64) -> Option<Chunk> {
+        (self.live.get(i)?.file_id == file_id).then(|| self.live.remove(i).expect("checked"))
     }
 
     /// Takes the chunks from index `at` on.
@@ -245,27 +245,27 @@ impl Chunks {
         self.live.drain(at..).collect()
     }
 
-    /// Records a chunk dropped in flight; `file` where its descriptor is the reader's.
-    pub(super) fn orphan(&mut self, id: u64, file: Option<u64>) {
-        if let Some(file) = file {
-            *self.orphan_fds.entry(file).or_default() += 1;
+    /// Records a chunk dropped in flight; its file's id where its descriptor is the reader's.
+    pub(super) fn orphan(&mut self, id: u64, file_id: Option<u64>) {
+        if let Some(file_id) = file_id {
+            *self.orphan_fds.entry(file_id).or_default() += 1;
         }
-        self.orphans.insert(id, file);
+        self.orphans.insert(id, file_id);
     }
 
     /// Whether the completion `id` is an orphan's (which is then forgotten).
     pub(super) fn take_orphan(&mut self, id: u64) -> bool {
-        let Some(file) = self.orphans.remove(&id) else {
+        let Some(file_id) = self.orphans.remove(&id) else {
             return false;
         };
-        if let Some(file) = file {
+        if let Some(file_id) = file_id {
             let left = self
                 .orphan_fds
-                .get_mut(&file)
+                .get_mut(&file_id)
                 .expect("counted when orphaned");
             *left -= 1;
             if *left == 0 {
-                self.orphan_fds.remove(&file);
+                self.orphan_fds.remove(&file_id);
             }
         }
         true

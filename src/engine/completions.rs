@@ -65,10 +65,7 @@ fn complete<'a>(core: &mut Core<'a>, policy: &mut Policy, done: ReadDone<'a>) {
     let region = core.pool_mut().reclaim(loan);
     if core.chunks.take_orphan(id) {
         core.pool_mut().free(region);
-        core.stats.reads_discarded += 1;
-        if result > 0 {
-            core.stats.bytes_read += result as u64;
-        }
+        core.stats.read_discarded(result.max(0) as u64);
         return;
     }
     let i = core
@@ -79,7 +76,7 @@ fn complete<'a>(core: &mut Core<'a>, policy: &mut Policy, done: ReadDone<'a>) {
         core.chunks[i].in_flight(),
         "completion for a chunk not in flight"
     );
-    let file = core.chunks[i].file();
+    let file = core.chunks[i].file_id();
     if result > 0 {
         complete_bytes(core, i, result as usize, region);
     } else if uncached && matches!(-result, libc::EOPNOTSUPP | libc::EINVAL) {
@@ -95,11 +92,11 @@ fn complete<'a>(core: &mut Core<'a>, policy: &mut Policy, done: ReadDone<'a>) {
 /// `n` bytes came back for chunk `i`: continue a short read, or hand the bytes over (and
 /// end the file there if it came back short at its end).
 fn complete_bytes(core: &mut Core<'_>, i: usize, n: usize, region: Region) {
-    core.stats.bytes_read += n as u64;
+    core.stats.read_in(n as u64);
     let chunk = &mut core.chunks[i];
     let entry = core
         .queue
-        .by_id_mut(chunk.file())
+        .by_id_mut(chunk.file_id())
         .expect("a live chunk's file is queued");
     let filled = chunk.fill(n);
     entry
@@ -109,7 +106,7 @@ fn complete_bytes(core: &mut Core<'_>, i: usize, n: usize, region: Region) {
     let short = filled < chunk.want() && (filled as u64) < to_end;
     if short {
         // A short read before the end as sized: read the rest into the same region.
-        core.stats.short_reads += 1;
+        core.stats.read_short();
         chunk.continue_from_filled();
         // O_DIRECT refuses a read from an unaligned offset: the rest is read buffered.
         if entry.direct() && !filled.is_multiple_of(DIRECT_ALIGN) {
@@ -135,7 +132,7 @@ fn read_on_buffered(
     i: usize,
     region: Region,
 ) -> Result<(), (Region, io::Error)> {
-    let file = core.chunks[i].file();
+    let file = core.chunks[i].file_id();
     let entry = core.queue.by_id_mut(file).expect("a live chunk's file");
     let fd = entry.fd().cloned().expect("open while reads are in flight");
     match core.io_mut().clear_direct(&fd) {
@@ -172,11 +169,11 @@ fn end_chunk(core: &mut Core<'_>, i: usize, region: Region, error: Option<io::Er
     let chunk = &mut core.chunks[i];
     let entry = core
         .queue
-        .by_id_mut(chunk.file())
+        .by_id_mut(chunk.file_id())
         .expect("a live chunk's file");
     chunk.end_at_from(region);
     let at = chunk.resume_at();
-    let file = chunk.file();
+    let file = chunk.file_id();
     entry.progress_mut().read_done();
     match error {
         Some(source) => {
@@ -186,7 +183,7 @@ fn end_chunk(core: &mut Core<'_>, i: usize, region: Region, error: Option<io::Er
                 source,
             };
             if entry.fail(error, at) {
-                core.stats.files_failed += 1;
+                core.stats.file_failed();
             }
         }
         None => end_early(core, file, at),
@@ -207,7 +204,7 @@ fn end_early(core: &mut Core<'_>, file: u64, at: u64) {
         .map_or(at, |size| size.min(at))
         .max(entry.progress().read_end().min(at));
     if entry.end_at(len) {
-        core.stats.files_failed += 1;
+        core.stats.file_failed();
     }
 }
 
@@ -221,7 +218,7 @@ fn retry(
     region: Region,
     direct: bool,
 ) -> Option<Region> {
-    let file = core.chunks[i].file();
+    let file = core.chunks[i].file_id();
     if -result == libc::EAGAIN && made_blocking(core, file) {
         let fd = core.queue.by_id_mut(file).and_then(|e| e.fd().cloned());
         core.resubmit(i, region, fd.expect("open while reads are in flight"));
@@ -236,7 +233,7 @@ fn retry(
         libc::EINTR | libc::EAGAIN | libc::ECANCELED | libc::EFAULT
     );
     if passing && chunk.retry(MAX_RETRIES) {
-        core.stats.retries += 1;
+        core.stats.retried();
         let fd = core
             .queue
             .by_id_mut(file)

@@ -51,7 +51,7 @@ impl<'a> Engine<'a> {
 
     fn consume_spilled(&mut self, amt: usize) {
         let amt = self.spill.consume(amt);
-        self.stream.ahead.core.stats.bytes_consumed += amt as u64;
+        self.stream.ahead.core.stats.consumed(amt as u64);
     }
 
     /// At least `n` contiguous bytes of the current file, or all it has left; see
@@ -177,7 +177,7 @@ fn skip(stream: &mut Stream<'_>, spill: &mut Spill, n: u64) -> io::Result<u64> {
         skipped += front::skip(&mut ahead.core, n - skipped);
         ahead.refill()?;
     }
-    ahead.core.stats.bytes_skipped += skipped;
+    ahead.core.stats.skipped(skipped);
     Ok(skipped)
 }
 
@@ -204,8 +204,8 @@ fn gather(stream: &mut Stream<'_>, n: usize) -> io::Result<Gather> {
         }
         let (id, next) = (front.id, core.chunks.get(chunks));
         match next {
-            Some(c) if c.file() == id && c.in_flight() => stream.ahead.wait()?,
-            Some(c) if c.file() == id => return Ok(Gather::Spill),
+            Some(c) if c.file_id() == id && c.in_flight() => stream.ahead.wait()?,
+            Some(c) if c.file_id() == id => return Ok(Gather::Spill),
             _ => {
                 if !issue_for_run(&mut stream.ahead, (id, n), chunks)? {
                     return Ok(Gather::Spill);
@@ -230,7 +230,7 @@ fn issue_for_run(
         .core
         .chunks
         .get(chunks)
-        .is_some_and(|c| c.file() == id))
+        .is_some_and(|c| c.file_id() == id))
 }
 
 /// Copies the current file's next bytes into the spill until `n` wait there (or the file
@@ -249,7 +249,7 @@ fn fill_spill(stream: &mut Stream<'_>, spill: &mut Spill, n: usize) -> io::Resul
         spill.extend(&bytes[..take]);
         stream.settle();
         front::advance(&mut stream.ahead.core, take);
-        stream.ahead.core.stats.bytes_spilled += take as u64;
+        stream.ahead.core.stats.spilled(take as u64);
     }
     Ok(())
 }

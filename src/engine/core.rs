@@ -96,14 +96,13 @@ impl<'a> Core<'a> {
     pub(super) fn resubmit(&mut self, i: usize, region: Region, fd: FdRef<'a>) {
         let chunk = &self.chunks[i];
         let (id, at, from, want) = (chunk.id(), chunk.resume_at(), chunk.from(), chunk.want());
-        let entry = self.queue.by_id_mut(chunk.file());
+        let entry = self.queue.by_id_mut(chunk.file_id());
         let direct = entry.as_ref().is_some_and(|e| e.direct());
         let uncached = entry.is_some_and(|e| e.cache_use() == CacheUse::Uncached);
         let loan = self.pool_mut().lend(region);
         let req = ReadReq::new(id, (fd, direct), at, loan, from, want - from);
         self.io_mut().read(req.with_uncached(uncached));
-        self.stats.reads += 1;
-        self.stats.reads_uncached += u64::from(uncached);
+        self.stats.read_resent(uncached);
     }
 
     /// Closes the descriptor of file `file` if the reader opened it and is done with it.
@@ -154,14 +153,12 @@ impl<'a> Core<'a> {
         // The backend's count has the opens in flight too.
         let reads = self.chunks.reads_in_flight() as u64;
         let held = self.pool().live_bytes() as u64;
-        let stats = &mut self.stats;
-        stats.peak_in_flight = stats.peak_in_flight.max(reads);
-        stats.peak_pool_bytes = stats.peak_pool_bytes.max(held);
+        self.stats.peaks(reads, held);
     }
 
     /// Frees a chunk's region, or orphans it if its read is in flight.
     pub(super) fn drop_chunk(&mut self, c: Chunk) {
-        let (id, file) = (c.id(), c.file());
+        let (id, file) = (c.id(), c.file_id());
         match c.into_region() {
             Some(region) => self.pool_mut().free(region),
             None => {
@@ -186,7 +183,7 @@ impl<'a> Core<'a> {
 
     /// Drops the chunks of chunk `i`'s file that come after it (past the file's new end).
     pub(super) fn drop_chunks_after(&mut self, i: usize) {
-        let file = self.chunks[i].file();
+        let file = self.chunks[i].file_id();
         while let Some(c) = self.chunks.remove_of(i + 1, file) {
             self.drop_chunk(c);
         }
@@ -231,11 +228,11 @@ impl<'a> Core<'a> {
     /// again later: the current file, restarted, needs the room. Whether there was any.
     pub(super) fn drop_read_ahead(&mut self) -> bool {
         let front = self.queue.front().map_or(u64::MAX, |f| f.id);
-        let Some(first) = self.chunks.iter().position(|c| c.file() != front) else {
+        let Some(first) = self.chunks.iter().position(|c| c.file_id() != front) else {
             return false;
         };
         let behind: Vec<Chunk> = self.chunks.split_off(first);
-        let files: BTreeSet<u64> = behind.iter().map(|c| c.file()).collect();
+        let files: BTreeSet<u64> = behind.iter().map(|c| c.file_id()).collect();
         for c in behind {
             self.drop_chunk(c);
         }

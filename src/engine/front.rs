@@ -14,7 +14,7 @@ pub(super) fn advance(core: &mut Core<'_>, amt: usize) {
     front.progress_mut().consume(amt as u64);
     let mut left = amt;
     for c in core.chunks.iter_mut() {
-        debug_assert!(c.file() == front.id && !c.in_flight());
+        debug_assert!(c.file_id() == front.id && !c.in_flight());
         left -= c.advance(left, front.stop());
         if left == 0 {
             break;
@@ -28,7 +28,7 @@ pub(super) fn advance(core: &mut Core<'_>, amt: usize) {
 pub(super) fn unread(core: &Core<'_>, n: usize) -> Option<usize> {
     let (front, c) = (core.queue.front()?, core.chunks.front()?);
     let unread = c.valid(front.stop()).saturating_sub(c.pos());
-    (c.file() == front.id && !c.in_flight() && unread >= n.max(1)).then_some(unread)
+    (c.file_id() == front.id && !c.in_flight() && unread >= n.max(1)).then_some(unread)
 }
 
 /// How many bytes lie contiguous in the pool from the consumer's position, counting no
@@ -43,7 +43,7 @@ pub(super) fn run_len(core: &Core<'_>, n: usize) -> (usize, usize) {
             break;
         };
         let full = prev.valid(end);
-        let joins = c.file() == prev.file()
+        let joins = c.file_id() == prev.file_id()
             && full == a.len()
             && c.offset() == prev.offset() + full as u64
             && core.pool().adjacent(a, b);
@@ -84,7 +84,7 @@ pub(super) fn skip(core: &mut Core<'_>, n: u64) -> u64 {
     };
     front.progress_mut().skip_to(to, stop, align);
     while let Some(c) = core.chunks.front_mut() {
-        if c.file() != id {
+        if c.file_id() != id {
             break;
         }
         // A chunk with a byte of the file past `to` is kept; one whose bytes past `to`

@@ -57,8 +57,8 @@ mod whole;
 use std::io;
 use std::path::Path;
 
-use crate::consts::Backend;
 use crate::error::Error;
+use crate::io::Backend;
 use crate::io::Io;
 #[cfg(test)]
 use crate::io::{Opened, ReadDone, ReadReq};
@@ -133,8 +133,7 @@ impl<'a> Engine<'a> {
         let mut stats = core.stats;
         for i in 1..core.queue.len() {
             let file = core.queue.get_mut(i).expect("below the length");
-            stats.files_opened -= u64::from(file.opened_here());
-            stats.files_failed -= u64::from(file.error().is_some());
+            stats.file_handed_on(file.opened_here(), file.error().is_some());
         }
         (self.stream.ahead.abandon(), stats)
     }
@@ -193,7 +192,7 @@ impl<'a> Engine<'a> {
     /// This engine's counters.
     pub(crate) fn stats(&self) -> Stats {
         let mut stats = self.core().stats;
-        stats.bytes_consumed += self.stream.unsettled() as u64;
+        stats.consumed(self.stream.unsettled() as u64);
         stats
     }
 

@@ -208,7 +208,7 @@ impl Opens {
         if !self.retries.again(id, result) {
             return false;
         }
-        core.stats.retries += 1;
+        core.stats.retried();
         core.queue
             .get_mut(idx)
             .expect("index from the queue")
@@ -277,7 +277,7 @@ fn set_opened<'a>(core: &mut Core<'a>, idx: usize, opened: Result<Opened<'a>, Er
             let entry = core.queue.get_mut(idx).expect("index from the queue");
             let at = entry.progress().consumed();
             if entry.fail(e, at) {
-                core.stats.files_failed += 1;
+                core.stats.file_failed();
             }
             return false;
         }
@@ -288,13 +288,13 @@ fn set_opened<'a>(core: &mut Core<'a>, idx: usize, opened: Result<Opened<'a>, Er
         .set_descriptor(idx, opened.fd, opened.direct, opened_here);
     let entry = core.queue.get_mut(idx).expect("index from the queue");
     if entry.set_size(opened.size, align as u64) {
-        core.stats.files_failed += 1;
+        core.stats.file_failed();
     }
     if entry.reads_finished() {
         core.queue.release_fd(idx);
     }
     if opened_here {
-        core.stats.files_opened += 1;
+        core.stats.file_opened();
     }
     opened_here
 }

@@ -154,8 +154,7 @@ impl<'a> ReadAhead<'a> {
             self.hung = true;
             fail_hung_front(&mut self.core, timeout);
         }
-        self.core.stats.waits += 1;
-        self.core.stats.wait_time += start.elapsed();
+        self.core.stats.waited(start.elapsed());
         self.handle_done();
         self.schedule()?;
         self.submit_continuations()
@@ -250,7 +249,7 @@ fn fail_hung_front(core: &mut Core<'_>, timeout: Duration) {
     let hung = core
         .chunks
         .iter()
-        .position(|c| c.file() == id && c.in_flight());
+        .position(|c| c.file_id() == id && c.in_flight());
     let at = hung.map_or(front.progress().consumed(), |i| core.chunks[i].resume_at());
     let error = Error::Read {
         path: front.name(),
@@ -258,7 +257,7 @@ fn fail_hung_front(core: &mut Core<'_>, timeout: Duration) {
         source: timed_out(timeout),
     };
     if front.fail(error, at) {
-        core.stats.files_failed += 1;
+        core.stats.file_failed();
     }
     if let Some(i) = hung {
         while let Some(c) = core.chunks.remove_of(i, id) {

@@ -309,9 +309,7 @@ impl<'a> NextRead<'a> {
             core.chunks[i].set_drop_behind();
         }
         let loan = core.pool_mut().lend(region);
-        core.stats.reads += 1;
-        core.stats.reads_direct += u64::from(direct);
-        core.stats.reads_uncached += u64::from(uncached);
+        core.stats.read_sent(direct, uncached);
         ReadReq::new(id, (fd, direct), offset, loan, 0, read_len).with_uncached(uncached)
     }
 
@@ -323,11 +321,11 @@ impl<'a> NextRead<'a> {
             How::Offload => {
                 core.io_mut().read(req.with_offload(true));
                 policy.offload_sent();
-                core.stats.reads_offloaded += 1;
+                core.stats.read_offloaded();
             }
             How::CachedFirst => match core.io_mut().read_if_cached(req) {
                 FromCache::Taken { all } => {
-                    core.stats.reads_cached += 1;
+                    core.stats.read_cached();
                     found_cached(core, policy, all);
                 }
                 FromCache::Missed(req) => {

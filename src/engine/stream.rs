@@ -128,7 +128,7 @@ impl<'a> Stream<'a> {
     pub(super) fn catch_up(&mut self) {
         let consumed = std::mem::take(&mut self.handout.pos);
         if consumed > 0 {
-            self.ahead.core.stats.bytes_consumed += consumed as u64;
+            self.ahead.core.stats.consumed(consumed as u64);
             front::advance(&mut self.ahead.core, consumed);
             self.handout.span = self.handout.span.after(consumed);
         }
@@ -149,14 +149,14 @@ impl<'a> Stream<'a> {
             return Ok(FrontPoll::End);
         };
         match core.chunks.front() {
-            Some(c) if c.file() == front.id && !c.in_flight() => {
+            Some(c) if c.file_id() == front.id && !c.in_flight() => {
                 if c.pos() < c.valid(front.stop()) {
                     return Ok(FrontPoll::Readable);
                 }
                 core.pop_chunk();
                 self.ahead.refill()?;
             }
-            Some(c) if c.file() == front.id => self.ahead.wait()?,
+            Some(c) if c.file_id() == front.id => self.ahead.wait()?,
             _ => return self.issue_for_front(),
         }
         Ok(FrontPoll::Again)
@@ -183,7 +183,7 @@ impl<'a> Stream<'a> {
         }
         self.ahead.schedule()?;
         let core = &mut self.ahead.core;
-        let issued = core.chunks.front().is_some_and(|c| c.file() == id);
+        let issued = core.chunks.front().is_some_and(|c| c.file_id() == id);
         let front = core.queue.front();
         let failed = front.is_some_and(|f| f.error().is_some());
         // An open answered while scheduling (a helper thread's) sizes the file: an empty

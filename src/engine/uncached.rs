@@ -45,19 +45,19 @@ pub(super) fn decide(core: &mut Core<'_>, idx: usize, fallback: bool, warm: bool
     let cache_use = if cold && may_go_direct && own && sys::set_direct(fd.file()).is_ok() {
         let entry = core.queue.get_mut(idx).expect("index from the queue");
         entry.set_direct();
-        core.stats.files_direct += 1;
+        core.stats.file_direct();
         CacheUse::Direct {
             cold_from: Some(offset),
         }
     } else if drop_behind {
         let entry = core.queue.get_mut(idx).expect("index from the queue");
         read_no_further(entry, &fd);
-        core.stats.files_dropped_behind += 1;
+        core.stats.file_dropped_behind();
         CacheUse::DropBehind {
             cold_from: cold.then_some(offset),
         }
     } else {
-        core.stats.files_uncached += 1;
+        core.stats.file_uncached();
         CacheUse::Uncached
     };
     let entry = core.queue.get_mut(idx).expect("index from the queue");
@@ -151,7 +151,7 @@ pub(super) fn refused(core: &mut Core<'_>, i: usize, region: Region) {
     let (file, at, left) = {
         let chunk = &core.chunks[i];
         let left = chunk.want() - chunk.from();
-        (chunk.file(), chunk.resume_at(), left as u64)
+        (chunk.file_id(), chunk.resume_at(), left as u64)
     };
     let entry = core.queue.by_id_mut(file).expect("a live chunk's file");
     let fd = entry.fd().cloned().expect("open while reads are in flight");
@@ -164,8 +164,7 @@ pub(super) fn refused(core: &mut Core<'_>, i: usize, region: Region) {
         entry.set_cache_use(CacheUse::DropBehind {
             cold_from: cold.then_some(at),
         });
-        core.stats.files_uncached -= 1;
-        core.stats.files_dropped_behind += 1;
+        core.stats.uncached_refused();
     }
     let entry = core.queue.by_id_mut(file).expect("a live chunk's file");
     let cold = matches!(
@@ -194,7 +193,7 @@ pub(super) fn came_back(core: &mut Core<'_>, i: usize, filled: usize) {
     if !chunk.drop_behind() || filled == 0 {
         return;
     }
-    let (file, offset) = (chunk.file(), chunk.offset());
+    let (file, offset) = (chunk.file_id(), chunk.offset());
     let Some(entry) = core.queue.by_id_mut(file) else {
         return;
     };
@@ -208,7 +207,7 @@ pub(super) fn came_back(core: &mut Core<'_>, i: usize, filled: usize) {
             cold_from: Some(from),
         } if offset >= from && !entry.own_description() => {
             let until = (core.chunks.iter())
-                .filter(|c| c.file() == file && c.in_flight())
+                .filter(|c| c.file_id() == file && c.in_flight())
                 .map(|c| c.offset())
                 .min()
                 .unwrap_or(entry.progress().next_read())
@@ -223,7 +222,7 @@ pub(super) fn came_back(core: &mut Core<'_>, i: usize, filled: usize) {
         _ => (offset, filled as u64),
     };
     drop_behind(&fd, from, len);
-    core.stats.bytes_dropped_behind += len;
+    core.stats.dropped_behind(len);
 }
 
 /// Once every read of `file` has come back, where the file was cold: see `sweep`.
@@ -275,7 +274,7 @@ fn sweep(core: &mut Core<'_>, file: u64) {
     }
     drop_behind(&fd, from, end - from);
     if count {
-        core.stats.bytes_dropped_behind += end - from;
+        core.stats.dropped_behind(end - from);
     }
 }
 
@@ -294,6 +293,5 @@ pub(super) fn left_direct(core: &mut Core<'_>, file: u64) {
         read_no_further(entry, &fd);
     }
     entry.set_cache_use(CacheUse::DropBehind { cold_from });
-    core.stats.files_direct -= 1;
-    core.stats.files_dropped_behind += 1;
+    core.stats.left_direct();
 }

@@ -71,9 +71,9 @@ pub(super) fn copy(ahead: &mut ReadAhead<'_>, spill: &mut Spill) -> io::Result<b
         Copied::Bytes(n) => {
             let front = core.queue.front_mut().expect("the file copied");
             front.progress_mut().copied(n as u64);
-            core.stats.reads += 1;
-            core.stats.reads_cached += 1;
-            core.stats.bytes_read += n as u64;
+            core.stats.read_sent(false, false);
+            core.stats.read_cached();
+            core.stats.read_in(n as u64);
             return Ok(true);
         }
         Copied::Missed => {

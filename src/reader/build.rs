@@ -7,12 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{ReaderBuilder, SharedRing};
-use crate::consts::{
-    Backend, COLD_WINDOW, INLINE_WINDOW, OFFLOAD_DEPTH, SMALL_WINDOW, WARM_WINDOW,
-};
+use crate::consts::{COLD_WINDOW, INLINE_WINDOW, OFFLOAD_DEPTH, SMALL_WINDOW, WARM_WINDOW};
 use crate::engine::{Engine, Limits};
 use crate::error::Error;
-use crate::io::Io;
+use crate::io::{Backend, Io};
 use crate::pool::Pool;
 
 use super::SequentialFileReader;

@@ -14,13 +14,13 @@ impl<'a> SequentialFileReader<'a> {
         self.engine.queued_bytes()
     }
 
-    /// The current file's length once it is open (for the scan's handle).
+    /// The current file's length once it is open (for the scan's `ScanFile`).
     pub(crate) fn current_len(&self) -> Option<u64> {
         self.engine.current_len()
     }
 
     /// Opens the current file if it is not yet, so that its length is known (for the scan's
-    /// handle); a file that cannot be opened keeps its error for reading it to report.
+    /// `ScanFile`); a file that cannot be opened keeps its error for reading it to report.
     ///
     /// # Errors
     ///

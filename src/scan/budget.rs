@@ -2,89 +2,20 @@
 //! total, shared out among the threads), io_uring kernel workers (a cap on each thread's), and
 //! open descriptors (a share of the process's limit each).
 
-use super::Scan;
 use crate::config::ReaderBuilder;
 use crate::consts::PAGE;
 use crate::sys;
 
-/// The pool memory of a scan's readers together, by default (see [`Scan::memory`]).
+/// The pool memory of a scan's readers together, by default (see
+/// [`Scan::memory`](super::Scan::memory)).
 pub const DEFAULT_SCAN_MEMORY: usize = 256 << 20;
 /// The bounded io_uring kernel workers of each of a scan's threads, by default (see
-/// [`Scan::io_workers`]).
+/// [`Scan::io_workers`](super::Scan::io_workers)).
 pub const DEFAULT_SCAN_IO_WORKERS: u32 = 2;
-/// The smallest pool a scan gives a reader, whatever its share of [`Scan::memory`]: below two
-/// reads of the default size, a reader stops reading ahead.
+/// The smallest pool a scan gives a reader, whatever its share of
+/// [`Scan::memory`](super::Scan::memory): below two reads of the default size, a reader stops
+/// reading ahead.
 const MIN_SHARE: usize = 1 << 20;
-
-impl<'a, I> Scan<'a, I> {
-    /// The most bytes the readers' pools take together: each thread's reader gets
-    /// `bytes / threads` (at least 1 MiB), or the reader's own
-    /// [`buffer_size`](ReaderBuilder::buffer_size) where that is less, and reads no larger
-    /// than half its pool. Default [`DEFAULT_SCAN_MEMORY`], which leaves the readers of up to
-    /// 8 threads their default pool of [`DEFAULT_BUFFER_SIZE`](crate::DEFAULT_BUFFER_SIZE),
-    /// and gives each of 64 threads 4 MiB.
-    ///
-    /// The pools are most of what a scan holds: with `O_DIRECT` every byte of them is
-    /// written (and pinned, with [`registered_buffers`](ReaderBuilder::registered_buffers)),
-    /// while buffered reads of cold files touch only a few MiB of each.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # fn main() -> std::io::Result<()> {
-    /// # let dir = tempfile::tempdir()?;
-    /// # let paths: Vec<_> = (0..4).map(|i| dir.path().join(i.to_string())).collect();
-    /// # for p in &paths { std::fs::write(p, b"bytes")?; }
-    /// let summary = readahead::Scan::new(&paths)
-    ///     .threads(64)
-    ///     .memory(128 << 20) // 2 MiB a thread
-    ///     .map(|file| std::io::copy(file, &mut std::io::sink()))
-    ///     .for_each(|_, _| {})?;
-    /// assert_eq!(summary.progress.bytes, 20);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn memory(mut self, bytes: usize) -> Self {
-        self.memory = bytes;
-        self
-    }
-
-    /// The most io_uring kernel worker threads each thread's reader starts for reads and
-    /// opens that would block ([`ReaderBuilder::io_workers`]: this many bounded ones, and one
-    /// unbounded). Default [`DEFAULT_SCAN_IO_WORKERS`], unless the
-    /// [`reader`](Self::reader)'s builder sets its own; 0: the kernel's own limit (up to 4
-    /// per CPU for each thread, so thousands of threads for a scan on many cores).
-    ///
-    /// Each thread has workers of its own, so a scan may start `threads x (workers + 1)`
-    /// of them. With [`sq_poll`](Self::sq_poll), the submission thread's workers serve every
-    /// reader, and the cap is theirs: by default `threads x` [`DEFAULT_SCAN_IO_WORKERS`].
-    /// A thread that gives up a reader on a hung read raises its cap by as many again for
-    /// the next, since the hung read keeps its worker. Few are needed: reads of cold files and `O_DIRECT` reads go to the device
-    /// without them where the filesystem allows (ext4, XFS, btrfs); opens of files whose
-    /// directory entries are not cached, and filesystems that cannot read without
-    /// blocking (FUSE, NFS), use them.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # fn main() -> std::io::Result<()> {
-    /// # let dir = tempfile::tempdir()?;
-    /// # let paths: Vec<_> = (0..4).map(|i| dir.path().join(i.to_string())).collect();
-    /// # for p in &paths { std::fs::write(p, b"bytes")?; }
-    /// // A slow network mount: more opens and reads waiting at once on each thread.
-    /// let summary = readahead::Scan::new(&paths)
-    ///     .io_workers(16)
-    ///     .map(|file| std::io::copy(file, &mut std::io::sink()))
-    ///     .for_each(|_, _| {})?;
-    /// assert_eq!(summary.progress.files, 4);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn io_workers(mut self, workers: u32) -> Self {
-        self.builder = self.builder.io_workers(workers);
-        self
-    }
-}
 
 /// The settings of each of `threads` readers: `builder` within its share of `memory` and of
 /// the descriptors, its kernel workers capped where it does not say otherwise.

@@ -1,10 +1,10 @@
-//! The handle a scan's closure gets for one file: the reader, confined to that file.
+//! What a scan's closure gets of one file (`ScanFile`): the reader, confined to that file.
 
 use std::fmt;
 use std::io::{self, BufRead, Read};
 use std::path::Path;
 
-use super::control::ScanState;
+use super::state::ScanState;
 use crate::reader::SequentialFileReader;
 
 /// Bytes consumed between updates of the scan's byte count.
@@ -15,11 +15,12 @@ const PUBLISH_EVERY: u64 = 1 << 20;
 /// for records, and what the scan knows of it.
 ///
 /// The bytes come from the thread's [`SequentialFileReader`], which has the files after this
-/// one read ahead; the handle cannot move it to another file.
+/// one read ahead; the closure cannot move it to another file.
 ///
 /// # Examples
 ///
-/// See [`Scan`](crate::Scan#examples), and [`Entry::exact_range`](crate::Entry::exact_range).
+/// See [`Scan`](crate::Scan#examples), and
+/// [`FileToRead::exact_range`](crate::FileToRead::exact_range).
 ///
 /// [`fill_buf_at_least`]: Self::fill_buf_at_least
 /// [`skip`]: Self::skip
@@ -91,14 +92,15 @@ impl<'r, 'a> ScanFile<'r, 'a> {
     /// closure runs, so this is known from the start; `None` only for a file that could not
     /// be opened (reading it gives its error).
     ///
-    /// A file may still shrink after it was opened: a range that must be read whole is an
-    /// [`Entry::exact_range`](crate::Entry::exact_range), whose example shows the error.
+    /// A file may still shrink after it was opened: a range that must be read whole is a
+    /// [`FileToRead::exact_range`](crate::FileToRead::exact_range), whose example shows the
+    /// error.
     pub fn len(&self) -> Option<u64> {
         self.reader.current_len()
     }
 
-    /// Whether the entry is a byte range of its file (`Entry::range`), not the whole of it:
-    /// `a..b`, or `a..` from a byte past the first.
+    /// Whether the entry is a byte range of its file (`FileToRead::range`), not the whole of
+    /// it: `a..b`, or `a..` from a byte past the first.
     pub fn is_range(&self) -> bool {
         self.start > 0 || self.len.is_some()
     }

@@ -3,61 +3,68 @@
 //! The top of the layers: it uses the reader through its public methods, and a few of the
 //! crate's own (the bytes it holds queued, the current file's length and opening it first,
 //! an entry's range queued exact), and the builder's pool size, to bound what a thread
-//! queues. Its work is split by concern:
+//! queues. Each file holds one type, named for it:
 //!
-//! | file | job |
-//! |---|---|
-//! | `work` | handing out work: the shared cursor over the caller's iterator |
-//! | `worker` | one thread: its reader, its window of queued entries, running the closure |
-//! | `file` | the closure's handle on one file ([`ScanFile`]) |
-//! | `order` | outcomes in input order, within a window ([`Ordered`]) |
-//! | `control` | progress counters, cancelling, and the window's gate ([`ScanHandle`]) |
-//! | `budget` | what the readers hold together: pool memory, kernel workers, descriptors |
+//! | file | type | job |
+//! |---|---|---|
+//! | `mod.rs` | [`Scan`] | the scan's settings |
+//! | `map` | [`ScanMap`] | running the threads, the outcomes handed to the caller |
+//! | `work` | `Work` | handing out work: the shared cursor over the caller's iterator |
+//! | `worker` | `Worker` | one thread: the loop it runs, and what every thread works by |
+//! | `lane` | `Lane` | a thread's window of queued entries, running the closure on each |
+//! | `readers` | `Readers` | a thread's reader, and a new one past a hung read |
+//! | `builders` | `Builders` | how the threads build their readers |
+//! | `outbox` | `Outbox` | a thread's outcomes on their way to the caller |
+//! | `file` | [`ScanFile`] | one file, as the closure reads it |
+//! | `order` | [`Ordered`] | outcomes in input order, within a window |
+//! | `outcome` | [`Outcome`] | what became of one file |
+//! | `summary` | [`ScanSummary`] | what the scan did, once every thread has stopped |
+//! | `progress` | [`ScanProgress`] | the counters, as the caller reads them |
+//! | `handle` | [`ScanHandle`] | the caller's handle: progress, cancelling |
+//! | `state` | `ScanState` | what the threads share: counters, stopping, the window's gate |
+//! | `budget` | - | what the readers hold together: pool memory, kernel workers, descriptors |
 
 mod budget;
-mod control;
+mod builders;
 mod file;
+mod handle;
+mod lane;
+mod map;
 mod order;
+mod outbox;
 mod outcome;
+mod progress;
+mod readers;
+mod state;
 mod summary;
 mod work;
 mod worker;
 
-use std::io;
 use std::marker::PhantomData;
 use std::num::NonZeroUsize;
-use std::panic::{self, AssertUnwindSafe};
-use std::sync::mpsc::{self, Receiver};
-use std::sync::{Mutex, PoisonError};
 use std::thread;
 use std::time::Duration;
 
 pub use budget::{DEFAULT_SCAN_IO_WORKERS, DEFAULT_SCAN_MEMORY};
-pub use control::{Progress, ScanHandle};
 pub use file::ScanFile;
+pub use handle::ScanHandle;
+pub use map::ScanMap;
 pub use order::Ordered;
 pub use outcome::Outcome;
-use summary::summarize;
+pub use progress::ScanProgress;
 pub use summary::ScanSummary;
 
-use control::{ScanState, StopOnPanic};
-use work::Work;
-use worker::{Batch, Builders, Shared, ThreadEnd};
-
 use crate::config::ReaderBuilder;
-use crate::entry::Entry;
+use crate::file_to_read::FileToRead;
 
 /// Entries each thread keeps queued in its reader ahead of the file it reads, by default.
 pub const DEFAULT_QUEUE_AHEAD: usize = 256;
-/// Batches of outcomes on their way to the caller at most (each of up to 32 files), before
-/// the threads wait for it.
-const IN_TRANSIT: usize = 32;
 
 /// Reads many files on N threads, one [`SequentialFileReader`] each, and runs a closure on
 /// every file: the whole job of a checksum tool or a startup scan in one call.
 ///
-/// - **Input**: any iterator of [`Entry`]s (paths, `File`s, byte ranges of either, and what
-///   converts into them), consumed lazily: a few at a time, never collected.
+/// - **Input**: any iterator of [`FileToRead`]s (paths, `File`s, byte ranges of either, and
+///   what converts into them), consumed lazily: a few at a time, never collected.
 /// - **Threads**: [`threads`](Self::threads) of them, named `readahead-scan-N` (by default,
 ///   the available parallelism), each with a reader built from one [`ReaderBuilder`]
 ///   ([`reader`](Self::reader)). Entries are handed out in batches from one shared cursor
@@ -85,7 +92,7 @@ const IN_TRANSIT: usize = 32;
 ///   [`std::thread::scope`] does.
 /// - **Hung mounts**: an open, or a read, the kernel has not completed after the reader's
 ///   [`drain_timeout`](ReaderBuilder::drain_timeout) (an NFS server gone, a FUSE daemon
-///   stuck) fails its file with [`TimedOut`](io::ErrorKind::TimedOut), naming it, on both
+///   stuck) fails its file with [`TimedOut`](std::io::ErrorKind::TimedOut), naming it, on both
 ///   backends. Opens (and sizing the file) and `pread` reads are made on helper threads
 ///   ([`crate::helper_threads`]), so none blocks a scan thread; opens started together time
 ///   out together, so ten hung opens cost about one timeout. After a hung read, its thread
@@ -93,7 +100,7 @@ const IN_TRANSIT: usize = 32;
 ///   [`crate::drains_abandoned`]) and queues the files behind into a new one, so every other
 ///   file keeps its outcome, and the call returns. The pools left behind count against
 ///   [`memory`](Self::memory) once more: past it, the scan stops with an error of kind
-///   [`OutOfMemory`](io::ErrorKind::OutOfMemory) saying so. A thread whose io_uring read
+///   [`OutOfMemory`](std::io::ErrorKind::OutOfMemory) saying so. A thread whose io_uring read
 ///   the kernel still holds cannot exit (Linux waits for its workers): the scan waits for
 ///   its closure, not for the thread, which exits once the read ends.
 /// - **Progress and cancelling**: a [`ScanHandle`] ([`handle`](Self::handle)) reads the
@@ -205,16 +212,16 @@ pub struct Scan<'a, I> {
     queue_ahead: usize,
     window: Option<usize>,
     handle: ScanHandle,
-    _entries: PhantomData<fn() -> Entry<'a>>,
+    _entries: PhantomData<fn() -> FileToRead<'a>>,
 }
 
 impl<'a, I> Scan<'a, I>
 where
     I: Iterator,
-    I::Item: Into<Entry<'a>>,
+    I::Item: Into<FileToRead<'a>>,
 {
-    /// A scan of `entries`, in their order: paths, `File`s, [`Entry`]s, or anything else
-    /// that converts into an [`Entry`]. Nothing is taken from them until the scan runs.
+    /// A scan of `entries`, in their order: paths, `File`s, [`FileToRead`]s, or anything else
+    /// that converts into a [`FileToRead`]. Nothing is taken from them until the scan runs.
     pub fn new(entries: impl IntoIterator<IntoIter = I>) -> Self {
         Scan {
             entries: entries.into_iter(),
@@ -277,6 +284,74 @@ where
         self
     }
 
+    /// The most bytes the readers' pools take together: each thread's reader gets
+    /// `bytes / threads` (at least 1 MiB), or the reader's own
+    /// [`buffer_size`](ReaderBuilder::buffer_size) where that is less, and reads no larger
+    /// than half its pool. Default [`DEFAULT_SCAN_MEMORY`], which leaves the readers of up to
+    /// 8 threads their default pool of [`DEFAULT_BUFFER_SIZE`](crate::DEFAULT_BUFFER_SIZE),
+    /// and gives each of 64 threads 4 MiB.
+    ///
+    /// The pools are most of what a scan holds: with `O_DIRECT` every byte of them is
+    /// written (and pinned, with [`registered_buffers`](ReaderBuilder::registered_buffers)),
+    /// while buffered reads of cold files touch only a few MiB of each.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # fn main() -> std::io::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let paths: Vec<_> = (0..4).map(|i| dir.path().join(i.to_string())).collect();
+    /// # for p in &paths { std::fs::write(p, b"bytes")?; }
+    /// let summary = readahead::Scan::new(&paths)
+    ///     .threads(64)
+    ///     .memory(128 << 20) // 2 MiB a thread
+    ///     .map(|file| std::io::copy(file, &mut std::io::sink()))
+    ///     .for_each(|_, _| {})?;
+    /// assert_eq!(summary.progress.bytes, 20);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn memory(mut self, bytes: usize) -> Self {
+        self.memory = bytes;
+        self
+    }
+
+    /// The most io_uring kernel worker threads each thread's reader starts for reads and
+    /// opens that would block ([`ReaderBuilder::io_workers`]: this many bounded ones, and one
+    /// unbounded). Default [`DEFAULT_SCAN_IO_WORKERS`], unless the
+    /// [`reader`](Self::reader)'s builder sets its own; 0: the kernel's own limit (up to 4
+    /// per CPU for each thread, so thousands of threads for a scan on many cores).
+    ///
+    /// Each thread has workers of its own, so a scan may start `threads x (workers + 1)`
+    /// of them. With [`sq_poll`](Self::sq_poll), the submission thread's workers serve every
+    /// reader, and the cap is theirs: by default `threads x` [`DEFAULT_SCAN_IO_WORKERS`].
+    /// A thread that gives up a reader on a hung read raises its cap by as many again for
+    /// the next, since the hung read keeps its worker. Few are needed: reads of cold files and `O_DIRECT` reads go to the device
+    /// without them where the filesystem allows (ext4, XFS, btrfs); opens of files whose
+    /// directory entries are not cached, and filesystems that cannot read without
+    /// blocking (FUSE, NFS), use them.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # fn main() -> std::io::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let paths: Vec<_> = (0..4).map(|i| dir.path().join(i.to_string())).collect();
+    /// # for p in &paths { std::fs::write(p, b"bytes")?; }
+    /// // A slow network mount: more opens and reads waiting at once on each thread.
+    /// let summary = readahead::Scan::new(&paths)
+    ///     .io_workers(16)
+    ///     .map(|file| std::io::copy(file, &mut std::io::sink()))
+    ///     .for_each(|_, _| {})?;
+    /// assert_eq!(summary.progress.files, 4);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn io_workers(mut self, workers: u32) -> Self {
+        self.builder = self.builder.io_workers(workers);
+        self
+    }
+
     /// A handle to watch the scan's progress and to cancel it, from any thread.
     pub fn handle(&self) -> ScanHandle {
         self.handle.clone()
@@ -308,11 +383,7 @@ where
         INIT: Fn() -> S + Sync,
         F: Fn(&mut S, &mut ScanFile<'_, 'a>) -> Result<T, E> + Sync,
     {
-        ScanMap {
-            scan: self,
-            init,
-            f,
-        }
+        ScanMap::new(self, init, f)
     }
 
     fn thread_count(&self) -> usize {
@@ -335,160 +406,3 @@ impl<I> std::fmt::Debug for Scan<'_, I> {
             .finish_non_exhaustive()
     }
 }
-
-/// A [`Scan`] with its closure, ready to run: [`for_each`](Self::for_each) takes the
-/// outcomes as files finish, [`ordered`](Self::ordered) in input order.
-#[must_use = "a scan does nothing until .for_each(..) or .ordered(..)"]
-pub struct ScanMap<'a, I, INIT, F> {
-    scan: Scan<'a, I>,
-    init: INIT,
-    f: F,
-}
-
-impl<'a, I, INIT, F> ScanMap<'a, I, INIT, F>
-where
-    I: Iterator + Send,
-    I::Item: Into<Entry<'a>>,
-{
-    /// Runs the scan, handing each file's outcome to `sink` on the caller's thread as files
-    /// finish (not in input order), with the file's index in the input. Returns once every
-    /// thread has stopped. A thread sends its outcomes a few dozen at a time (and whatever it
-    /// has when it waits or ends), not one by one: so the caller's thread is woken once a
-    /// batch, not once a file.
-    ///
-    /// # Errors
-    ///
-    /// A reader could not be built (its [`Error`](crate::Error), as an `io::Error`), or
-    /// failed as a whole (its ring); the other threads stop before their next file. A file's
-    /// error is never the scan's: it is that file's outcome.
-    ///
-    /// # Panics
-    ///
-    /// With the panic of a closure, or of `sink`, once every thread has stopped.
-    pub fn for_each<S, T, E>(
-        self,
-        mut sink: impl FnMut(usize, Outcome<T, E>),
-    ) -> io::Result<ScanSummary>
-    where
-        INIT: Fn() -> S + Sync,
-        F: Fn(&mut S, &mut ScanFile<'_, 'a>) -> Result<T, E> + Sync,
-        T: Send,
-        E: From<io::Error> + Send,
-    {
-        let (_, summary) = self.run(None, |results, _| {
-            for (index, outcome) in results.into_iter().flatten() {
-                sink(index, outcome);
-            }
-        })?;
-        Ok(summary)
-    }
-
-    /// Runs the scan, handing `consume` the outcomes as an iterator in input order
-    /// ([`Ordered`]), while the threads run; returns what `consume` returns. Threads that get
-    /// a [`window`](Scan::window) ahead of the last outcome handed out wait, so a slow file
-    /// holds back at most a window of outcomes. If `consume` returns before the iterator's
-    /// end, the scan stops.
-    ///
-    /// # Errors
-    ///
-    /// As [`for_each`](Self::for_each).
-    ///
-    /// # Panics
-    ///
-    /// As [`for_each`](Self::for_each), with `consume` for `sink`.
-    pub fn ordered<S, T, E, R>(
-        self,
-        consume: impl FnOnce(Ordered<'_, T, E>) -> R,
-    ) -> io::Result<(R, ScanSummary)>
-    where
-        INIT: Fn() -> S + Sync,
-        F: Fn(&mut S, &mut ScanFile<'_, 'a>) -> Result<T, E> + Sync,
-        T: Send,
-        E: From<io::Error> + Send,
-    {
-        let threads = self.scan.thread_count();
-        let window = (self.scan.window).unwrap_or_else(|| {
-            self.scan
-                .queue_ahead
-                .saturating_mul(threads)
-                .saturating_mul(4)
-        });
-        self.run(Some(window), |results, state| {
-            consume(Ordered::new(results, state))
-        })
-    }
-
-    /// Runs every thread inside one [`thread::scope`], and `consume` on the caller's thread
-    /// over the outcomes they send; then waits for every thread's closure.
-    fn run<S, T, E, R>(
-        self,
-        window: Option<usize>,
-        consume: impl FnOnce(Receiver<Batch<T, E>>, &ScanState) -> R,
-    ) -> io::Result<(R, ScanSummary)>
-    where
-        INIT: Fn() -> S + Sync,
-        F: Fn(&mut S, &mut ScanFile<'_, 'a>) -> Result<T, E> + Sync,
-        T: Send,
-        E: From<io::Error> + Send,
-    {
-        let threads = self.scan.thread_count();
-        let ScanMap { scan, init, f } = self;
-        let work = Work::new(scan.entries);
-        let state = &*scan.handle.state;
-        let base = budget::share(scan.builder, scan.memory, threads);
-        let builders = Builders::new(base, scan.memory);
-        let shared = Shared {
-            work: &work,
-            state,
-            builders: &builders,
-            queue_ahead: scan.queue_ahead,
-            queue_bytes: 2 * builders.buffer_size() as u64,
-            window,
-        };
-        let (tx, rx) = mpsc::sync_channel(IN_TRANSIT);
-        let ends: Vec<End> = (0..threads).map(|_| Mutex::default()).collect();
-        let out = thread::scope(|scope| {
-            let mut spawned = Ok(());
-            for (i, end) in ends.iter().enumerate() {
-                let (tx, shared, init, f) = (tx.clone(), &shared, &init, &f);
-                let run = move || {
-                    let ran =
-                        panic::catch_unwind(AssertUnwindSafe(|| worker::run(shared, init, f, &tx)));
-                    *end.lock().unwrap_or_else(PoisonError::into_inner) = Some(ran);
-                };
-                // Never joined: a thread that submitted a read a hung mount never completes
-                // cannot exit (Linux waits for its io_uring workers) once its closure has
-                // returned. The scope waits for the closures alone; the handle is dropped.
-                let named = thread::Builder::new().name(format!("readahead-scan-{i}"));
-                if let Err(e) = named.spawn_scoped(scope, run) {
-                    state.stop();
-                    spawned = Err(e);
-                    break;
-                }
-            }
-            drop(tx);
-            let stop_on_panic = StopOnPanic(state);
-            let out = consume(rx, state);
-            // Stops threads still at work if `consume` returned before the end.
-            state.stop();
-            drop(stop_on_panic);
-            spawned.map(|()| out)
-        });
-        let ends = ends
-            .into_iter()
-            .filter_map(|end| end.into_inner().unwrap_or_else(PoisonError::into_inner));
-        let summary = summarize(ends, &scan.handle)?;
-        Ok((out?, summary))
-    }
-}
-
-impl<I, INIT, F> std::fmt::Debug for ScanMap<'_, I, INIT, F> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ScanMap")
-            .field("scan", &self.scan)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Where a thread leaves what it came to (`None`: it never ran).
-type End = Mutex<Option<thread::Result<io::Result<ThreadEnd>>>>;

@@ -6,8 +6,8 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::sync::mpsc::Receiver;
 
-use super::control::ScanState;
-use super::worker::Batch;
+use super::outbox::Batch;
+use super::state::ScanState;
 use super::Outcome;
 
 /// Outcomes handed out between two releases of the threads waiting at the window.

@@ -5,9 +5,10 @@ use std::io;
 use std::panic;
 use std::thread;
 
-use super::control::{Progress, ScanHandle};
+use super::handle::ScanHandle;
+use super::progress::ScanProgress;
 use super::worker::ThreadEnd;
-use crate::consts::Backend;
+use crate::io::Backend;
 use crate::stats::Stats;
 
 /// What a scan did, once every thread has stopped.
@@ -15,7 +16,7 @@ use crate::stats::Stats;
 #[non_exhaustive]
 pub struct ScanSummary {
     /// The counters at the end: files, failures, bytes, files not run.
-    pub progress: Progress,
+    pub progress: ScanProgress,
     /// Whether [`ScanHandle::cancel`] stopped it.
     pub cancelled: bool,
     /// The readers' backend (`None` if no thread had a file to read).
@@ -31,7 +32,7 @@ pub(super) fn summarize(
     handle: &ScanHandle,
 ) -> io::Result<ScanSummary> {
     let mut summary = ScanSummary {
-        progress: Progress::default(),
+        progress: ScanProgress::default(),
         cancelled: false,
         backend: None,
         stats: Stats::default(),

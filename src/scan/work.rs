@@ -1,16 +1,16 @@
 //! Handing out work: one cursor over the caller's iterator, from which each thread takes a
-//! batch whenever its window runs low (see `worker::Lane::top_up` for how much it takes).
+//! batch whenever its window runs low (see `Lane::top_up` for how much it takes).
 //! The iterator is consumed lazily: a batch at a time, never collected.
 
 use std::iter::Fuse;
 use std::sync::Mutex;
 
-use crate::entry::Entry;
+use crate::file_to_read::FileToRead;
 
 /// An entry with its index in the input.
 pub(super) struct Taken<'a> {
     pub(super) index: usize,
-    pub(super) entry: Entry<'a>,
+    pub(super) entry: FileToRead<'a>,
     pub(super) weight: u64,
 }
 
@@ -28,7 +28,7 @@ struct Cursor<I> {
 impl<'a, I> Work<I>
 where
     I: Iterator,
-    I::Item: Into<Entry<'a>>,
+    I::Item: Into<FileToRead<'a>>,
 {
     pub(super) fn new(iter: I) -> Self {
         Work {
@@ -56,7 +56,7 @@ where
             let Some(item) = cursor.iter.next() else {
                 break;
             };
-            let entry: Entry<'a> = item.into();
+            let entry: FileToRead<'a> = item.into();
             let taken = Taken {
                 index: cursor.next,
                 weight: entry.weight(),

@@ -1,0 +1,60 @@
+//! A thread's outcomes on their way to the caller (`Outbox`), a batch at a time.
+
+use std::mem;
+use std::sync::mpsc::SyncSender;
+
+use super::outcome::Outcome;
+use super::state::ScanState;
+
+/// An outcome on its way to the caller, with its index in the input.
+pub(super) type Sent<T, E> = (usize, Outcome<T, E>);
+
+/// What a thread sends the caller at once: the outcomes of up to [`SEND_BATCH`] files.
+pub(super) type Batch<T, E> = Vec<Sent<T, E>>;
+
+/// Outcomes a thread gathers before it sends them: one message, and at most one wake-up of
+/// the caller's thread, per this many files, rather than per file: a message per file
+/// costs a `futex` call each (BENCHMARKS.md has the measurement).
+const SEND_BATCH: usize = 32;
+
+/// A thread's outcomes on their way to the caller, sent a batch at a time, and whatever is
+/// gathered before the thread waits for the caller (`flush`) or ends, even by a panic.
+pub(super) struct Outbox<'t, T, E> {
+    tx: &'t SyncSender<Batch<T, E>>,
+    state: &'t ScanState,
+    batch: Batch<T, E>,
+}
+
+impl<'t, T, E> Outbox<'t, T, E> {
+    pub(super) fn new(tx: &'t SyncSender<Batch<T, E>>, state: &'t ScanState) -> Self {
+        Outbox {
+            tx,
+            state,
+            batch: Vec::with_capacity(SEND_BATCH),
+        }
+    }
+
+    pub(super) fn push(&mut self, index: usize, outcome: Outcome<T, E>) {
+        self.batch.push((index, outcome));
+        if self.batch.len() >= SEND_BATCH {
+            self.flush();
+        }
+    }
+
+    pub(super) fn flush(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let batch = mem::replace(&mut self.batch, Vec::with_capacity(SEND_BATCH));
+        if self.tx.send(batch).is_err() {
+            // The caller has gone: nobody wants the rest.
+            self.state.stop();
+        }
+    }
+}
+
+impl<T, E> Drop for Outbox<'_, T, E> {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
