@@ -456,12 +456,19 @@ mod tests {
 
     use super::*;
 
-    /// Waits for every open under way and takes what came of them.
+    /// Waits for every open under way, and every mount check, and takes what came of the
+    /// opens.
     fn take_all(opens: &mut ThreadOpens) -> Vec<(u64, OpenResult<'static>)> {
         let mut out = Vec::new();
         while !opens.started.is_empty() {
             opens.wait();
             opens.take(&mut out);
+        }
+        // A mount's check is a job of its own, which may answer after the open: what the
+        // next open may do depends on it.
+        while opens.out > 0 {
+            let answer = opens.rx.recv().expect("`tx` is never dropped");
+            opens.answered_with(answer);
         }
         opens.take(&mut out);
         out
