@@ -22,27 +22,27 @@ use crate::source::{Descriptor, Source};
 ///
 /// | entry | reads |
 /// |---|---|
-/// | `"a.bin"`, `PathBuf`, `&Path` (or [`FileToRead::path`]) | the file at the path, opened when the read-ahead reaches it |
-/// | `&file` (or [`FileToRead::file`]) | a `File` the caller keeps open |
-/// | `file` (or [`FileToRead::owned_file`]) | a `File` the reader closes once it is done with it |
+/// | `"a.bin"`, `PathBuf`, `&Path` (or [`Entry::path`]) | the file at the path, opened when the read-ahead reaches it |
+/// | `&file` (or [`Entry::file`]) | a `File` the caller keeps open |
+/// | `file` (or [`Entry::owned_file`]) | a `File` the reader closes once it is done with it |
 ///
 /// # Examples
 ///
 /// ```
 /// use std::path::PathBuf;
-/// use readahead::FileToRead;
+/// use readahead::Entry;
 ///
-/// let whole = FileToRead::from(PathBuf::from("storage/0.bin"));
+/// let whole = Entry::from(PathBuf::from("storage/0.bin"));
 /// assert_eq!(whole.len(), None);
 /// // A preallocated file whose data, by its own index, is 4096 bytes from byte 8192:
-/// let data = FileToRead::path("storage/1.bin").range(8192..8192 + 4096);
+/// let data = Entry::path("storage/1.bin").range(8192..8192 + 4096);
 /// assert_eq!((data.start(), data.len()), (8192, Some(4096)));
 /// // All but a 512-byte header:
-/// let body = FileToRead::path("storage/2.bin").range(512..);
+/// let body = Entry::path("storage/2.bin").range(512..);
 /// assert_eq!((body.start(), body.len()), (512, None));
 /// ```
 #[derive(Debug)]
-pub struct FileToRead<'a> {
+pub struct Entry<'a> {
     source: Source<'a>,
     start: u64,
     /// `None`: from `start` to the end of the file.
@@ -51,20 +51,20 @@ pub struct FileToRead<'a> {
     exact: bool,
 }
 
-impl<'a> FileToRead<'a> {
+impl<'a> Entry<'a> {
     /// All of the file at `path`, opened (read-only) only when the read-ahead reaches it.
     ///
     /// # Examples
     ///
     /// ```
-    /// let entry = readahead::FileToRead::path("a.bin");
+    /// let entry = readahead::Entry::path("a.bin");
     /// assert_eq!(entry.as_path(), Some(std::path::Path::new("a.bin")));
     /// ```
     pub fn path(path: impl Into<PathBuf>) -> Self {
         Self::whole(Source::Path(path.into().into_boxed_path()))
     }
 
-    /// All of a file the caller keeps open for `'a`; the same as `FileToRead::from(&file)`.
+    /// All of a file the caller keeps open for `'a`; the same as `Entry::from(&file)`.
     ///
     /// # Examples
     ///
@@ -74,7 +74,7 @@ impl<'a> FileToRead<'a> {
     }
 
     /// All of a file the reader takes over, and closes once read; the same as
-    /// `FileToRead::from(file)`.
+    /// `Entry::from(file)`.
     ///
     /// # Examples
     ///
@@ -84,7 +84,7 @@ impl<'a> FileToRead<'a> {
     }
 
     fn whole(source: Source<'a>) -> Self {
-        FileToRead {
+        Entry {
             source,
             start: 0,
             len: None,
@@ -108,14 +108,14 @@ impl<'a> FileToRead<'a> {
     ///
     /// ```
     /// use std::io::Read;
-    /// use readahead::{FileToRead, SequentialFileReader};
+    /// use readahead::{Entry, SequentialFileReader};
     ///
     /// # fn main() -> std::io::Result<()> {
     /// # let dir = tempfile::tempdir()?;
     /// # let path = dir.path().join("f");
     /// # std::fs::write(&path, b"header:payload:padding")?;
     /// let mut reader = SequentialFileReader::new()?;
-    /// reader.push(FileToRead::path(&path).range(7..14))?;
+    /// reader.push(Entry::path(&path).range(7..14))?;
     /// assert_eq!(reader.file_offset(), 7);
     /// let mut payload = String::new();
     /// reader.read_to_string(&mut payload)?;
@@ -139,7 +139,7 @@ impl<'a> FileToRead<'a> {
         if let Some(end) = end {
             assert!(start <= end, "range starts at {start} but ends at {end}");
         }
-        FileToRead {
+        Entry {
             start,
             len: end.map(|end| end - start),
             exact: false,
@@ -170,7 +170,7 @@ impl<'a> FileToRead<'a> {
     ///
     /// ```
     /// use std::io::{self, Read};
-    /// use readahead::{FileToRead, Outcome, Scan};
+    /// use readahead::{Entry, Outcome, Scan};
     ///
     /// # fn main() -> io::Result<()> {
     /// # let dir = tempfile::tempdir()?;
@@ -178,7 +178,7 @@ impl<'a> FileToRead<'a> {
     /// # std::fs::write(&whole, [1; 300])?;
     /// # std::fs::write(&short, [2; 150])?;
     /// // An index says each file holds 200 bytes from byte 100; `short` holds only 150.
-    /// let entries = [&whole, &short].map(|p| FileToRead::path(p).exact_range(100..300));
+    /// let entries = [&whole, &short].map(|p| Entry::path(p).exact_range(100..300));
     /// let mut outcomes = Vec::new();
     /// Scan::new(entries)
     ///     .map(|file| {
@@ -197,7 +197,7 @@ impl<'a> FileToRead<'a> {
     /// ```
     #[must_use]
     pub fn exact_range(self, range: Range<u64>) -> Self {
-        FileToRead {
+        Entry {
             exact: true,
             ..self.range(range)
         }
@@ -226,7 +226,7 @@ impl<'a> FileToRead<'a> {
     /// # Examples
     ///
     /// ```
-    /// assert!(readahead::FileToRead::path("a.bin").range(10..10).is_empty());
+    /// assert!(readahead::Entry::path("a.bin").range(10..10).is_empty());
     /// ```
     pub fn is_empty(&self) -> bool {
         self.len == Some(0)
@@ -271,56 +271,56 @@ fn size_from(file: &File, start: u64) -> Option<u64> {
     Some(crate::sys::file_size(file).ok()?.saturating_sub(start))
 }
 
-impl From<PathBuf> for FileToRead<'_> {
+impl From<PathBuf> for Entry<'_> {
     fn from(path: PathBuf) -> Self {
-        FileToRead::path(path)
+        Entry::path(path)
     }
 }
 
-impl From<&Path> for FileToRead<'_> {
+impl From<&Path> for Entry<'_> {
     fn from(path: &Path) -> Self {
-        FileToRead::path(path)
+        Entry::path(path)
     }
 }
 
-impl From<&PathBuf> for FileToRead<'_> {
+impl From<&PathBuf> for Entry<'_> {
     fn from(path: &PathBuf) -> Self {
-        FileToRead::path(path)
+        Entry::path(path)
     }
 }
 
-impl From<&str> for FileToRead<'_> {
+impl From<&str> for Entry<'_> {
     fn from(path: &str) -> Self {
-        FileToRead::path(path)
+        Entry::path(path)
     }
 }
 
-impl From<String> for FileToRead<'_> {
+impl From<String> for Entry<'_> {
     fn from(path: String) -> Self {
-        FileToRead::path(path)
+        Entry::path(path)
     }
 }
 
-impl From<&OsStr> for FileToRead<'_> {
+impl From<&OsStr> for Entry<'_> {
     fn from(path: &OsStr) -> Self {
-        FileToRead::path(path)
+        Entry::path(path)
     }
 }
 
-impl From<OsString> for FileToRead<'_> {
+impl From<OsString> for Entry<'_> {
     fn from(path: OsString) -> Self {
-        FileToRead::path(path)
+        Entry::path(path)
     }
 }
 
-impl<'a> From<&'a File> for FileToRead<'a> {
+impl<'a> From<&'a File> for Entry<'a> {
     fn from(file: &'a File) -> Self {
-        FileToRead::file(file)
+        Entry::file(file)
     }
 }
 
-impl From<File> for FileToRead<'_> {
+impl From<File> for Entry<'_> {
     fn from(file: File) -> Self {
-        FileToRead::owned_file(file)
+        Entry::owned_file(file)
     }
 }

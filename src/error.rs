@@ -83,7 +83,7 @@ pub enum Error {
         source: io::Error,
     },
     /// A file ended before the end of a range it had to hold whole
-    /// ([`FileToRead::exact_range`](crate::FileToRead::exact_range), which has an example). Its
+    /// ([`Entry::exact_range`](crate::Entry::exact_range), which has an example). Its
     /// [`kind`](Self::kind) is [`UnexpectedEof`](io::ErrorKind::UnexpectedEof).
     #[error("{path} ends at offset {offset}, before the end of its range at offset {range_end}")]
     EndedEarly {

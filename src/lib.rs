@@ -62,8 +62,8 @@ mod backend;
 mod config;
 mod consts;
 mod engine;
+mod entry;
 mod error;
-mod file_to_read;
 mod helpers;
 mod id_map;
 mod io;
@@ -84,8 +84,8 @@ pub use consts::{
     DEFAULT_BUFFER_SIZE, DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_OPEN_FILES, DEFAULT_QUEUE_DEPTH,
     DEFAULT_READ_SIZE,
 };
+pub use entry::Entry;
 pub use error::{Error, FileName};
-pub use file_to_read::FileToRead;
 pub use io::Backend;
 pub use reader::SequentialFileReader;
 pub use scan::{

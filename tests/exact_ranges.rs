@@ -1,4 +1,4 @@
-//! Exact ranges (`FileToRead::exact_range`): a file that ends before its range does fails
+//! Exact ranges (`Entry::exact_range`): a file that ends before its range does fails
 //! with an `UnexpectedEof` naming it and where it ended, through every way out of the file,
 //! while the other files of the scan read as ever; and `ScanFile::len`, known when the
 //! closure starts and never more than the file holds. On both backends.
@@ -10,14 +10,14 @@ use std::io::{self, BufRead, Read};
 use std::path::Path;
 
 use common::*;
-use readahead::{Backend, Error, FileToRead, Outcome, ReaderBuilder, Scan, ScanFile};
+use readahead::{Backend, Entry, Error, Outcome, ReaderBuilder, Scan, ScanFile};
 
 /// What the closure saw of one file: its length on entry, and its bytes or its error.
 type Seen = (Option<u64>, io::Result<Vec<u8>>);
 
 /// Scans `entries` with `b`, one thread and one entry queued at a time (so that no path is
 /// opened ahead of its closure), and returns what each closure saw, by input index.
-fn scan_each<'a>(entries: Vec<FileToRead<'a>>, b: ReaderBuilder) -> Vec<Seen> {
+fn scan_each<'a>(entries: Vec<Entry<'a>>, b: ReaderBuilder) -> Vec<Seen> {
     let n = entries.len();
     let mut seen: Vec<Option<Seen>> = (0..n).map(|_| None).collect();
     Scan::new(entries)
@@ -95,13 +95,13 @@ fn an_exact_range_over_a_short_file_fails_naming_where_it_ended() {
         ] {
             let what = format!("{backend:?} {name}");
             let entries = vec![
-                FileToRead::path(&p[0]).exact_range(1000..6000),
-                FileToRead::path(&p[1]).exact_range(1000..6000),
-                FileToRead::path(&p[2]).exact_range(1000..1100),
-                FileToRead::path(&p[3]).range(1000..6000),
-                FileToRead::path(&p[4]),
-                FileToRead::file(&borrowed).exact_range(0..2001),
-                FileToRead::path(&p[0]).range(0..),
+                Entry::path(&p[0]).exact_range(1000..6000),
+                Entry::path(&p[1]).exact_range(1000..6000),
+                Entry::path(&p[2]).exact_range(1000..1100),
+                Entry::path(&p[3]).range(1000..6000),
+                Entry::path(&p[4]),
+                Entry::file(&borrowed).exact_range(0..2001),
+                Entry::path(&p[0]).range(0..),
             ];
             let seen = scan_each(entries, b);
             // Whole, and before and after the short ones: unaffected.
@@ -156,8 +156,8 @@ fn an_exact_range_cut_while_read_fails_where_its_reads_end() {
             let mut got = Vec::new();
             let mut result = Ok(());
             let entry = match exact {
-                true => FileToRead::path(&path).exact_range(0..SIZE as u64),
-                false => FileToRead::path(&path).range(..SIZE as u64),
+                true => Entry::path(&path).exact_range(0..SIZE as u64),
+                false => Entry::path(&path).range(..SIZE as u64),
             };
             // The small pool holds far less than `CUT` ahead of the consumer, so the cut lies
             // past every byte read before it.
@@ -199,13 +199,13 @@ fn len_is_known_on_entry_and_never_more_than_the_file_holds() {
     for &backend in backends_once() {
         let what = format!("{backend:?}");
         let entries = vec![
-            FileToRead::path(&p[0]),
-            FileToRead::path(&p[1]),
-            FileToRead::path(&p[2]).range(100..1 << 40),
-            FileToRead::path(&p[3]).range(69_000..74_000),
-            FileToRead::owned_file(owned()).range(1000..3000),
-            FileToRead::path(&p[4]).range(5000..5010),
-            FileToRead::path(p[0].with_file_name("missing")),
+            Entry::path(&p[0]),
+            Entry::path(&p[1]),
+            Entry::path(&p[2]).range(100..1 << 40),
+            Entry::path(&p[3]).range(69_000..74_000),
+            Entry::owned_file(owned()).range(1000..3000),
+            Entry::path(&p[4]).range(5000..5010),
+            Entry::path(p[0].with_file_name("missing")),
         ];
         let lens: Vec<Option<u64>> = scan_lens(entries, builder(backend));
         let want = [
@@ -222,7 +222,7 @@ fn len_is_known_on_entry_and_never_more_than_the_file_holds() {
 }
 
 /// Each entry's `ScanFile::len` on entry to its closure, by input index.
-fn scan_lens<'a>(entries: Vec<FileToRead<'a>>, b: ReaderBuilder) -> Vec<Option<u64>> {
+fn scan_lens<'a>(entries: Vec<Entry<'a>>, b: ReaderBuilder) -> Vec<Option<u64>> {
     let mut lens = vec![None; entries.len()];
     Scan::new(entries)
         .threads(1)
@@ -250,8 +250,8 @@ fn an_exact_range_to_u64_max_is_exact_and_ranges_say_so() {
     let path = &files.paths[0];
     for (backend, b) in builders() {
         let entries = vec![
-            FileToRead::path(path).exact_range(0..u64::MAX),
-            FileToRead::path(path).range(0..u64::MAX),
+            Entry::path(path).exact_range(0..u64::MAX),
+            Entry::path(path).range(0..u64::MAX),
         ];
         let seen = scan_each(entries, b);
         let what = format!("{backend:?}");
@@ -259,10 +259,7 @@ fn an_exact_range_to_u64_max_is_exact_and_ranges_say_so() {
         assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof, "{what}: {err}");
         assert_eq!(seen[1].1.as_ref().unwrap().len(), 5000, "{what}");
     }
-    let entries = [
-        FileToRead::path(path).range(10..),
-        FileToRead::path(path).range(..),
-    ];
+    let entries = [Entry::path(path).range(10..), Entry::path(path).range(..)];
     let mut ranges = Vec::new();
     Scan::new(entries)
         .threads(1)

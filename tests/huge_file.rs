@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use common::*;
-use readahead::{FileToRead, SequentialFileReader};
+use readahead::{Entry, SequentialFileReader};
 use tempfile::TempDir;
 
 const GIB: u64 = 1 << 30;
@@ -85,7 +85,7 @@ fn a_gib_through_the_smallest_pool_then_more_files() {
         for p in &files.small {
             r.push(p).unwrap();
         }
-        r.push(FileToRead::owned_file(File::open(&files.small[4]).unwrap()).range(..4097))
+        r.push(Entry::owned_file(File::open(&files.small[4]).unwrap()).range(..4097))
             .unwrap();
         assert_eq!(read_zeros(&mut r), GIB, "{backend:?}");
         assert_eq!(r.file_offset(), GIB, "{backend:?}");
@@ -124,7 +124,7 @@ fn the_smallest_reads_through_the_smallest_pool() {
         want.push(vec![0; 5000]);
         r.add_file_to_prefetch(&small, 9000).unwrap();
         want.push(oracle(&files.small[4], 9000));
-        r.push(FileToRead::owned_file(File::open(&files.huge).unwrap()).range(..3))
+        r.push(Entry::owned_file(File::open(&files.huge).unwrap()).range(..3))
             .unwrap();
         want.push(vec![0; 3]);
         assert_files_eq(&read_all_ok(&mut r), &want, &format!("{backend:?}"));

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use common::seccomp::refuse;
 use common::*;
-use readahead::{Backend, FileToRead, SequentialFileReader};
+use readahead::{Backend, Entry, SequentialFileReader};
 
 /// Set in the child process that runs [`child_under_a_seccomp_filter`].
 const CHILD_ENV: &str = "READAHEAD_TEST_SECCOMP_CHILD";
@@ -167,7 +167,7 @@ fn queue<'f>(
             }
         },
         Queued::Owned(p, limit) => {
-            r.push(FileToRead::owned_file(File::open(p).unwrap()).range(..limit))
+            r.push(Entry::owned_file(File::open(p).unwrap()).range(..limit))
                 .unwrap();
             Some(Ok(oracle(p, limit)))
         }

@@ -7,7 +7,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Read;
 
 use common::*;
-use readahead::FileToRead;
+use readahead::Entry;
 
 const SIZE: u64 = 20_000;
 
@@ -59,7 +59,7 @@ fn owned_files_stop_at_their_limit() {
         let mut r = b.build().unwrap();
         let mut want = Vec::new();
         for &limit in LIMITS {
-            r.push(FileToRead::owned_file(File::open(&files.paths[0]).unwrap()).range(..limit))
+            r.push(Entry::owned_file(File::open(&files.paths[0]).unwrap()).range(..limit))
                 .unwrap();
             want.push(oracle(&files.paths[0], limit));
             r.push(&files.paths[1]).unwrap();

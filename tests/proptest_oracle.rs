@@ -10,7 +10,7 @@ use std::io::{BufRead, Read};
 
 use common::*;
 use proptest::prelude::*;
-use readahead::{Backend, FileToRead, SequentialFileReader};
+use readahead::{Backend, Entry, SequentialFileReader};
 
 const KIB: usize = 1 << 10;
 const PAGE: usize = 4096;
@@ -157,7 +157,7 @@ fn run(case: &Case, paths: &[std::path::PathBuf], backend: Backend, mode: Mode) 
             Queued::Path => r.push(p).unwrap(),
             Queued::Borrowed(l) => r.add_file_to_prefetch(&borrowed[i], *l).unwrap(),
             Queued::Owned(l) => r
-                .push(FileToRead::owned_file(File::open(p).unwrap()).range(..*l))
+                .push(Entry::owned_file(File::open(p).unwrap()).range(..*l))
                 .unwrap(),
         }
         want.push(oracle(p, q.limit()));

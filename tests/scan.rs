@@ -13,7 +13,7 @@ use std::time::Duration;
 use common::scan_outcomes::*;
 use common::*;
 use proptest::prelude::*;
-use readahead::{FileToRead, Outcome, Scan};
+use readahead::{Entry, Outcome, Scan};
 
 #[derive(Debug, Clone)]
 struct Case {
@@ -144,13 +144,13 @@ fn every_kind_of_entry_reads_its_bytes() {
     let want = oracle_all(&files.paths);
     let borrowed = files.open_all();
     for &backend in backends_once() {
-        let entries: Vec<FileToRead> = vec![
-            FileToRead::path(&files.paths[0]),
-            FileToRead::file(&borrowed[1]).range(..50_000),
-            FileToRead::owned_file(File::open(&files.paths[2]).unwrap()),
-            FileToRead::path(&files.paths[3]).range(..100_001),
-            FileToRead::from(&borrowed[4]),
-            FileToRead::from(File::open(&files.paths[5]).unwrap()).range(..1 << 40),
+        let entries: Vec<Entry> = vec![
+            Entry::path(&files.paths[0]),
+            Entry::file(&borrowed[1]).range(..50_000),
+            Entry::owned_file(File::open(&files.paths[2]).unwrap()),
+            Entry::path(&files.paths[3]).range(..100_001),
+            Entry::from(&borrowed[4]),
+            Entry::from(File::open(&files.paths[5]).unwrap()).range(..1 << 40),
         ];
         let scan = Scan::new(entries).threads(2).reader(builder(backend, true));
         let (outcomes, _) = collect(scan, |file| {
@@ -183,11 +183,11 @@ fn ranges_past_byte_0_read_their_bytes() {
     let want = oracle_all(&files.paths);
     let borrowed = File::open(&files.paths[1]).unwrap();
     for &backend in backends_once() {
-        let entries: Vec<FileToRead> = vec![
-            FileToRead::path(&files.paths[0]).range(4096..14_096),
-            FileToRead::file(&borrowed).range(12_345..62_345),
-            FileToRead::owned_file(File::open(&files.paths[2]).unwrap()).range(99_000..104_000),
-            FileToRead::path(&files.paths[3]).range(7000..7010),
+        let entries: Vec<Entry> = vec![
+            Entry::path(&files.paths[0]).range(4096..14_096),
+            Entry::file(&borrowed).range(12_345..62_345),
+            Entry::owned_file(File::open(&files.paths[2]).unwrap()).range(99_000..104_000),
+            Entry::path(&files.paths[3]).range(7000..7010),
         ];
         let scan = Scan::new(entries).threads(2).reader(builder(backend, true));
         let (outcomes, _) = collect(scan, |file| {
@@ -336,14 +336,14 @@ fn bad_files_fail_alone_naming_the_path() {
     let root = unsafe { libc::geteuid() } == 0;
     for &backend in backends_once() {
         let entries = vec![
-            FileToRead::path(&files.paths[0]),
-            FileToRead::path(&missing),
-            FileToRead::path(&files.paths[1]),
-            FileToRead::path(&subdir),
-            FileToRead::path(&files.paths[2]),
-            FileToRead::owned_file(File::options().write(true).open(&write_only).unwrap()),
-            FileToRead::path(&locked),
-            FileToRead::path(&files.paths[3]),
+            Entry::path(&files.paths[0]),
+            Entry::path(&missing),
+            Entry::path(&files.paths[1]),
+            Entry::path(&subdir),
+            Entry::path(&files.paths[2]),
+            Entry::owned_file(File::options().write(true).open(&write_only).unwrap()),
+            Entry::path(&locked),
+            Entry::path(&files.paths[3]),
         ];
         let scan = Scan::new(entries)
             .threads(2)

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::scan_outcomes::*;
 use common::*;
-use readahead::{FileToRead, Outcome, Scan};
+use readahead::{Entry, Outcome, Scan};
 
 /// Sets its flag when dropped: in a closure that panics, once the panic has left it.
 struct SetOnDrop<'f>(&'f AtomicBool);
@@ -260,7 +260,7 @@ fn child_leaves_no_descriptor_open() {
         let owned = paths
             .iter()
             .filter_map(|p| File::open(p).ok())
-            .map(FileToRead::from);
+            .map(Entry::from);
         let b = builder(backend, false);
         collect(Scan::new(&paths).threads(3).reader(b.clone()), read_all);
         collect(Scan::new(owned).threads(2).reader(b.clone()), read_all);

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use blake3::hazmat::{hash_derive_key_context, ChainingValue, ContextKey, HasherExt, Mode};
 use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
-use readahead::{FileToRead, Outcome, Scan, ScanFile, ScanHandle, SequentialFileReader};
+use readahead::{Entry, Outcome, Scan, ScanFile, ScanHandle, SequentialFileReader};
 
 use crate::tree::Cut;
 
@@ -159,18 +159,18 @@ pub fn hash_in_order<T: Send>(
 fn relay<T>(
     jobs: impl Iterator<Item = Job<T>>,
     cutting: bool,
-    entries: SyncSender<FileToRead<'static>>,
+    entries: SyncSender<Entry<'static>>,
     plans: Sender<Plan<T>>,
 ) {
     for job in jobs {
         let (plan, pieces) = match job {
             Job::File { item, path, size } => {
                 let cut = size.filter(|_| cutting).and_then(Cut::of);
-                let entries: Vec<FileToRead> = match cut {
-                    None => vec![FileToRead::path(path)],
+                let entries: Vec<Entry> = match cut {
+                    None => vec![Entry::path(path)],
                     Some(cut) => (cut.pieces().into_iter())
                         .map(|(start, len)| {
-                            FileToRead::path(path.clone()).exact_range(start..start + len)
+                            Entry::path(path.clone()).exact_range(start..start + len)
                         })
                         .collect(),
                 };

@@ -13,8 +13,8 @@ use std::path::Path;
 
 use crate::config::ReaderBuilder;
 use crate::engine::Engine;
+use crate::entry::Entry;
 use crate::error::Error;
-use crate::file_to_read::FileToRead;
 use crate::io::Backend;
 use crate::source::Source;
 use crate::stats::Stats;
@@ -130,7 +130,7 @@ impl<'a> SequentialFileReader<'a> {
     }
 
     /// Queues a file: a path, a `File` borrowed (`&file`) or taken over (`file`), whole or a
-    /// byte range of it ([`FileToRead`] has them all). It becomes current if the queue was
+    /// byte range of it ([`Entry`] has them all). It becomes current if the queue was
     /// empty; its reads start at once where the pipeline has room.
     ///
     /// A path is opened (read-only, close-on-exec, `O_NOATIME` where permitted) only when
@@ -152,7 +152,7 @@ impl<'a> SequentialFileReader<'a> {
     /// ```
     /// use std::fs::File;
     /// use std::io::Read;
-    /// use readahead::{FileToRead, SequentialFileReader};
+    /// use readahead::{Entry, SequentialFileReader};
     ///
     /// # fn main() -> std::io::Result<()> {
     /// # let dir = tempfile::tempdir()?;
@@ -163,7 +163,7 @@ impl<'a> SequentialFileReader<'a> {
     /// reader.push(&path)?; // a path, opened when the read-ahead reaches it
     /// reader.push(&kept)?; // a file the caller keeps open
     /// reader.push(File::open(&path)?)?; // a file the reader closes when done
-    /// reader.push(FileToRead::path(&path).range(7..))?; // all but the header
+    /// reader.push(Entry::path(&path).range(7..))?; // all but the header
     /// let mut texts = Vec::new();
     /// loop {
     ///     let mut text = String::new();
@@ -177,7 +177,7 @@ impl<'a> SequentialFileReader<'a> {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn push(&mut self, entry: impl Into<FileToRead<'a>>) -> io::Result<()> {
+    pub fn push(&mut self, entry: impl Into<Entry<'a>>) -> io::Result<()> {
         let (source, start, len, exact) = entry.into().into_parts();
         self.engine.push_range(source, start, len, exact)
     }
@@ -185,7 +185,7 @@ impl<'a> SequentialFileReader<'a> {
     /// Queues a file the caller keeps open, to read up to `read_limit` bytes of it from its
     /// start, `u64::MAX` meaning all of it: the call of Agave's reader, kept as it is.
     /// [`push`](Self::push) queues the same with `push(&file)` (all of it) or
-    /// `push(FileToRead::file(&file).range(..read_limit))`. It becomes current if the queue was
+    /// `push(Entry::file(&file).range(..read_limit))`. It becomes current if the queue was
     /// empty; its reads start at once where the pipeline has room.
     ///
     /// The reader reads it through a duplicate of its descriptor, made when the read-ahead

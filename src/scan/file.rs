@@ -20,7 +20,7 @@ const PUBLISH_EVERY: u64 = 1 << 20;
 /// # Examples
 ///
 /// See [`Scan`](crate::Scan#examples), and
-/// [`FileToRead::exact_range`](crate::FileToRead::exact_range).
+/// [`Entry::exact_range`](crate::Entry::exact_range).
 ///
 /// [`fill_buf_at_least`]: Self::fill_buf_at_least
 /// [`skip`]: Self::skip
@@ -93,13 +93,13 @@ impl<'r, 'a> ScanFile<'r, 'a> {
     /// be opened (reading it gives its error).
     ///
     /// A file may still shrink after it was opened: a range that must be read whole is a
-    /// [`FileToRead::exact_range`](crate::FileToRead::exact_range), whose example shows the
+    /// [`Entry::exact_range`](crate::Entry::exact_range), whose example shows the
     /// error.
     pub fn len(&self) -> Option<u64> {
         self.reader.current_len()
     }
 
-    /// Whether the entry is a byte range of its file (`FileToRead::range`), not the whole of
+    /// Whether the entry is a byte range of its file (`Entry::range`), not the whole of
     /// it: `a..b`, or `a..` from a byte past the first.
     pub fn is_range(&self) -> bool {
         self.start > 0 || self.len.is_some()

@@ -14,7 +14,7 @@ use super::readers::Readers;
 use super::state::{ScanState, StopOnPanic};
 use super::work::Taken;
 use super::worker::{ThreadEnd, Worker};
-use crate::file_to_read::FileToRead;
+use crate::entry::Entry;
 
 /// An entry of the window, queued into the reader.
 struct Queued {
@@ -65,7 +65,7 @@ impl<'a> Lane<'a> {
     pub(super) fn top_up<I>(&mut self, worker: &Worker<'_, I>) -> io::Result<()>
     where
         I: Iterator,
-        I::Item: Into<FileToRead<'a>>,
+        I::Item: Into<Entry<'a>>,
     {
         let (ahead, bytes) = (worker.queue_ahead, worker.queue_bytes);
         if self.queued.len() > ahead / 2 {
@@ -106,7 +106,7 @@ impl<'a> Lane<'a> {
     }
 
     /// Queues one entry. An error is the reader's (its ring failed), not the entry's.
-    fn queue_one(&mut self, entry: FileToRead<'a>, builders: &Builders) -> io::Result<()> {
+    fn queue_one(&mut self, entry: Entry<'a>, builders: &Builders) -> io::Result<()> {
         self.readers.get(builders)?.push(entry)?;
         self.ids += 1;
         Ok(())

@@ -16,7 +16,7 @@ use super::summary::{summarize, ScanSummary};
 use super::work::Work;
 use super::worker::{ThreadEnd, Worker};
 use super::{budget, Scan, ScanFile};
-use crate::file_to_read::FileToRead;
+use crate::entry::Entry;
 
 /// Batches of outcomes on their way to the caller at most (each of up to 32 files), before
 /// the threads wait for it.
@@ -41,7 +41,7 @@ impl<'a, I, INIT, F> ScanMap<'a, I, INIT, F> {
 impl<'a, I, INIT, F> ScanMap<'a, I, INIT, F>
 where
     I: Iterator + Send,
-    I::Item: Into<FileToRead<'a>>,
+    I::Item: Into<Entry<'a>>,
 {
     /// Runs the scan, handing each file's outcome to `sink` on the caller's thread as files
     /// finish (not in input order), with the file's index in the input. Returns once every

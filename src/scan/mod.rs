@@ -55,7 +55,7 @@ pub use progress::ScanProgress;
 pub use summary::ScanSummary;
 
 use crate::config::ReaderBuilder;
-use crate::file_to_read::FileToRead;
+use crate::entry::Entry;
 
 /// Entries each thread keeps queued in its reader ahead of the file it reads, by default.
 pub const DEFAULT_QUEUE_AHEAD: usize = 256;
@@ -63,7 +63,7 @@ pub const DEFAULT_QUEUE_AHEAD: usize = 256;
 /// Reads many files on N threads, one [`SequentialFileReader`] each, and runs a closure on
 /// every file: the whole job of a checksum tool or a startup scan in one call.
 ///
-/// - **Input**: any iterator of [`FileToRead`]s (paths, `File`s, byte ranges of either, and
+/// - **Input**: any iterator of [`Entry`]s (paths, `File`s, byte ranges of either, and
 ///   what converts into them), consumed lazily: a few at a time, never collected.
 /// - **Threads**: [`threads`](Self::threads) of them, named `readahead-scan-N` (by default,
 ///   the available parallelism), each with a reader built from one [`ReaderBuilder`]
@@ -212,16 +212,16 @@ pub struct Scan<'a, I> {
     queue_ahead: usize,
     window: Option<usize>,
     handle: ScanHandle,
-    _entries: PhantomData<fn() -> FileToRead<'a>>,
+    _entries: PhantomData<fn() -> Entry<'a>>,
 }
 
 impl<'a, I> Scan<'a, I>
 where
     I: Iterator,
-    I::Item: Into<FileToRead<'a>>,
+    I::Item: Into<Entry<'a>>,
 {
-    /// A scan of `entries`, in their order: paths, `File`s, [`FileToRead`]s, or anything else
-    /// that converts into a [`FileToRead`]. Nothing is taken from them until the scan runs.
+    /// A scan of `entries`, in their order: paths, `File`s, [`Entry`]s, or anything else
+    /// that converts into a [`Entry`]. Nothing is taken from them until the scan runs.
     pub fn new(entries: impl IntoIterator<IntoIter = I>) -> Self {
         Scan {
             entries: entries.into_iter(),

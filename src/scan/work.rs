@@ -5,12 +5,12 @@
 use std::iter::Fuse;
 use std::sync::Mutex;
 
-use crate::file_to_read::FileToRead;
+use crate::entry::Entry;
 
 /// An entry with its index in the input.
 pub(super) struct Taken<'a> {
     pub(super) index: usize,
-    pub(super) entry: FileToRead<'a>,
+    pub(super) entry: Entry<'a>,
     pub(super) weight: u64,
 }
 
@@ -28,7 +28,7 @@ struct Cursor<I> {
 impl<'a, I> Work<I>
 where
     I: Iterator,
-    I::Item: Into<FileToRead<'a>>,
+    I::Item: Into<Entry<'a>>,
 {
     pub(super) fn new(iter: I) -> Self {
         Work {
@@ -56,7 +56,7 @@ where
             let Some(item) = cursor.iter.next() else {
                 break;
             };
-            let entry: FileToRead<'a> = item.into();
+            let entry: Entry<'a> = item.into();
             let taken = Taken {
                 index: cursor.next,
                 weight: entry.weight(),

@@ -10,7 +10,7 @@ use super::lane::Lane;
 use super::outbox::{Batch, Outbox};
 use super::state::{ScanState, StopOnPanic};
 use super::work::Work;
-use crate::file_to_read::FileToRead;
+use crate::entry::Entry;
 use crate::io::Backend;
 use crate::stats::Stats;
 
@@ -49,7 +49,7 @@ impl<I> Worker<'_, I> {
     ) -> io::Result<ThreadEnd>
     where
         I: Iterator,
-        I::Item: Into<FileToRead<'a>>,
+        I::Item: Into<Entry<'a>>,
         E: From<io::Error>,
     {
         let _stop = StopOnPanic(self.state);

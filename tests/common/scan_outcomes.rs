@@ -4,7 +4,7 @@
 use std::io::{self, BufRead, Read};
 use std::time::Duration;
 
-use readahead::{Backend, FileToRead, Outcome, ReaderBuilder, Scan, ScanFile, ScanSummary};
+use readahead::{Backend, Entry, Outcome, ReaderBuilder, Scan, ScanFile, ScanSummary};
 
 use super as common;
 
@@ -33,7 +33,7 @@ pub fn collect<'a, I, T, E>(
 ) -> (Outcomes<T, E>, ScanSummary)
 where
     I: Iterator + Send,
-    I::Item: Into<FileToRead<'a>>,
+    I::Item: Into<Entry<'a>>,
     T: Send,
     E: From<io::Error> + Send,
 {

@@ -38,7 +38,7 @@ pub fn apply<'a>(
         Step::AddOwned(f, l) => {
             let limit = l.of(fx.bytes[f].len());
             let file = File::open(&fx.dir.paths[f]).unwrap();
-            r.push(readahead::FileToRead::owned_file(file).range(..limit))
+            r.push(readahead::Entry::owned_file(file).range(..limit))
                 .unwrap();
             m.push(None, Expect::Bytes(fx.cut(f, limit)), None);
         }
