@@ -129,27 +129,27 @@ impl Policy {
     /// window, each such read would start where the last one ended, and a consumer that keeps
     /// straddling reads not yet issued would march through the whole pool, first touching
     /// memory its window never needs.
-    pub(super) fn window(&self, limits: &Limits, next: Next, consumed: u64) -> Window {
+    pub(super) fn window(&self, limits: &Limits, next: Next, consumed: u64) -> PoolWindow {
         let window = self.window_unstretched(limits, next, consumed);
         match self.stretch {
-            Some(run) if next.current && run > window.bytes(limits, usize::MAX) => Window::Pool,
+            Some(run) if next.current && run > window.bytes(limits, usize::MAX) => PoolWindow::Pool,
             _ => window,
         }
     }
 
     /// [`window`](Self::window), whatever run the consumer needs.
-    fn window_unstretched(&self, limits: &Limits, next: Next, consumed: u64) -> Window {
+    fn window_unstretched(&self, limits: &Limits, next: Next, consumed: u64) -> PoolWindow {
         let one_read = !self.records && consumed >= self.cold_until;
         match (next.cached, next.small, next.offload(limits)) {
-            (true, true, _) => Window::Small,
-            (true, false, true) => Window::Warm,
+            (true, true, _) => PoolWindow::Small,
+            (true, false, true) => PoolWindow::Warm,
             // Copied on this thread into the region just consumed, still in its cache.
-            (true, false, false) if one_read => Window::OneRead,
-            (true, false, false) => Window::Warm,
-            (false, _, _) if next.direct || next.no_kernel_readahead => Window::Pool,
+            (true, false, false) if one_read => PoolWindow::OneRead,
+            (true, false, false) => PoolWindow::Warm,
+            (false, _, _) if next.direct || next.no_kernel_readahead => PoolWindow::Pool,
             // Buffered reads from the device are copied by the CPU too, as the device
             // delivers them: too far ahead of the consumer, they leave its cache unread.
-            (false, _, _) => Window::Cold,
+            (false, _, _) => PoolWindow::Cold,
         }
     }
 
@@ -262,7 +262,7 @@ impl Policy {
 
 /// How much of the pool the read-ahead may hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Window {
+pub(super) enum PoolWindow {
     /// One read copied on the consumer's thread, as large as `inline_window`.
     OneRead,
     /// Small cached reads (see `Limits::small_reads_window`).
@@ -275,15 +275,15 @@ pub(super) enum Window {
     Pool,
 }
 
-impl Window {
+impl PoolWindow {
     /// The window in bytes, of a pool of `pool` bytes.
     pub(super) fn bytes(self, limits: &Limits, pool: usize) -> usize {
         match self {
-            Window::OneRead => limits.inline_window,
-            Window::Small => limits.small_reads_window(),
-            Window::Warm => limits.warm_window,
-            Window::Cold => limits.cold_window,
-            Window::Pool => pool,
+            PoolWindow::OneRead => limits.inline_window,
+            PoolWindow::Small => limits.small_reads_window(),
+            PoolWindow::Warm => limits.warm_window,
+            PoolWindow::Cold => limits.cold_window,
+            PoolWindow::Pool => pool,
         }
     }
 }

@@ -4,7 +4,7 @@
 use std::io;
 
 use super::opens::Opens;
-use super::policy::{How, Next, Policy, Window};
+use super::policy::{How, Next, Policy, PoolWindow};
 use super::{backend_error, uncached, whole, Core, Limits};
 use crate::consts::{DIRECT_ALIGN, OFFLOAD_MIN};
 use crate::io::{FromCache, ReadReq};
@@ -217,7 +217,7 @@ impl Scheduler {
         let (limits, policy) = (&self.limits, &mut self.policy);
         let mut read = NextRead::next(core, idx, limits, policy);
         let window = policy.window(limits, read.next, core.stats.bytes_consumed);
-        if window == Window::OneRead {
+        if window == PoolWindow::OneRead {
             // One copy of a whole window costs less per byte than several of `read_size`
             // (`cached` is true only once a read was found cached).
             read.widen(limits.inline_window);
