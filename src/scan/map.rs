@@ -11,10 +11,11 @@ use super::builders::Builders;
 use super::order::Ordered;
 use super::outbox::Batch;
 use super::outcome::Outcome;
+use super::readers::ThreadEnd;
 use super::state::{ScanState, StopOnPanic};
 use super::summary::{summarize, ScanSummary};
 use super::work::Work;
-use super::worker::{ThreadEnd, Worker};
+use super::worker::Worker;
 use super::{budget, Scan, ScanFile};
 use crate::entry::Entry;
 

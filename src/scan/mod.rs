@@ -10,8 +10,7 @@
 //! | `mod.rs` | [`Scan`] | the scan's settings |
 //! | `map` | [`ScanMap`] | running the threads, the outcomes handed to the caller |
 //! | `work` | `Work` | handing out work: the shared cursor over the caller's iterator |
-//! | `worker` | `Worker` | one thread: the loop it runs, and what every thread works by |
-//! | `lane` | `Lane` | a thread's window of queued entries, running the closure on each |
+//! | `worker` | `Worker`, `Lane` | one thread: the loop it runs, what every thread works by, and its window of queued entries (`Lane`), running the closure on each |
 //! | `readers` | `Readers` | a thread's reader, and a new one past a hung read |
 //! | `builders` | `Builders` | how the threads build their readers |
 //! | `outbox` | `Outbox` | a thread's outcomes on their way to the caller |
@@ -28,7 +27,6 @@ mod budget;
 mod builders;
 mod file;
 mod handle;
-mod lane;
 mod map;
 mod order;
 mod outbox;

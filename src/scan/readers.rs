@@ -4,10 +4,12 @@
 use std::io;
 
 use super::builders::Builders;
-use super::worker::ThreadEnd;
 use crate::io::Backend;
 use crate::reader::SequentialFileReader;
 use crate::stats::Stats;
+
+/// What a thread's reader did, if it built one.
+pub(super) type ThreadEnd = Option<(Stats, Backend)>;
 
 /// A thread's readers: the one it reads with, built on its first entry, and what those it
 /// gave up on a hung read did.

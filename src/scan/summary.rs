@@ -7,7 +7,7 @@ use std::thread;
 
 use super::handle::ScanHandle;
 use super::progress::ScanProgress;
-use super::worker::ThreadEnd;
+use super::readers::ThreadEnd;
 use crate::io::Backend;
 use crate::stats::Stats;
 

@@ -6,13 +6,19 @@ use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use super::unix::{bypasses_cache, fcntl, reopen_path};
+use super::unix::{fcntl, reopen_path, set_nocache};
 
 /// `O_NOATIME` where it exists (Linux), else nothing.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(super) const NOATIME: i32 = libc::O_NOATIME;
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 pub(super) const NOATIME: i32 = 0;
+
+/// Whether `file`, opened with `flags` where direct I/O was asked (`direct`), bypasses the
+/// page cache: `O_DIRECT` took, or, on macOS, `fcntl(F_NOCACHE)` is set here.
+pub(crate) fn bypasses_cache(file: &File, flags: i32, direct: bool) -> bool {
+    has(flags, DIRECT) || (direct && DIRECT == 0 && set_nocache(file))
+}
 
 /// `O_DIRECT` where it exists (Linux, FreeBSD), else nothing (macOS: `set_nocache`).
 #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]

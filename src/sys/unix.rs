@@ -17,7 +17,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::consts::PAGE;
 use crate::error::FileName;
 
-use super::open::{has, DIRECT};
 use super::SizeError;
 
 /// How the crate names a descriptor (for errors, and to find a queued file again).
@@ -28,22 +27,16 @@ pub(crate) fn raw_fd(file: &File) -> RawFd {
     file.as_raw_fd()
 }
 
-/// Whether `file`, opened with `flags` where direct I/O was asked (`direct`), bypasses the
-/// page cache: `O_DIRECT` took, or, on macOS, `fcntl(F_NOCACHE)` is set here.
-pub(crate) fn bypasses_cache(file: &File, flags: i32, direct: bool) -> bool {
-    has(flags, DIRECT) || (direct && DIRECT == 0 && set_nocache(file))
-}
-
 /// Turns the page cache off for `file` (`fcntl(F_NOCACHE)`, macOS's direct I/O); whether it
 /// took.
 #[cfg(target_vendor = "apple")]
-fn set_nocache(file: &File) -> bool {
+pub(crate) fn set_nocache(file: &File) -> bool {
     fcntl(file, libc::F_NOCACHE, 1).is_ok()
 }
 
 /// No way to turn the page cache off for one file here.
 #[cfg(not(target_vendor = "apple"))]
-fn set_nocache(_file: &File) -> bool {
+pub(crate) fn set_nocache(_file: &File) -> bool {
     false
 }
 
