@@ -80,6 +80,8 @@ pub(crate) struct ThreadOpens {
     dirs: Dirs,
     /// Paths of a local directory still to go to the ring first (see [`COLD_RUN`]).
     cold_run: u8,
+    /// Told of each answer a helper thread sends (see `helpers::Wake`).
+    wake: helpers::Wake,
 }
 
 impl ThreadOpens {
@@ -97,7 +99,15 @@ impl ThreadOpens {
             dirs: Dirs::default(),
             cold_run: 0,
             last_now: u64::MAX,
+            wake: helpers::Wake::default(),
         }
+    }
+
+    /// Tells `wake` of each answer a helper thread sends from now on: for a reader that
+    /// never blocks (see [`poll`](Self::poll)).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn set_wake(&mut self, wake: helpers::Wake) {
+        self.wake = wake;
     }
 
     /// Starts opening `path` for file `file`, where the rule says (see the module docs): the
@@ -131,9 +141,10 @@ impl ThreadOpens {
     /// on helper threads.
     fn start_check(&mut self, check: Option<super::dirs::Check>) {
         let Some(check) = check else { return };
-        let tx = self.tx.clone();
+        let (tx, wake) = (self.tx.clone(), self.wake.clone());
         let job = move || {
             let _ = tx.send(HelperAnswer::Checked(check.run()));
+            wake.wake();
         };
         if helpers::spawn(job).is_ok() {
             self.out += 1;
@@ -193,6 +204,7 @@ impl ThreadOpens {
     /// No helper thread can be had (see `helpers::spawn`).
     fn start_on_helper(&mut self, file: u64, to_open: ToOpen, direct: bool) -> io::Result<()> {
         let (tx, mut opener, name) = (self.tx.clone(), self.opener, to_open.name());
+        let wake = self.wake.clone();
         let job = move || {
             let opened = to_open.open(direct, &mut opener);
             // Its descriptor is closed once the reader is done with it, not after this
@@ -200,6 +212,7 @@ impl ThreadOpens {
             drop(to_open);
             // The reader may have gone: the file is closed then (here, where it may hang).
             let _ = tx.send(HelperAnswer::Opened(file, opened, opener));
+            wake.wake();
         };
         helpers::spawn(job)?;
         self.out += 1;
@@ -355,6 +368,25 @@ impl ThreadOpens {
         true
     }
 
+    /// [`wait`](Self::wait) without blocking: collects what the helper threads answered, and
+    /// answers with `TimedOut` the opens under way past the timeout; whether an open is
+    /// answered and not yet taken. [`due`](Self::due) says when to look again.
+    pub(crate) fn poll(&mut self) -> bool {
+        self.collect();
+        self.give_up_late();
+        !self.answered.is_empty()
+    }
+
+    /// When an open under way next times out, or turns slow (more opens may start then):
+    /// when a reader that never blocks is to [`poll`](Self::poll) again, if no answer comes
+    /// before. `None`: no open is under way.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn due(&self) -> Option<Instant> {
+        let earliest = self.started.values().map(|(at, _)| *at).min()?;
+        let late = earliest + self.timeout;
+        Some(self.next_slow().map_or(late, |at| at.min(late)))
+    }
+
     /// Opens under way for more than a tenth of the timeout (most likely hung), [`MAX_SLOW`]
     /// at most: they no longer count against the reader's depth of opens.
     pub(crate) fn slow(&self) -> usize {
@@ -446,6 +478,7 @@ impl ThreadOpens {
         rebound.opener = self.opener;
         rebound.dirs = std::mem::take(&mut self.dirs);
         rebound.dirs.forget_last();
+        rebound.wake = self.wake.clone();
         rebound
     }
 }
