@@ -224,16 +224,22 @@ impl<'a> AsyncSequentialFileReader<'a> {
     }
 
     /// Calls `call` until it does not fail with `WouldBlock`, waiting between two calls for
-    /// what may let it go on: `Pending` while nothing came.
+    /// what may let it go on: `Pending` while nothing came. Each answer spends the task's
+    /// budget (tokio's `coop`), as the runtime's own I/O does: a reader whose files are all
+    /// cached never waits, and would otherwise hold its worker from the tasks queued there.
     fn poll_call<T>(
         &mut self,
         cx: &mut Context<'_>,
         mut call: impl FnMut(&mut SequentialFileReader<'a>) -> io::Result<T>,
     ) -> Poll<io::Result<T>> {
+        let budget = std::task::ready!(tokio::task::coop::poll_proceed(cx));
         loop {
             match call(&mut self.reader) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                done => return Poll::Ready(done),
+                done => {
+                    budget.made_progress();
+                    return Poll::Ready(done);
+                }
             }
             let deadline = self.reader.wake_at();
             if let Err(e) = std::task::ready!(self.ready.poll(cx, deadline)) {
