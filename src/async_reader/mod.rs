@@ -82,7 +82,14 @@ pub struct AsyncSequentialFileReader<'a> {
     // closes it.
     ready: Ready,
     reader: SequentialFileReader<'a>,
+    /// Units of the task's budget owed for what the last calls read (see `poll_call`).
+    owed: u64,
 }
+
+/// Bytes read into the pool that cost the task one unit of its budget: 128 units, tokio's
+/// budget for one turn of a task, are 8 MiB, a few milliseconds of copies from the page
+/// cache.
+const BYTES_PER_UNIT: u64 = 64 << 10;
 
 impl<'a> AsyncSequentialFileReader<'a> {
     /// Turns `reader` into one for tokio, with the files it has queued and its settings
@@ -98,7 +105,11 @@ impl<'a> AsyncSequentialFileReader<'a> {
     pub fn new(mut reader: SequentialFileReader<'a>) -> io::Result<Self> {
         let (ready, wake) = Ready::new(reader.ready_fd())?;
         reader.set_nonblocking(wake);
-        Ok(AsyncSequentialFileReader { ready, reader })
+        Ok(AsyncSequentialFileReader {
+            ready,
+            reader,
+            owed: 0,
+        })
     }
 
     /// Queues a file; see [`SequentialFileReader::push`]. It never waits: the file's open
@@ -218,26 +229,36 @@ impl<'a> AsyncSequentialFileReader<'a> {
     ///
     /// As [`SequentialFileReader::close`]: the drain failed or gave up.
     pub async fn close(self) -> io::Result<()> {
-        let AsyncSequentialFileReader { ready, reader } = self;
+        let AsyncSequentialFileReader { ready, reader, .. } = self;
         drop(ready);
         reader.close()
     }
 
     /// Calls `call` until it does not fail with `WouldBlock`, waiting between two calls for
-    /// what may let it go on: `Pending` while nothing came. Each answer spends the task's
-    /// budget (tokio's `coop`), as the runtime's own I/O does: a reader whose files are all
-    /// cached never waits, and would otherwise hold its worker from the tasks queued there.
+    /// what may let it go on: `Pending` while nothing came.
+    ///
+    /// Each answer spends the task's budget (tokio's `coop`), as the runtime's own I/O does,
+    /// and so do the bytes it read (one unit per [`BYTES_PER_UNIT`], owed until the next
+    /// call, which pays before it does anything): a reader whose files are all cached never
+    /// waits, copying them on the task's thread, and would otherwise hold its worker from
+    /// the tasks queued there.
     fn poll_call<T>(
         &mut self,
         cx: &mut Context<'_>,
         mut call: impl FnMut(&mut SequentialFileReader<'a>) -> io::Result<T>,
     ) -> Poll<io::Result<T>> {
+        while self.owed > 0 {
+            std::task::ready!(tokio::task::coop::poll_proceed(cx)).made_progress();
+            self.owed -= 1;
+        }
         let budget = std::task::ready!(tokio::task::coop::poll_proceed(cx));
+        let read = self.reader.stats().bytes_read;
         loop {
             match call(&mut self.reader) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 done => {
                     budget.made_progress();
+                    self.owed = (self.reader.stats().bytes_read - read) / BYTES_PER_UNIT;
                     return Poll::Ready(done);
                 }
             }
