@@ -94,6 +94,8 @@ pub use consts::{
 pub use entry::Entry;
 pub use error::{Error, FileName};
 pub use reader::SequentialFileReader;
+#[cfg(feature = "tokio")]
+pub use scan::ScanStream;
 pub use scan::{
     Ordered, Outcome, Progress, Scan, ScanFile, ScanHandle, ScanMap, ScanSummary,
     DEFAULT_QUEUE_AHEAD, DEFAULT_SCAN_IO_WORKERS, DEFAULT_SCAN_MEMORY,

@@ -11,6 +11,7 @@
 //! | `worker` | one thread: its reader, its window of queued entries, running the closure |
 //! | `file` | the closure's handle on one file ([`ScanFile`]) |
 //! | `order` | outcomes in input order, within a window ([`Ordered`]) |
+//! | `stream` | the outcomes for a tokio task (`ScanStream`, the `tokio` feature) |
 //! | `control` | progress counters, cancelling, and the window's gate ([`ScanHandle`]) |
 //! | `budget` | what the readers hold together: pool memory, kernel workers, descriptors |
 
@@ -19,6 +20,8 @@ mod control;
 mod file;
 mod order;
 mod outcome;
+#[cfg(feature = "tokio")]
+mod stream;
 mod summary;
 mod work;
 mod worker;
@@ -37,6 +40,8 @@ pub use control::{Progress, ScanHandle};
 pub use file::ScanFile;
 pub use order::Ordered;
 pub use outcome::Outcome;
+#[cfg(feature = "tokio")]
+pub use stream::ScanStream;
 use summary::summarize;
 pub use summary::ScanSummary;
 
