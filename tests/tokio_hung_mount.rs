@@ -16,10 +16,10 @@ use std::fs::File;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::fusefs::{FaultMount, Faults, FileSpec, Serve};
-use common::runtimes::runtimes;
+use common::runtimes::{runtimes, ticker};
 use common::*;
 use readahead::{AsyncSequentialFileReader, Backend, ReaderBuilder};
 use tokio::io::AsyncReadExt;
@@ -80,24 +80,13 @@ fn async_reader<'a>(backend: Backend) -> AsyncSequentialFileReader<'a> {
     AsyncSequentialFileReader::new(b.build().unwrap()).unwrap()
 }
 
-/// Ticks every 10 ms until `stop`: the longest gap between two ticks.
-async fn ticker(stop: Arc<AtomicBool>) -> Duration {
-    let (mut last, mut longest) = (Instant::now(), Duration::ZERO);
-    while !stop.load(Ordering::Relaxed) {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        longest = longest.max(last.elapsed());
-        last = Instant::now();
-    }
-    longest
-}
-
 /// Reads every queued file beside a ticker task: each file's bytes or error, and the
 /// ticker's longest gap meanwhile.
 async fn read_beside_a_ticker(
     r: &mut AsyncSequentialFileReader<'_>,
 ) -> (Vec<io::Result<Vec<u8>>>, Duration) {
     let stop = Arc::new(AtomicBool::new(false));
-    let ticks = tokio::spawn(ticker(stop.clone()));
+    let ticks = tokio::spawn(ticker(stop.clone(), Duration::from_millis(10)));
     let mut got = Vec::new();
     loop {
         let mut bytes = Vec::new();

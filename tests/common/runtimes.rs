@@ -1,4 +1,9 @@
-//! The tokio runtimes the async reader is tested on.
+//! The tokio runtimes the async reader is tested on, and a ticker task that shows whether
+//! anything held a runtime thread. The `tokio_read` example includes this file too.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use tokio::runtime::{Builder, Runtime};
 
@@ -13,4 +18,15 @@ pub fn runtimes() -> Vec<(&'static str, Runtime)> {
         ("current_thread", current),
         ("multi_thread", multi.unwrap()),
     ]
+}
+
+/// Ticks every `period` until `stop`: the longest gap between two ticks.
+pub async fn ticker(stop: Arc<AtomicBool>, period: Duration) -> Duration {
+    let (mut last, mut longest) = (Instant::now(), Duration::ZERO);
+    while !stop.load(Ordering::Relaxed) {
+        tokio::time::sleep(period).await;
+        longest = longest.max(last.elapsed());
+        last = Instant::now();
+    }
+    longest
 }
