@@ -31,7 +31,9 @@ use ready::Ready;
 /// [`drain_timeout`](crate::ReaderBuilder::drain_timeout): a read or an open that hangs
 /// fails its file with [`TimedOut`](io::ErrorKind::TimedOut), naming it, and the reader
 /// goes on, as the blocking one does. Copies from the page cache are made inline, on the
-/// task's thread, as they do not wait for the device. Every file is opened through the
+/// task's thread, as they do not wait for the device; as tokio's own I/O does, each call
+/// spends the task's budget (more for the bytes it copied), so a reader of cached files
+/// gives its worker up to the other tasks now and then. Every file is opened through the
 /// backend's asynchronous opens, a file handed in (`&File`, `File`) too.
 ///
 /// What may hold a runtime thread, each bounded by `drain_timeout`: [`close`](Self::close)

@@ -2,14 +2,16 @@
 //! ring's descriptor, which polls readable once the kernel completed something; a socket the
 //! helper threads write a byte to after each answer (an open, a `pread` read); and a timer
 //! at the engine's next deadline (a wait that reaches `drain_timeout`, an open timing out).
-//! All three wake the task through the runtime: none blocks a thread.
+//! All three wake the task through the runtime: none blocks a thread. The socket is a
+//! datagram pair: a helper answering after the reader is gone writes to a closed peer, which
+//! a datagram socket answers with an error, where a stream socket would raise `SIGPIPE`.
 //!
 //! Missed wakeups: a readiness is cleared before the call is made again, never after, so a
 //! completion that lands between the call and the next wait makes the next wait return at
 //! once; the helpers' socket is emptied before its readiness is cleared, for the same reason.
 
 use std::future::Future;
-use std::io::{self, Write};
+use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -17,7 +19,7 @@ use std::time::Instant;
 
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
-use tokio::net::UnixStream;
+use tokio::net::UnixDatagram;
 use tokio::time::Sleep;
 
 use crate::helpers::Wake;
@@ -29,7 +31,7 @@ pub(super) struct Ready {
     /// is closed (with `Ready`) before the reader closes the ring's own.
     ring: Option<AsyncFd<OwnedFd>>,
     /// The end the helper threads' answers make readable.
-    helpers: UnixStream,
+    helpers: UnixDatagram,
     /// The engine's next deadline, once one was waited for.
     timer: Option<Pin<Box<Sleep>>>,
 }
@@ -42,12 +44,12 @@ impl Ready {
     ///
     /// Outside a tokio runtime with I/O enabled.
     pub(super) fn new(ring: Option<BorrowedFd<'_>>) -> io::Result<(Ready, Wake)> {
-        let (theirs, ours) = std::os::unix::net::UnixStream::pair()?;
+        let (theirs, ours) = std::os::unix::net::UnixDatagram::pair()?;
         theirs.set_nonblocking(true)?;
         ours.set_nonblocking(true)?;
         let wake = Wake::new(move || {
             // A full socket is readable already: nothing more to say.
-            let _ = (&theirs).write(&[1]);
+            let _ = theirs.send(&[1]);
         });
         let ring = match ring {
             // The constructor every tokio 1.x has; what its successor's `# Safety` asks (the
@@ -59,7 +61,7 @@ impl Ready {
             )?),
             None => None,
         };
-        let helpers = UnixStream::from_std(ours)?;
+        let helpers = UnixDatagram::from_std(ours)?;
         let timer = None;
         Ok((
             Ready {
@@ -85,11 +87,11 @@ impl Ready {
                 return Poll::Ready(Ok(()));
             }
         }
-        if let Poll::Ready(ready) = self.helpers.poll_read_ready(cx) {
+        if let Poll::Ready(ready) = self.helpers.poll_recv_ready(cx) {
             ready?;
             // Emptied until it would block, which clears its readiness.
-            let mut bytes = [0; 64];
-            while self.helpers.try_read(&mut bytes).is_ok_and(|n| n > 0) {}
+            let mut byte = [0; 1];
+            while self.helpers.try_recv(&mut byte).is_ok() {}
             return Poll::Ready(Ok(()));
         }
         let Some(at) = deadline else {
