@@ -51,6 +51,28 @@ fn every_file_has_one_outcome_awaited_by_a_task() {
 }
 
 #[test]
+fn the_outcomes_are_a_futures_stream() {
+    use futures_core::Stream;
+    let files = make_files(&[100, 200_000, 3]);
+    let rt = &runtimes()[0].1;
+    let scan = Scan::new(files.paths.clone()).map(read_whole);
+    let mut got = rt.block_on(async {
+        let mut outcomes = scan.stream().unwrap();
+        let mut got = Vec::new();
+        let mut outcomes = std::pin::Pin::new(&mut outcomes);
+        while let Some((index, outcome)) =
+            std::future::poll_fn(|cx| outcomes.as_mut().poll_next(cx)).await
+        {
+            got.push((index, outcome.into_result().unwrap().unwrap()));
+        }
+        got
+    });
+    got.sort_by_key(|(index, _)| *index);
+    let bytes: Vec<Vec<u8>> = got.into_iter().map(|(_, bytes)| bytes).collect();
+    assert_files_eq(&bytes, &oracle_all(&files.paths), "as a stream");
+}
+
+#[test]
 fn a_dropped_stream_cancels_the_scan() {
     let files = make_files(&[4096; 64]);
     let rt = &runtimes()[0].1;

@@ -3,6 +3,8 @@
 //! bounded channel the task awaits. No runtime thread reads a file or waits for one.
 
 use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::thread::{self, JoinHandle};
 
 use tokio::sync::{mpsc, oneshot};
@@ -80,7 +82,8 @@ where
 }
 
 /// A scan's outcomes, as files finish, for a tokio task: see [`ScanMap::stream`]. Dropped,
-/// it cancels the scan (files not yet taken get no outcome) without waiting for it.
+/// it cancels the scan (files not yet taken get no outcome) without waiting for it. It is a
+/// [`futures_core::Stream`] of the same items as [`next`](Self::next).
 #[derive(Debug)]
 pub struct ScanStream<T, E> {
     outcomes: mpsc::Receiver<(usize, Outcome<T, E>)>,
@@ -133,6 +136,14 @@ impl<T, E> ScanStream<T, E> {
                 }
             }
         }
+    }
+}
+
+impl<T, E> futures_core::Stream for ScanStream<T, E> {
+    type Item = (usize, Outcome<T, E>);
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().outcomes.poll_recv(cx)
     }
 }
 
