@@ -129,6 +129,33 @@ pub(crate) fn recv_until<T>(
     }
 }
 
+/// What a helper's answer wakes besides the channel it is sent on: a reader that never
+/// blocks (see `Engine::set_nonblocking`) learns through it that an answer waits, instead of
+/// blocking in [`recv_until`]. Nothing by default.
+#[derive(Clone, Default)]
+pub(crate) struct Wake(Option<Arc<dyn Fn() + Send + Sync>>);
+
+impl Wake {
+    /// Calls `wake` after each answer.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn new(wake: impl Fn() + Send + Sync + 'static) -> Self {
+        Wake(Some(Arc::new(wake)))
+    }
+
+    /// Says an answer was sent: called after the send, so that whoever it wakes finds it.
+    pub(crate) fn wake(&self) {
+        if let Some(wake) = &self.0 {
+            wake();
+        }
+    }
+}
+
+impl std::fmt::Debug for Wake {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Wake").field(&self.0.is_some()).finish()
+    }
+}
+
 /// Helper threads running now: idle, busy, or stuck in a call that never returned.
 pub(crate) fn running() -> usize {
     lock().running

@@ -381,6 +381,17 @@ pub(crate) trait Io<'a>: Send {
         let opens = self.thread_opens_mut();
         opens.is_some_and(|opens| opens.start(file, path, direct, None).is_ok())
     }
+    /// Starts opening and sizing a queued file of any kind (a file handed in too) without
+    /// blocking, for a reader that never blocks; `false` where the backend cannot, and the
+    /// file is opened with [`open`](Self::open) instead. The result comes back through
+    /// [`take_opened`](Self::take_opened).
+    fn start_open_any(&mut self, file: u64, source: &Source<'a>, direct: bool) -> bool {
+        let Ok(to_open) = ToOpen::of(source) else {
+            return false; // `open` meets the same failure, and reports it.
+        };
+        let opens = self.thread_opens_mut();
+        opens.is_some_and(|opens| opens.start_any(file, to_open, direct).is_ok())
+    }
     /// Opens started by `start_open` that completed: (file id, what came of it).
     fn take_opened(&mut self, out: &mut Vec<(u64, OpenResult<'a>)>) {
         if let Some(opens) = self.thread_opens_mut() {
@@ -393,6 +404,33 @@ pub(crate) trait Io<'a>: Send {
     /// complete with its reads (`reap`), or none is under way.
     fn wait_opens(&mut self) -> bool {
         self.thread_opens_mut().is_some_and(ThreadOpens::wait)
+    }
+    /// [`wait_opens`](Self::wait_opens) without blocking: collects what came, and fails with
+    /// `TimedOut` the opens under way past `drain_timeout`; whether an open is answered and
+    /// not yet taken. [`opens_due`](Self::opens_due) says when to look again.
+    fn opens_answered(&mut self) -> bool {
+        self.thread_opens_mut().is_some_and(ThreadOpens::poll)
+    }
+    /// When an open under way next times out or turns slow, for a reader that never blocks
+    /// to look again (see `ThreadOpens::due`); `None` where none is under way.
+    #[cfg(feature = "tokio")]
+    fn opens_due(&self) -> Option<Instant> {
+        self.thread_opens().and_then(ThreadOpens::due)
+    }
+    /// Calls `wake` whenever a helper thread answered (an open, a `pread` read), for a
+    /// reader that never blocks: it looks again then. What the kernel completes on a ring
+    /// makes [`ready_fd`](Self::ready_fd) readable instead.
+    #[cfg(feature = "tokio")]
+    fn set_wake(&mut self, wake: crate::helpers::Wake) {
+        if let Some(opens) = self.thread_opens_mut() {
+            opens.set_wake(wake);
+        }
+    }
+    /// A descriptor that polls readable once the kernel has completions for the backend
+    /// (the ring's own); `None` where every answer comes through [`set_wake`](Self::set_wake).
+    #[cfg(feature = "tokio")]
+    fn ready_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
     }
     /// Opens under way that do not count against the reader's depth of opens: those so slow
     /// that they most likely hung (see `ThreadOpens::slow`), and those of kernel workers,

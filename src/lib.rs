@@ -56,8 +56,14 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+// The async reader waits on descriptors through tokio's `AsyncFd`: Unix only.
+#[cfg(all(feature = "tokio", not(unix)))]
+compile_error!("the `tokio` feature needs a Unix target (it polls descriptors with `AsyncFd`)");
+
 // Modules in alphabetical order; ARCHITECTURE.md lists them from the bottom up, each using
 // only modules above it there (`tests/layout.rs` checks there is no cycle among them).
+#[cfg(feature = "tokio")]
+mod async_reader;
 mod backend;
 mod config;
 mod consts;
@@ -79,6 +85,8 @@ mod sys;
 #[cfg(test)]
 mod tests;
 
+#[cfg(feature = "tokio")]
+pub use async_reader::AsyncSequentialFileReader;
 pub use config::ReaderBuilder;
 pub use consts::{
     DEFAULT_BUFFER_SIZE, DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_OPEN_FILES, DEFAULT_QUEUE_DEPTH,
@@ -88,6 +96,8 @@ pub use entry::Entry;
 pub use error::{Error, FileName};
 pub use io::Backend;
 pub use reader::SequentialFileReader;
+#[cfg(feature = "tokio")]
+pub use scan::ScanStream;
 pub use scan::{
     Ordered, Outcome, Scan, ScanFile, ScanHandle, ScanMap, ScanProgress, ScanSummary,
     DEFAULT_QUEUE_AHEAD, DEFAULT_SCAN_IO_WORKERS, DEFAULT_SCAN_MEMORY,

@@ -35,6 +35,8 @@ pub(crate) struct PreadIo<'a> {
     /// Reads done (or cancelled, or copied at once) and not yet collected.
     finished: Vec<ReadDone<'a>>,
     opens: ThreadOpens,
+    /// Told of each read a helper thread finished (see `helpers::Wake`).
+    wake: helpers::Wake,
 }
 
 impl PreadIo<'_> {
@@ -48,6 +50,7 @@ impl PreadIo<'_> {
             rx,
             finished: Vec::new(),
             opens: ThreadOpens::new(open_timeout),
+            wake: helpers::Wake::default(),
         }
     }
 }
@@ -60,10 +63,11 @@ impl<'a> PreadIo<'a> {
             let Some(req) = self.waiting.pop_front() else {
                 return;
             };
-            let tx = self.tx.clone();
+            let (tx, wake) = (self.tx.clone(), self.wake.clone());
             // The reader may have gone: the loan then stays out, and its pool leaked.
             let job = move |req| {
                 let _ = tx.send(pread_all(req));
+                wake.wake();
             };
             let req = match helpers::spawn_with(req.detach(), job) {
                 Ok(()) => {
@@ -208,6 +212,12 @@ impl<'a> Io<'a> for PreadIo<'a> {
         drained
     }
 
+    #[cfg(feature = "tokio")]
+    fn set_wake(&mut self, wake: helpers::Wake) {
+        self.opens.set_wake(wake.clone());
+        self.wake = wake;
+    }
+
     fn thread_opens(&self) -> Option<&ThreadOpens> {
         Some(&self.opens)
     }
@@ -224,6 +234,7 @@ impl<'a> Io<'a> for PreadIo<'a> {
         );
         let mut rebound = PreadIo::new(self.opens.timeout());
         rebound.opens = self.opens.rebind();
+        rebound.wake = self.wake.clone();
         Box::new(rebound)
     }
 }

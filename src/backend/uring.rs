@@ -241,6 +241,16 @@ impl<'a> Io<'a> for Ring<'a> {
         drained
     }
 
+    fn opens_answered(&mut self) -> bool {
+        // Opens the kernel has come back with the reads, through `reap`.
+        self.opens.poll() || self.flight.any_open_answered()
+    }
+
+    #[cfg(feature = "tokio")]
+    fn ready_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        Some(self.kernel.fd())
+    }
+
     fn thread_opens(&self) -> Option<&ThreadOpens> {
         Some(&self.opens)
     }

@@ -40,6 +40,11 @@ impl<'a> Completions<'a> {
             .map_err(backend_error("wait"))
     }
 
+    /// Whether no completion waits to be handled.
+    pub(super) fn is_empty(&self) -> bool {
+        self.done.is_empty()
+    }
+
     /// Handles every completion reaped.
     pub(super) fn handle(&mut self, core: &mut Core<'a>, policy: &mut Policy) {
         for d in self.done.drain(..) {

@@ -29,6 +29,9 @@ pub(super) struct Core<'a> {
     pub(super) queue: Queue<'a>,
     pub(super) chunks: Chunks,
     pub(super) stats: Stats,
+    /// Whether the engine never blocks (see `Engine::set_nonblocking`): every file, handed
+    /// in or not, is opened through the backend's opens that answer later.
+    pub(super) nonblocking: bool,
 }
 
 impl<'a> Core<'a> {
@@ -39,6 +42,7 @@ impl<'a> Core<'a> {
             queue: Queue::default(),
             chunks: Chunks::default(),
             stats: Stats::default(),
+            nonblocking: false,
         }
     }
 
@@ -82,14 +86,17 @@ impl<'a> Core<'a> {
     }
 
     /// Starts opening the queued file at `idx` through the backend, if it can and the file
-    /// was queued by path; whether it did.
+    /// was queued by path (or the engine never blocks); whether it did.
     pub(super) fn start_open_queued(&mut self, idx: usize, direct: bool) -> bool {
         let entry = self.queue.get_mut(idx).expect("index from the queue");
-        let Source::Path(path) = &entry.source else {
-            return false;
-        };
         let io = self.io.as_deref_mut().expect(GONE);
-        io.start_open(entry.id, path, direct)
+        match &entry.source {
+            Source::Path(path) => io.start_open(entry.id, path, direct),
+            // A file handed in is sized on the spot (on a helper thread where it may hang,
+            // waited for), unless the engine must never wait.
+            source if self.nonblocking => io.start_open_any(entry.id, source, direct),
+            _ => false,
+        }
     }
 
     /// Reads the rest of chunk `i` (from its `from`) again, into `region`.

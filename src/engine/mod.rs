@@ -152,6 +152,35 @@ impl<'a> Engine<'a> {
         self.stream.ahead.push(source, (start, limit), exact)
     }
 
+    /// Turns the engine to one that never blocks: where it would wait for a read or an
+    /// open, its calls fail with `WouldBlock` instead, having changed nothing the caller
+    /// sees, to be made again once `wake` was called (a helper thread answered) or
+    /// [`ready_fd`](Self::ready_fd) polls readable (the kernel completed something), or at
+    /// [`wake_at`](Self::wake_at), where a wait that took `drain_timeout` fails the file as a
+    /// blocking one does. Every file is opened through the backend's opens that answer
+    /// later, a file handed in too. What still blocks, bounded: copies from the page cache,
+    /// a helper thread's sizing of a file on a mount that may hang found changed
+    /// (`drain_timeout` at most), the drain of `close`, `rebind` and the drop.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn set_nonblocking(&mut self, wake: crate::helpers::Wake) {
+        let core = &mut self.stream.ahead.core;
+        core.nonblocking = true;
+        core.io_mut().set_wake(wake);
+    }
+
+    /// Where the engine never blocks, when to call again if nothing woke it by then.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn wake_at(&self) -> Option<std::time::Instant> {
+        self.stream.ahead.wake_at()
+    }
+
+    /// Where the engine never blocks, a descriptor that polls readable when the kernel
+    /// completed something (see `Io::ready_fd`).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn ready_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.core().io().ready_fd()
+    }
+
     /// The current file's path, when it was queued by path.
     pub(crate) fn current_path(&self) -> Option<&Path> {
         self.stream.current_path()

@@ -237,12 +237,19 @@ impl Opens {
                 if !self.cap.out_of_descriptors(core, idx, held) {
                     return;
                 }
-                core.open_queued(idx, direct)
+                // An engine that never blocks cannot open it again here and wait: the
+                // current file fails with the error, naming itself.
+                if core.nonblocking {
+                    result
+                } else {
+                    core.open_queued(idx, direct)
+                }
             }
             // Refused O_NOATIME (not the owner) or O_DIRECT (the filesystem): opened again,
             // which goes on without them (and without O_NOATIME from then on: the backend
-            // remembers).
-            Some(libc::EPERM | libc::EINVAL) => core.open_queued(idx, direct),
+            // remembers). The backends' own opens already did that (`Opener::open`): an
+            // engine that never blocks takes their answer.
+            Some(libc::EPERM | libc::EINVAL) if !core.nonblocking => core.open_queued(idx, direct),
             _ => result,
         };
         self.opened(core, idx, opened, limits);

@@ -29,6 +29,10 @@ pub(super) struct ReadAhead<'a> {
     pub(super) hung: bool,
     /// Whether the read-ahead was given up (`abandon`): its drain waits for nothing.
     abandoned: bool,
+    /// Where the engine never blocks: since when a read of the current file (by its id) was
+    /// waited for and nothing came (a wait that is `WouldBlock` again and again is one wait,
+    /// bounded as `wait` bounds it).
+    stalled: Option<(u64, Instant)>,
 }
 
 impl<'a> ReadAhead<'a> {
@@ -45,6 +49,7 @@ impl<'a> ReadAhead<'a> {
             unread: None,
             hung: false,
             abandoned: false,
+            stalled: None,
         }
     }
 
@@ -136,6 +141,9 @@ impl<'a> ReadAhead<'a> {
         if self.sched.help(&mut self.core) {
             return self.refill();
         }
+        if self.core.nonblocking {
+            return self.poll_wait();
+        }
         let opening = (self.core.queue.front()).is_some_and(|f| f.status().is_opening());
         // The current file waits for its open, which a timeout fails, not for reads of the
         // files behind it: those are reaped once it is open. With no read in flight, what
@@ -158,6 +166,79 @@ impl<'a> ReadAhead<'a> {
         self.handle_done();
         self.schedule()?;
         self.submit_continuations()
+    }
+
+    /// `wait` for an engine that never blocks: takes what came back and issues more, and
+    /// returns `Ok` where anything came or went out (the caller looks again), else an error
+    /// of kind `WouldBlock`, having changed nothing the caller sees: the call is to be made
+    /// again once the backend's notification fires, or at [`wake_at`](Self::wake_at). Once
+    /// nothing came for `drain_timeout` while a read was waited for, the current file fails
+    /// as `wait` fails it; an open's timeout is the backend's (`Io::opens_answered`).
+    fn poll_wait(&mut self) -> io::Result<()> {
+        let mark = |ahead: &Self| {
+            let stats = &ahead.core.stats;
+            let opens = ahead.sched.opens_in_flight();
+            (stats.reads, stats.files_opened, stats.files_failed, opens)
+        };
+        let before = mark(self);
+        if self.core.io().in_flight() > 0 {
+            self.completions.reap(&mut self.core)?;
+        }
+        let came = self.core.io_mut().opens_answered() || !self.completions.is_empty();
+        self.handle_done();
+        self.schedule()?;
+        self.submit_continuations()?;
+        let now = Instant::now();
+        if came || mark(self) != before {
+            if let Some((_, since)) = self.stalled.take() {
+                self.core.stats.wait_time += now.duration_since(since);
+            }
+            return Ok(());
+        }
+        // Waiting for an open (or with no read in flight, for nothing else) is bounded by
+        // the open's own timeout, not here.
+        let in_flight = self.core.io().in_flight();
+        let front = self.core.queue.front();
+        let Some(front) = front.filter(|f| !f.status().is_opening() && in_flight > 0) else {
+            self.stalled = None;
+            return Err(io::ErrorKind::WouldBlock.into());
+        };
+        // The same wait goes on while the same file waits; a file made current since waits
+        // anew.
+        let since = match self.stalled {
+            Some((id, since)) if id == front.id => since,
+            _ => {
+                self.core.stats.waits += 1;
+                now
+            }
+        };
+        self.stalled = Some((front.id, since));
+        let timeout = self.sched.limits().drain_timeout;
+        if now.duration_since(since) < timeout {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        self.stalled = None;
+        self.core.stats.wait_time += now.duration_since(since);
+        self.hung = true;
+        fail_hung_front(&mut self.core, timeout);
+        self.schedule()?;
+        self.submit_continuations()
+    }
+
+    /// Where the engine never blocks, when to look again if the backend's notification has
+    /// not fired by then: a read waited for reaches `drain_timeout`, or an open times out or
+    /// turns slow. `None`: only a notification brings anything.
+    #[cfg(feature = "tokio")]
+    pub(super) fn wake_at(&self) -> Option<Instant> {
+        let timeout = self.sched.limits().drain_timeout;
+        let read = self
+            .stalled
+            .and_then(|(_, since)| since.checked_add(timeout));
+        let open = self.core.io().opens_due();
+        match (read, open) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Drops the current file and whatever was read or is in flight for it, keeping its
@@ -202,6 +283,7 @@ impl<'a> ReadAhead<'a> {
         let (io, pool) = self.core.take_io_and_pool();
         let mut core = Core::new(io.rebind(), pool);
         core.stats = self.core.stats;
+        core.nonblocking = self.core.nonblocking;
         Ok(ReadAhead::new(core, *self.sched.limits()))
     }
 

@@ -80,6 +80,8 @@ pub(crate) struct ThreadOpens {
     dirs: Dirs,
     /// Paths of a local directory still to go to the ring first (see [`COLD_RUN`]).
     cold_run: u8,
+    /// Told of each answer a helper thread sends (see `helpers::Wake`).
+    wake: helpers::Wake,
 }
 
 impl ThreadOpens {
@@ -97,7 +99,15 @@ impl ThreadOpens {
             dirs: Dirs::default(),
             cold_run: 0,
             last_now: u64::MAX,
+            wake: helpers::Wake::default(),
         }
+    }
+
+    /// Tells `wake` of each answer a helper thread sends from now on: for a reader that
+    /// never blocks (see [`poll`](Self::poll)).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn set_wake(&mut self, wake: helpers::Wake) {
+        self.wake = wake;
     }
 
     /// Starts opening `path` for file `file`, where the rule says (see the module docs): the
@@ -131,9 +141,10 @@ impl ThreadOpens {
     /// on helper threads.
     fn start_check(&mut self, check: Option<super::dirs::Check>) {
         let Some(check) = check else { return };
-        let tx = self.tx.clone();
+        let (tx, wake) = (self.tx.clone(), self.wake.clone());
         let job = move || {
             let _ = tx.send(HelperAnswer::Checked(check.run()));
+            wake.wake();
         };
         if helpers::spawn(job).is_ok() {
             self.out += 1;
@@ -193,6 +204,7 @@ impl ThreadOpens {
     /// No helper thread can be had (see `helpers::spawn`).
     fn start_on_helper(&mut self, file: u64, to_open: ToOpen, direct: bool) -> io::Result<()> {
         let (tx, mut opener, name) = (self.tx.clone(), self.opener, to_open.name());
+        let wake = self.wake.clone();
         let job = move || {
             let opened = to_open.open(direct, &mut opener);
             // Its descriptor is closed once the reader is done with it, not after this
@@ -200,6 +212,7 @@ impl ThreadOpens {
             drop(to_open);
             // The reader may have gone: the file is closed then (here, where it may hang).
             let _ = tx.send(HelperAnswer::Opened(file, opened, opener));
+            wake.wake();
         };
         helpers::spawn(job)?;
         self.out += 1;
@@ -248,16 +261,30 @@ impl ThreadOpens {
         self.last_now -= 1;
         let now = self.last_now;
         let name = to_open.name();
-        let started = match to_open {
-            ToOpen::Path(path) => self.start(now, &path, direct, None),
-            ToOpen::File { ref file, .. } if self.dirs.holds_file(file) => {
-                file.set_local(true);
-                return to_open.open_sized(direct, &mut self.opener);
-            }
-            to_open => self.start_on_helper(now, to_open, direct),
-        };
+        let started = self.start_any(now, to_open, direct);
         started.map_err(|source| Error::Open { path: name, source })?;
         self.wait_for(now)
+    }
+
+    /// Starts opening and sizing `to_open` for file `file` without waiting: a path where
+    /// [`start`](Self::start) puts it (never on the ring), a file handed in here where it
+    /// lies on a mount checked local, else on a helper thread. Its answer is taken with
+    /// [`take`](Self::take).
+    ///
+    /// # Errors
+    ///
+    /// No helper thread can be had (see `helpers::spawn`).
+    pub(crate) fn start_any(&mut self, file: u64, to_open: ToOpen, direct: bool) -> io::Result<()> {
+        match to_open {
+            ToOpen::Path(path) => self.start(file, &path, direct, None),
+            ToOpen::File { file: ref fd, .. } if self.dirs.holds_file(fd) => {
+                fd.set_local(true);
+                let opened = to_open.open_sized(direct, &mut self.opener);
+                self.answered.push((file, opened));
+                Ok(())
+            }
+            to_open => self.start_on_helper(file, to_open, direct),
+        }
     }
 
     /// Waits for the answer of file `file`'s open, taking the others' as they come, at most
@@ -339,6 +366,25 @@ impl ThreadOpens {
             }
         }
         true
+    }
+
+    /// [`wait`](Self::wait) without blocking: collects what the helper threads answered, and
+    /// answers with `TimedOut` the opens under way past the timeout; whether an open is
+    /// answered and not yet taken. [`due`](Self::due) says when to look again.
+    pub(crate) fn poll(&mut self) -> bool {
+        self.collect();
+        self.give_up_late();
+        !self.answered.is_empty()
+    }
+
+    /// When an open under way next times out, or turns slow (more opens may start then):
+    /// when a reader that never blocks is to [`poll`](Self::poll) again, if no answer comes
+    /// before. `None`: no open is under way.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn due(&self) -> Option<Instant> {
+        let earliest = self.started.values().map(|(at, _)| *at).min()?;
+        let late = earliest + self.timeout;
+        Some(self.next_slow().map_or(late, |at| at.min(late)))
     }
 
     /// Opens under way for more than a tenth of the timeout (most likely hung), [`MAX_SLOW`]
@@ -432,6 +478,7 @@ impl ThreadOpens {
         rebound.opener = self.opener;
         rebound.dirs = std::mem::take(&mut self.dirs);
         rebound.dirs.forget_last();
+        rebound.wake = self.wake.clone();
         rebound
     }
 }
@@ -451,126 +498,5 @@ fn timed_out(path: FileName, timeout: Duration) -> Error {
 }
 
 #[cfg(all(test, target_os = "linux"))]
-mod tests {
-    use std::os::unix::fs::symlink;
-
-    use super::*;
-
-    /// Waits for every open under way, and every mount check, and takes what came of the
-    /// opens.
-    fn take_all(opens: &mut ThreadOpens) -> Vec<(u64, OpenResult<'static>)> {
-        let mut out = Vec::new();
-        while !opens.started.is_empty() {
-            opens.wait();
-            opens.take(&mut out);
-        }
-        // A mount's check is a job of its own, which may answer after the open: what the
-        // next open may do depends on it.
-        while opens.out > 0 {
-            let answer = opens.rx.recv().expect("`tx` is never dropped");
-            opens.answered_with(answer);
-        }
-        opens.take(&mut out);
-        out
-    }
-
-    /// Starts opening `path` as file `id` without a ring; whether on a helper thread.
-    fn start(opens: &mut ThreadOpens, id: u64, path: &Path) -> bool {
-        opens.start(id, path, false, None).unwrap();
-        opens.started.contains_key(&id)
-    }
-
-    /// Opens `path` as file `id` on `opens` and waits for it: its size, or why not.
-    fn opened_size(opens: &mut ThreadOpens, id: u64, path: &Path) -> Result<u64, String> {
-        start(opens, id, path);
-        match &take_all(opens)[..] {
-            [(got, Ok(o))] if *got == id => Ok(o.size),
-            other => Err(format!("{other:?}")),
-        }
-    }
-
-    #[test]
-    fn a_directory_checked_local_opens_its_files_here_but_not_its_links() {
-        let dir = crate::tests::disk_tempdir();
-        let path = |name: &str| dir.path().join(name);
-        std::fs::write(path("a"), b"aa").unwrap();
-        std::fs::write(path("b"), b"bbb").unwrap();
-        symlink(path("b"), path("l")).unwrap();
-        let mut opens = ThreadOpens::new(Duration::from_secs(30));
-        // The first file of the directory: on a helper thread, which checks its mount.
-        assert!(start(&mut opens, 1, &path("a")), "on a helper thread");
-        let got = take_all(&mut opens);
-        assert!(matches!(&got[..], [(1, Ok(o))] if o.size == 2), "{got:?}");
-        // The mount is checked local now: opened at once, here.
-        assert!(!start(&mut opens, 2, &path("b")), "opened on this thread");
-        let got = take_all(&mut opens);
-        assert!(matches!(&got[..], [(2, Ok(o))] if o.size == 3 && !o.fd.may_hang()));
-        // A link may lead anywhere: on a helper thread, and followed there.
-        assert!(
-            start(&mut opens, 3, &path("l")),
-            "a link goes to a helper thread"
-        );
-        let got = take_all(&mut opens);
-        assert!(matches!(&got[..], [(3, Ok(o))] if o.size == 3), "{got:?}");
-        // A missing file of the local directory fails, naming itself.
-        start(&mut opens, 4, &path("missing"));
-        let got = take_all(&mut opens);
-        assert!(matches!(&got[..], [(4, Err(e))] if e.to_string().contains("missing")));
-    }
-
-    #[test]
-    fn another_directory_on_a_mount_checked_local_opens_its_files_here() {
-        let dir = crate::tests::disk_tempdir();
-        let (a, sub) = (dir.path().join("a"), dir.path().join("sub"));
-        std::fs::write(&a, b"aa").unwrap();
-        std::fs::create_dir(&sub).unwrap();
-        std::fs::write(sub.join("b"), b"bbb").unwrap();
-        let mut opens = ThreadOpens::new(Duration::from_secs(30));
-        assert_eq!(opened_size(&mut opens, 1, &a), Ok(2));
-        assert!(
-            !start(&mut opens, 2, &sub.join("b")),
-            "the same mount: here"
-        );
-        assert_eq!(take_all(&mut opens).len(), 1);
-    }
-
-    #[test]
-    fn a_directory_reached_through_a_link_is_checked_by_its_own_mount() {
-        let dir = crate::tests::disk_tempdir();
-        let (sub, link) = (dir.path().join("sub"), dir.path().join("link"));
-        std::fs::create_dir(&sub).unwrap();
-        std::fs::write(sub.join("a"), b"aa").unwrap();
-        std::fs::write(sub.join("b"), b"bbb").unwrap();
-        symlink(&sub, &link).unwrap();
-        let mut opens = ThreadOpens::new(Duration::from_secs(30));
-        // The handle is the directory the link leads to, whose own mount is checked.
-        assert_eq!(opened_size(&mut opens, 1, &link.join("a")), Ok(2));
-        assert!(
-            !start(&mut opens, 2, &link.join("b")),
-            "its mount is local: here"
-        );
-        assert_eq!(take_all(&mut opens).len(), 1);
-    }
-
-    #[test]
-    fn a_file_handed_in_on_a_mount_checked_local_is_sized_here() {
-        let dir = crate::tests::disk_tempdir();
-        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
-        std::fs::write(&a, b"aa").unwrap();
-        std::fs::write(&b, b"bbb").unwrap();
-        let handed_in = || ToOpen::File {
-            file: Arc::new(Descriptor::new(std::fs::File::open(&b).unwrap())),
-            dup: false,
-        };
-        let mut opens = ThreadOpens::new(Duration::from_secs(30));
-        let ToOpen::File { file, .. } = handed_in() else {
-            unreachable!()
-        };
-        assert!(!opens.dirs.holds_file(&file), "no mount checked yet");
-        assert_eq!(opened_size(&mut opens, 1, &a), Ok(2));
-        assert!(opens.dirs.holds_file(&file), "the same mount");
-        let opened = opens.open(handed_in(), false).unwrap();
-        assert_eq!(opened.size, 3);
-        assert!(!opened.fd.may_hang(), "known local");
-    }
-}
+#[path = "thread_opens_tests.rs"]
+mod tests;

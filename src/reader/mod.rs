@@ -3,6 +3,8 @@
 //! `records`.
 
 mod build;
+#[cfg(feature = "tokio")]
+mod for_async;
 mod for_scan;
 mod records;
 mod std_io;

@@ -8,6 +8,7 @@ use std::sync::{Mutex, PoisonError};
 use std::thread;
 
 use super::builders::Builders;
+use super::handle::ScanHandle;
 use super::order::Ordered;
 use super::outbox::Batch;
 use super::outcome::Outcome;
@@ -36,6 +37,12 @@ impl<'a, I, INIT, F> ScanMap<'a, I, INIT, F> {
     /// `scan`, to run `f` on every file with each thread's state made by `init`.
     pub(super) fn new(scan: Scan<'a, I>, init: INIT, f: F) -> Self {
         ScanMap { scan, init, f }
+    }
+
+    /// A handle on the scan this runs, for a face of it that runs it elsewhere (`stream`).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(super) fn handle(&self) -> ScanHandle {
+        self.scan.handle.clone()
     }
 }
 

@@ -16,6 +16,7 @@
 //! | `outbox` | `Outbox` | a thread's outcomes on their way to the caller |
 //! | `file` | [`ScanFile`] | one file, as the closure reads it |
 //! | `order` | [`Ordered`] | outcomes in input order, within a window |
+//! | `stream` | `ScanStream` | the outcomes for a tokio task, as they finish (the `tokio` feature) |
 //! | `outcome` | [`Outcome`] | what became of one file |
 //! | `summary` | [`ScanSummary`] | what the scan did, once every thread has stopped |
 //! | `progress` | [`ScanProgress`] | the counters, as the caller reads them |
@@ -34,6 +35,8 @@ mod outcome;
 mod progress;
 mod readers;
 mod state;
+#[cfg(feature = "tokio")]
+mod stream;
 mod summary;
 mod work;
 mod worker;
@@ -50,6 +53,8 @@ pub use map::ScanMap;
 pub use order::Ordered;
 pub use outcome::Outcome;
 pub use progress::ScanProgress;
+#[cfg(feature = "tokio")]
+pub use stream::ScanStream;
 pub use summary::ScanSummary;
 
 use crate::config::ReaderBuilder;

@@ -13,6 +13,7 @@ pub mod fusecheck;
 pub mod fusefs;
 mod process;
 mod refusal;
+pub mod runtimes;
 pub mod scan;
 pub mod scan_outcomes;
 // The filter checks the x86_64 system call numbers.

@@ -54,6 +54,12 @@ impl Kernel {
         self.fixed
     }
 
+    /// The ring's descriptor, which polls readable while completions wait to be reaped.
+    #[cfg(feature = "tokio")]
+    pub(super) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&*self.ring)
+    }
+
     /// Whether entries are queued and not yet submitted.
     pub(super) fn queued(&mut self) -> bool {
         !self.ring.submission().is_empty()

@@ -6,6 +6,7 @@ pub(crate) use access::{fds_under, pool};
 mod cache;
 mod direct;
 mod drop;
+mod nonblocking;
 mod opens;
 mod reading;
 mod reads;

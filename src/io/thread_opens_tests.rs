@@ -1,0 +1,122 @@
+//! `ThreadOpens`: where each file opens, and what comes back.
+
+use std::os::unix::fs::symlink;
+
+use super::*;
+
+/// Waits for every open under way, and every mount check, and takes what came of the opens.
+fn take_all(opens: &mut ThreadOpens) -> Vec<(u64, OpenResult<'static>)> {
+    let mut out = Vec::new();
+    while !opens.started.is_empty() {
+        opens.wait();
+        opens.take(&mut out);
+    }
+    // A mount's check is a job of its own, which may answer after the open: what the next
+    // open may do depends on it.
+    while opens.out > 0 {
+        let answer = opens.rx.recv().expect("`tx` is never dropped");
+        opens.answered_with(answer);
+    }
+    opens.take(&mut out);
+    out
+}
+
+/// Starts opening `path` as file `id` without a ring; whether on a helper thread.
+fn start(opens: &mut ThreadOpens, id: u64, path: &Path) -> bool {
+    opens.start(id, path, false, None).unwrap();
+    opens.started.contains_key(&id)
+}
+
+/// Opens `path` as file `id` on `opens` and waits for it: its size, or why not.
+fn opened_size(opens: &mut ThreadOpens, id: u64, path: &Path) -> Result<u64, String> {
+    start(opens, id, path);
+    match &take_all(opens)[..] {
+        [(got, Ok(o))] if *got == id => Ok(o.size),
+        other => Err(format!("{other:?}")),
+    }
+}
+
+#[test]
+fn a_directory_checked_local_opens_its_files_here_but_not_its_links() {
+    let dir = crate::tests::disk_tempdir();
+    let path = |name: &str| dir.path().join(name);
+    std::fs::write(path("a"), b"aa").unwrap();
+    std::fs::write(path("b"), b"bbb").unwrap();
+    symlink(path("b"), path("l")).unwrap();
+    let mut opens = ThreadOpens::new(Duration::from_secs(30));
+    // The first file of the directory: on a helper thread, which checks its mount.
+    assert!(start(&mut opens, 1, &path("a")), "on a helper thread");
+    let got = take_all(&mut opens);
+    assert!(matches!(&got[..], [(1, Ok(o))] if o.size == 2), "{got:?}");
+    // The mount is checked local now: opened at once, here.
+    assert!(!start(&mut opens, 2, &path("b")), "opened on this thread");
+    let got = take_all(&mut opens);
+    assert!(matches!(&got[..], [(2, Ok(o))] if o.size == 3 && !o.fd.may_hang()));
+    // A link may lead anywhere: on a helper thread, and followed there.
+    assert!(
+        start(&mut opens, 3, &path("l")),
+        "a link goes to a helper thread"
+    );
+    let got = take_all(&mut opens);
+    assert!(matches!(&got[..], [(3, Ok(o))] if o.size == 3), "{got:?}");
+    // A missing file of the local directory fails, naming itself.
+    start(&mut opens, 4, &path("missing"));
+    let got = take_all(&mut opens);
+    assert!(matches!(&got[..], [(4, Err(e))] if e.to_string().contains("missing")));
+}
+
+#[test]
+fn another_directory_on_a_mount_checked_local_opens_its_files_here() {
+    let dir = crate::tests::disk_tempdir();
+    let (a, sub) = (dir.path().join("a"), dir.path().join("sub"));
+    std::fs::write(&a, b"aa").unwrap();
+    std::fs::create_dir(&sub).unwrap();
+    std::fs::write(sub.join("b"), b"bbb").unwrap();
+    let mut opens = ThreadOpens::new(Duration::from_secs(30));
+    assert_eq!(opened_size(&mut opens, 1, &a), Ok(2));
+    assert!(
+        !start(&mut opens, 2, &sub.join("b")),
+        "the same mount: here"
+    );
+    assert_eq!(take_all(&mut opens).len(), 1);
+}
+
+#[test]
+fn a_directory_reached_through_a_link_is_checked_by_its_own_mount() {
+    let dir = crate::tests::disk_tempdir();
+    let (sub, link) = (dir.path().join("sub"), dir.path().join("link"));
+    std::fs::create_dir(&sub).unwrap();
+    std::fs::write(sub.join("a"), b"aa").unwrap();
+    std::fs::write(sub.join("b"), b"bbb").unwrap();
+    symlink(&sub, &link).unwrap();
+    let mut opens = ThreadOpens::new(Duration::from_secs(30));
+    // The handle is the directory the link leads to, whose own mount is checked.
+    assert_eq!(opened_size(&mut opens, 1, &link.join("a")), Ok(2));
+    assert!(
+        !start(&mut opens, 2, &link.join("b")),
+        "its mount is local: here"
+    );
+    assert_eq!(take_all(&mut opens).len(), 1);
+}
+
+#[test]
+fn a_file_handed_in_on_a_mount_checked_local_is_sized_here() {
+    let dir = crate::tests::disk_tempdir();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::write(&a, b"aa").unwrap();
+    std::fs::write(&b, b"bbb").unwrap();
+    let handed_in = || ToOpen::File {
+        file: Arc::new(Descriptor::new(std::fs::File::open(&b).unwrap())),
+        dup: false,
+    };
+    let mut opens = ThreadOpens::new(Duration::from_secs(30));
+    let ToOpen::File { file, .. } = handed_in() else {
+        unreachable!()
+    };
+    assert!(!opens.dirs.holds_file(&file), "no mount checked yet");
+    assert_eq!(opened_size(&mut opens, 1, &a), Ok(2));
+    assert!(opens.dirs.holds_file(&file), "the same mount");
+    let opened = opens.open(handed_in(), false).unwrap();
+    assert_eq!(opened.size, 3);
+    assert!(!opened.fd.may_hang(), "known local");
+}
