@@ -91,3 +91,132 @@ fn a_file_copied_whole_reads_again_when_activated() {
         assert_bytes_eq(&rest_of_file(&mut r).unwrap(), &want[2], &what);
     }
 }
+
+/// Activating a finished borrowed small file while the files behind it are read ahead:
+/// each byte is read once, then the activated file's again; the read-ahead behind it kept.
+#[test]
+fn activating_a_finished_small_file_keeps_the_read_ahead_behind_it() {
+    let sizes = [5_000, 300_000, 300_000];
+    let files = make_files(&sizes);
+    let want = oracle_all(&files.paths);
+    let opened = files.open_all();
+    let read = (sizes.iter().sum::<usize>() + sizes[0]) as u64;
+    for (backend, b) in builders() {
+        let what = format!("{backend:?}");
+        let mut r = reader_over_files(b.read_size(16 << 10), &opened);
+        let mut first = Vec::new();
+        r.read_to_end(&mut first).unwrap();
+        assert_bytes_eq(&first, &want[0], &what);
+        r.activate_file(&opened[0], u64::MAX).unwrap();
+        let got = read_all_files(&mut r);
+        let got: Vec<Vec<u8>> = got.into_iter().map(|g| g.expect("read")).collect();
+        assert_files_eq(&got, &want, &what);
+        let st = r.stats();
+        assert_eq!(st.reads_discarded, 0, "{what}: {st:?}");
+        assert_eq!(st.bytes_read, read, "{what}: {st:?}");
+    }
+}
+
+/// Random calls over borrowed files (reads, records, skips, activating, moving on, queueing
+/// more), checked against the files' bytes.
+#[test]
+fn random_calls_match_the_files() {
+    let sizes = [
+        0, 1, 700, 4_096, 5_000, 9_000, 16_384, 20_000, 70_000, 131_072, 140_000, 300_000,
+    ];
+    let files = make_files(&sizes);
+    let want = oracle_all(&files.paths);
+    let opened = files.open_all();
+    let mut seed = 0x1234_5678_u64;
+    let mut rnd = move |n: u64| {
+        seed = splitmix64(seed);
+        seed % n.max(1)
+    };
+    for (backend, b) in builders() {
+        for cfg in 0..3 {
+            let b = match cfg {
+                0 => b.clone(),
+                1 => small_pool(b.clone()),
+                _ => b.clone().read_size(16 << 10).buffer_size(256 << 10),
+            };
+            for round in 0..60 {
+                let what = format!("{backend:?} cfg {cfg} round {round}");
+                let mut r = b.clone().build().unwrap();
+                let cap = r.capacity();
+                let mut queue: std::collections::VecDeque<usize> = Default::default();
+                let mut off = 0usize;
+                for _ in 0..6 {
+                    let i = rnd(sizes.len() as u64) as usize;
+                    r.add_file_to_prefetch(&opened[i], u64::MAX).unwrap();
+                    queue.push_back(i);
+                }
+                for step in 0..200 {
+                    let what = format!("{what} step {step}");
+                    let Some(&cur) = queue.front() else {
+                        break;
+                    };
+                    let w = &want[cur];
+                    assert_eq!(r.file_offset(), off as u64, "{what}");
+                    match rnd(10) {
+                        0 | 1 => {
+                            let buf = r.fill_buf().unwrap();
+                            assert_eq!(buf.is_empty(), off == w.len(), "{what}");
+                            let k = (rnd(buf.len() as u64 + 1) as usize).min(buf.len());
+                            assert_bytes_eq(&buf[..k], &w[off..off + k], &what);
+                            r.consume(k);
+                            off += k;
+                        }
+                        2 | 3 => {
+                            let n = rnd(cap.min(200_000) as u64 + 1) as usize;
+                            let run = r.fill_buf_at_least(n).unwrap();
+                            let left = w.len() - off;
+                            assert!(run.len() >= n.min(left), "{what}: {} < {n}", run.len());
+                            assert_bytes_eq(run, &w[off..off + run.len()], &what);
+                            let k = rnd(run.len() as u64 + 1) as usize;
+                            r.consume(k);
+                            off += k;
+                        }
+                        4 => {
+                            let n = rnd(50_000);
+                            let s = r.skip(n).unwrap() as usize;
+                            assert_eq!(s, (n as usize).min(w.len() - off), "{what}");
+                            off += s;
+                        }
+                        5 => {
+                            let j = rnd(sizes.len() as u64) as usize;
+                            r.activate_file(&opened[j], u64::MAX).unwrap();
+                            match queue.iter().position(|&q| q == j) {
+                                Some(p) => {
+                                    queue.drain(..p);
+                                    off = 0;
+                                }
+                                None => {
+                                    queue.clear();
+                                    queue.push_back(j);
+                                    off = 0;
+                                }
+                            }
+                        }
+                        6 => {
+                            let more = r.move_to_next_file().unwrap();
+                            queue.pop_front();
+                            off = 0;
+                            assert_eq!(more, !queue.is_empty(), "{what}");
+                        }
+                        7 => {
+                            let i = rnd(sizes.len() as u64) as usize;
+                            r.add_file_to_prefetch(&opened[i], u64::MAX).unwrap();
+                            queue.push_back(i);
+                        }
+                        _ => {
+                            let mut v = Vec::new();
+                            r.read_to_end(&mut v).unwrap();
+                            assert_bytes_eq(&v, &w[off..], &what);
+                            off = w.len();
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

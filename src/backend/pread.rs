@@ -149,8 +149,6 @@ impl<'a> Io<'a> for PreadIo<'a> {
         self.start_waiting();
     }
 
-    /// A cached read is done at once, as std's `read` would do it, into the region just
-    /// consumed; one that must wait for the device goes to a helper thread.
     #[cfg(target_os = "linux")]
     fn copies_cached(&self) -> bool {
         true
@@ -161,6 +159,8 @@ impl<'a> Io<'a> for PreadIo<'a> {
         crate::io::copy_cached(fd, offset, buf)
     }
 
+    /// A cached read is done at once, as std's `read` would do it, into the region just
+    /// consumed; one that must wait for the device goes to a helper thread.
     #[cfg(target_os = "linux")]
     fn read_if_cached(&mut self, req: ReadReq<'a>) -> FromCache<'a> {
         req.read_cached(|done| self.finished.push(done))

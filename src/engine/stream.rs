@@ -190,6 +190,14 @@ impl<'a> Stream<'a> {
         // one then has nothing to read, which the next look tells as its end.
         let opened = !sized && front.is_some_and(|f| f.status().is_sized());
         if !issued && !failed && !opened {
+            let pool = self.ahead.core.pool().capacity();
+            let front = self.ahead.core.queue.front().expect("a current file");
+            if self.ahead.sched.copies_whole(front, pool) {
+                // Opened again while scheduling (its descriptor was closed once its reads
+                // were done), then held back to be copied whole: read the usual way.
+                self.ahead.sched.policy_mut().not_whole(id);
+                return Ok(FrontPoll::Again);
+            }
             if !self.ahead.anything_in_flight() {
                 if self.ahead.core.drop_read_ahead() {
                     return Ok(FrontPoll::Again);
