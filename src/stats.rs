@@ -200,7 +200,18 @@ impl Stats {
 
     /// The consumer waited `time` for a read.
     pub(crate) fn waited(&mut self, time: Duration) {
+        self.wait_started();
+        self.wait_ended(time);
+    }
+
+    /// The consumer began to wait for a read, where its wait is made of many calls (an
+    /// engine that never blocks): counted once, its time when it ends (`wait_ended`).
+    pub(crate) fn wait_started(&mut self) {
         self.waits += 1;
+    }
+
+    /// A wait begun with `wait_started` ended after `time`.
+    pub(crate) fn wait_ended(&mut self, time: Duration) {
         self.wait_time += time;
     }
 

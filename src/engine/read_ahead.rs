@@ -191,7 +191,7 @@ impl<'a> ReadAhead<'a> {
         let now = Instant::now();
         if came || mark(self) != before {
             if let Some((_, since)) = self.stalled.take() {
-                self.core.stats.wait_time += now.duration_since(since);
+                self.core.stats.wait_ended(now.duration_since(since));
             }
             return Ok(());
         }
@@ -208,7 +208,7 @@ impl<'a> ReadAhead<'a> {
         let since = match self.stalled {
             Some((id, since)) if id == front.id => since,
             _ => {
-                self.core.stats.waits += 1;
+                self.core.stats.wait_started();
                 now
             }
         };
@@ -218,7 +218,7 @@ impl<'a> ReadAhead<'a> {
             return Err(io::ErrorKind::WouldBlock.into());
         }
         self.stalled = None;
-        self.core.stats.wait_time += now.duration_since(since);
+        self.core.stats.wait_ended(now.duration_since(since));
         self.hung = true;
         fail_hung_front(&mut self.core, timeout);
         self.schedule()?;
