@@ -20,7 +20,7 @@ use super::worker::Worker;
 use super::{budget, Scan, ScanFile};
 use crate::entry::Entry;
 
-/// Batches of outcomes on their way to the caller at most (each of up to 32 files), before
+/// Batches of outcomes on their way to the caller at most (each of up to 256 files), before
 /// the threads wait for it.
 const IN_TRANSIT: usize = 32;
 

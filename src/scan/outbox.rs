@@ -2,6 +2,7 @@
 
 use std::mem;
 use std::sync::mpsc::SyncSender;
+use std::time::{Duration, Instant};
 
 use super::outcome::Outcome;
 use super::state::ScanState;
@@ -13,9 +14,13 @@ pub(super) type Sent<T, E> = (usize, Outcome<T, E>);
 pub(super) type Batch<T, E> = Vec<Sent<T, E>>;
 
 /// Outcomes a thread gathers before it sends them: one message, and at most one wake-up of
-/// the caller's thread, per this many files, rather than per file: a message per file
-/// costs a `futex` call each (BENCHMARKS.md has the measurement).
-const SEND_BATCH: usize = 32;
+/// the caller's thread, per this many files, rather than per file: each message costs a
+/// `futex` call or two, which small cached files feel (BENCHMARKS.md has the measurement).
+const SEND_BATCH: usize = 256;
+
+/// How long the first outcome of a batch waits for the rest at most: the caller hears of
+/// large files, which gather slowly, about as soon as with a message each.
+const SEND_AFTER: Duration = Duration::from_millis(10);
 
 /// A thread's outcomes on their way to the caller, sent a batch at a time, and whatever is
 /// gathered before the thread waits for the caller (`flush`) or ends, even by a panic.
@@ -23,6 +28,8 @@ pub(super) struct Outbox<'t, T, E> {
     tx: &'t SyncSender<Batch<T, E>>,
     state: &'t ScanState,
     batch: Batch<T, E>,
+    /// When the batch's first outcome was gathered.
+    since: Option<Instant>,
 }
 
 impl<'t, T, E> Outbox<'t, T, E> {
@@ -31,17 +38,21 @@ impl<'t, T, E> Outbox<'t, T, E> {
             tx,
             state,
             batch: Vec::with_capacity(SEND_BATCH),
+            since: None,
         }
     }
 
     pub(super) fn push(&mut self, index: usize, outcome: Outcome<T, E>) {
         self.batch.push((index, outcome));
-        if self.batch.len() >= SEND_BATCH {
+        let now = Instant::now();
+        let since = *self.since.get_or_insert(now);
+        if self.batch.len() >= SEND_BATCH || now.duration_since(since) >= SEND_AFTER {
             self.flush();
         }
     }
 
     pub(super) fn flush(&mut self) {
+        self.since = None;
         if self.batch.is_empty() {
             return;
         }
