@@ -58,11 +58,6 @@ enum Want {
     BytesOrTimedOut(Vec<u8>),
 }
 
-/// The size of file `i` of a mount: a few hundred KiB.
-fn size(i: usize) -> u64 {
-    ((i as u64 * 37) % 5 + 1) * (60 << 10)
-}
-
 /// How long the mounts of the tests of directories let the kernel cache names and
 /// attributes: longer than any test. Names cached (see [`warm`]), the kernel opens a file
 /// of the mount from its caches (`RESOLVE_CACHED`) as one of a local disk, and only the open
@@ -70,10 +65,10 @@ fn size(i: usize) -> u64 {
 /// before it could hang, and a door left open would go unseen.
 const CACHED: Duration = Duration::from_secs(3600);
 
-/// A mount of `n` files of [`size`], file `i` with `faults(i)`, its names and attributes
-/// cached for `ttl`; `None` where FUSE is not available here (said on stderr).
+/// A mount of `n` files of [`fusefs::hang_test_size`], file `i` with `faults(i)`, its names
+/// and attributes cached for `ttl`; `None` where FUSE is not available here (said on stderr).
 fn mount(n: usize, ttl: Duration, faults: impl Fn(usize) -> Faults) -> Option<FaultMount> {
-    let specs = (0..n).map(|i| FileSpec::new(size(i)).with(faults(i)));
+    let specs = (0..n).map(|i| FileSpec::new(fusefs::hang_test_size(i)).with(faults(i)));
     mount_specs(specs.collect(), ttl)
 }
 
@@ -203,7 +198,7 @@ fn a_symlink_to_a_local_file_ahead_of_hung_opens_does_not_make_the_mount_local()
         let specs = (0..FILES)
             .map(|i| match i {
                 0 => FileSpec::symlink(&target),
-                _ => FileSpec::new(size(i)).with(hung_opens(i)),
+                _ => FileSpec::new(fusefs::hang_test_size(i)).with(hung_opens(i)),
             })
             .collect();
         let Some(m) = mount_specs(specs, CACHED) else {
@@ -277,7 +272,13 @@ fn swap_setup(n: usize, hung: &[usize]) -> Option<(FaultMount, TempDir, PathBuf,
     let d = base.path().join("d");
     std::fs::create_dir(&d).expect("make the local directory");
     let paths = (0..n)
-        .map(|i| make_file(&d, &fusefs::file_name(i), size(1) as usize))
+        .map(|i| {
+            make_file(
+                &d,
+                &fusefs::file_name(i),
+                fusefs::hang_test_size(1) as usize,
+            )
+        })
         .collect();
     Some((m, base, d, paths))
 }
@@ -365,7 +366,7 @@ fn a_late_open_answer_never_serves_a_file_of_the_rebound_reader() {
     let delays = [Duration::from_secs(5), Duration::from_millis(2500)];
     for backend in backends_once().to_vec() {
         let files = delays.iter().map(|&delay| {
-            FileSpec::new(size(1)).with(Faults {
+            FileSpec::new(fusefs::hang_test_size(1)).with(Faults {
                 open_delay: delay,
                 ..Faults::default()
             })

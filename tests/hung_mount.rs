@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 use std::io::{self, Read};
 use std::time::{Duration, Instant};
 
-use common::fusefs::{FaultMount, Faults, FileSpec, Serve};
+use common::fusefs::{self, FaultMount, Faults};
 use common::scan_outcomes::{collect, read_all};
 use common::*;
 use readahead::{Backend, Outcome, ReaderBuilder, Scan};
@@ -34,15 +34,9 @@ const HANG_AT: u64 = 100 << 10;
 /// The files whose `fstat` hangs.
 const HUNG_FSTATS: [usize; 2] = [4, 9];
 
-/// A mount of [`FILES`] files of a few hundred KiB, those in `faults` hanging as it says;
-/// `None` where FUSE is not available here (said on stderr).
+/// A mount of [`FILES`] files, hanging as `faults` says (see `fusefs::hang_test_mount`).
 fn mount(faults: impl Fn(usize) -> Faults) -> Option<FaultMount> {
-    let files = (0..FILES)
-        .map(|i| FileSpec::new(((i as u64 * 37) % 5 + 1) * (60 << 10)).with(faults(i)))
-        .collect();
-    FaultMount::new(files, Serve::PageCache)
-        .map_err(|why| eprintln!("skipped: {why}"))
-        .ok()
+    fusefs::hang_test_mount(FILES, faults)
 }
 
 /// Each file's outcome, by its index.

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::fusefs::{FaultMount, Faults, FileSpec, Serve};
+use common::fusefs::{self, FaultMount, Faults};
 use common::runtimes::{runtimes, ticker};
 use common::*;
 use readahead::{AsyncSequentialFileReader, Backend, ReaderBuilder};
@@ -39,15 +39,9 @@ const HUNG_OPENS: [usize; 2] = [3, 7];
 const HUNG_READ: usize = 9;
 const HANG_AT: u64 = 100 << 10;
 
-/// A mount of [`FILES`] files of a few hundred KiB, hanging as `faults` says; `None` where
-/// FUSE is not available here (said on stderr).
+/// A mount of [`FILES`] files, hanging as `faults` says (see `fusefs::hang_test_mount`).
 fn mount(faults: impl Fn(usize) -> Faults) -> Option<FaultMount> {
-    let files = (0..FILES)
-        .map(|i| FileSpec::new(((i as u64 * 37) % 5 + 1) * (60 << 10)).with(faults(i)))
-        .collect();
-    FaultMount::new(files, Serve::PageCache)
-        .map_err(|why| eprintln!("skipped: {why}"))
-        .ok()
+    fusefs::hang_test_mount(FILES, faults)
 }
 
 /// Runs `test` on each backend and runtime flavour, over a fresh mount of files hanging as

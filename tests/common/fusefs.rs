@@ -146,6 +146,22 @@ impl FileSpec {
     }
 }
 
+/// The size of file `i` of the hang tests' mounts: a few hundred KiB (60 to 300 KiB).
+pub fn hang_test_size(i: usize) -> u64 {
+    ((i as u64 * 37) % 5 + 1) * (60 << 10)
+}
+
+/// A mount of `n` files of [`hang_test_size`], served from the page cache, file `i` faulting
+/// as `faults(i)` says; `None` where FUSE is not available here (said on stderr).
+pub fn hang_test_mount(n: usize, faults: impl Fn(usize) -> Faults) -> Option<FaultMount> {
+    let files = (0..n)
+        .map(|i| FileSpec::new(hang_test_size(i)).with(faults(i)))
+        .collect();
+    FaultMount::new(files, Serve::PageCache)
+        .map_err(|why| eprintln!("skipped: {why}"))
+        .ok()
+}
+
 /// `n` files of random sizes (up to `max_size` bytes, log-uniform) with random faults, the
 /// same for the same `seed`: most files do nothing wrong, some fail (`EIO` mid-file, a failing
 /// open), some are slow (latency of a few ms, a slow open, at most one very slow read), some
