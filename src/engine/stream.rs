@@ -173,14 +173,6 @@ impl<'a> Stream<'a> {
             return Ok(FrontPoll::End);
         }
         let (id, sized) = (front.id, front.status().is_sized());
-        if self
-            .ahead
-            .sched
-            .copies_whole(front, self.ahead.core.pool().capacity())
-        {
-            // The consumer did not copy it whole (see `whole.rs`): read the usual way.
-            self.ahead.sched.policy_mut().not_whole(id);
-        }
         self.ahead.schedule()?;
         let core = &mut self.ahead.core;
         let issued = core.chunks.front().is_some_and(|c| c.file_id() == id);
@@ -193,8 +185,9 @@ impl<'a> Stream<'a> {
             let pool = self.ahead.core.pool().capacity();
             let front = self.ahead.core.queue.front().expect("a current file");
             if self.ahead.sched.copies_whole(front, pool) {
-                // Opened again while scheduling (its descriptor was closed once its reads
-                // were done), then held back to be copied whole: read the usual way.
+                // Held back to be copied whole (see `whole.rs`), but the consumer did not
+                // copy it (or it was opened again while scheduling: its descriptor was
+                // closed once its reads were done): read the usual way.
                 self.ahead.sched.policy_mut().not_whole(id);
                 return Ok(FrontPoll::Again);
             }
