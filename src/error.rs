@@ -116,6 +116,21 @@ fn memlock_hint(e: &io::Error) -> &'static str {
 }
 
 impl Error {
+    /// A read of `path` at `offset` failed with `source`. A directory the reader opened by
+    /// its path and sized by a seek fails at its first read (`EISDIR`): it is reported as
+    /// what it is, as where its open had found it.
+    pub(crate) fn read(path: FileName, offset: u64, source: io::Error) -> Error {
+        if source.kind() == io::ErrorKind::IsADirectory {
+            let kind = "directory";
+            return Error::NotAFile { path, kind };
+        }
+        Error::Read {
+            path,
+            offset,
+            source,
+        }
+    }
+
     /// The [`io::ErrorKind`] that best describes this error.
     pub fn kind(&self) -> io::ErrorKind {
         match self {
@@ -240,6 +255,28 @@ mod tests {
     #[test]
     fn error_is_send_sync_static() {
         assert_send_sync::<Error>();
+    }
+
+    /// Where a directory's seek told a size (xfs, btrfs: not ext4, whose directories seek
+    /// past any file's end, nor tmpfs, which refuses), its first read is what finds it.
+    #[test]
+    fn a_read_that_finds_a_directory_says_it_is_not_a_file() {
+        let path = FileName::Path("d".into());
+        let is_dir = io::Error::from(io::ErrorKind::IsADirectory);
+        let e = Error::read(path.clone(), 0, is_dir);
+        assert!(
+            matches!(
+                e,
+                Error::NotAFile {
+                    kind: "directory",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        let other = Error::read(path, 8, io::Error::from_raw_os_error(libc::EIO));
+        assert!(matches!(other, Error::Read { offset: 8, .. }), "{other:?}");
     }
 
     #[test]

@@ -238,6 +238,9 @@ pub(crate) fn copy_cached(fd: &FdRef<'_>, offset: u64, buf: &mut [u8]) -> Copied
     }
     match sys::read_cached_at(fd.file(), buf, offset, false) {
         Ok(n) => Copied::Bytes(n),
+        // A directory sized by a seek: nothing copied, its read the usual way fails it
+        // (see `Error::read`), and the cache is not taken for cold.
+        Err(e) if e.kind() == io::ErrorKind::IsADirectory => Copied::Bytes(0),
         Err(e) if refuses_nowait(&e) => Copied::Refused,
         Err(_) => Copied::Missed,
     }

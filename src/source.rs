@@ -75,9 +75,13 @@ impl FdRef<'_> {
         FdRef { device, ..self }
     }
 
-    /// The device of its filesystem, where known.
+    /// The device of its filesystem, where known: asked now of a file sized without it (by a
+    /// seek, on a filesystem known local: see `io::finish_open`).
     pub(crate) fn device(&self) -> Option<u64> {
-        self.device
+        match self.device {
+            None if !self.may_hang() => sys::device(self.file()),
+            device => device,
+        }
     }
 
     /// Whether calls on it may never be answered (see [`Descriptor::may_hang`]).

@@ -83,7 +83,8 @@ fn a_directory_fails_alone_and_names_the_path() {
     let sub = dir.path().join("a directory");
     std::fs::create_dir(&sub).unwrap();
     check_bad_path(&sub, |e| {
-        assert!(e.to_string().contains("directory"), "{e}");
+        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+        assert!(e.to_string().contains("it is a directory"), "{e}");
     });
 }
 

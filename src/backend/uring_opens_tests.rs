@@ -4,7 +4,7 @@
 //! where the inodes cannot be dropped (not root, or the kernel keeps them): see
 //! `crate::tests`.
 
-use std::io::Read;
+use std::io::{Read, Seek};
 use std::path::PathBuf;
 
 use super::tests::small_ring;
@@ -84,6 +84,8 @@ fn check(paths: &[PathBuf], got: Vec<(u64, OpenResult<'static>)>) {
         let opened = opened.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let mut bytes = Vec::new();
         let mut file = opened.fd.file();
+        // Reads go by offset: the file's position is where sizing it left it (its end).
+        file.rewind().unwrap();
         file.read_to_end(&mut bytes).unwrap();
         assert_eq!(bytes, std::fs::read(path).unwrap(), "{}", path.display());
         assert_eq!(opened.size, bytes.len() as u64);

@@ -182,11 +182,7 @@ fn end_chunk(core: &mut Core<'_>, i: usize, region: Region, error: Option<io::Er
     entry.progress_mut().read_done();
     match error {
         Some(source) => {
-            let error = Error::Read {
-                path: entry.name(),
-                offset: at,
-                source,
-            };
+            let error = Error::read(entry.name(), at, source);
             if entry.fail(error, at) {
                 core.stats.file_failed();
             }

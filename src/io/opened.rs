@@ -61,7 +61,13 @@ pub(crate) fn finish_open(
             source,
         })?;
     }
-    let (size, device) = sys::size_and_device(&file).map_err(|e| e.naming(name()))?;
+    // A descriptor of the reader's own on a local filesystem is sized by a seek (elsewhere a
+    // seek may ask a hung mount), its device asked only where uncached reads need it (see
+    // `FdRef::device`).
+    let (size, device) = match local.then(|| sys::seek_size(&file)).flatten() {
+        Some(size) => (size, None),
+        None => sys::size_and_device(&file).map_err(|e| e.naming(name()))?,
+    };
     let direct = sys::bypasses_cache(&file, flags, direct);
     let file = match local {
         true => Descriptor::local(file),

@@ -106,6 +106,11 @@ pub(crate) fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<us
     file.read_at(buf, offset)
 }
 
+/// The device of the filesystem `file` lies on, where it can be asked (`statx`).
+pub(crate) fn device(file: &File) -> Option<u64> {
+    file.metadata().ok().map(|meta| meta.dev())
+}
+
 /// The size of a regular file or block device (anything else cannot be read ahead), and
 /// the device of its filesystem (`st_dev`), from one `fstat`.
 pub(crate) fn size_and_device(file: &File) -> Result<(u64, Option<u64>), SizeError> {

@@ -106,6 +106,11 @@ pub(crate) fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<us
     file.seek_read(buf, offset)
 }
 
+/// No device numbers here.
+pub(crate) fn device(_file: &File) -> Option<u64> {
+    None
+}
+
 /// The size of a regular file (anything else cannot be read ahead); no device numbers here.
 pub(crate) fn size_and_device(file: &File) -> Result<(u64, Option<u64>), SizeError> {
     let meta = file.metadata().map_err(SizeError::Io)?;
