@@ -2,17 +2,24 @@
 //! of the engine's own: a record's bytes copied out of the pool where they do not lie
 //! together, or a small file copied whole from the page cache (see `whole.rs`).
 
+use crate::consts::PAGE;
+
 /// Bytes of the current file the consumer reads before the pool's: a record's, copied out
 /// because they straddle the pool's end or regions that are not adjacent, or a small cached
 /// file's, copied at once. While any wait, the consumer reads them first.
 ///
-/// Invariants: `pos <= end <= buf.len()`, `exposed <= pending()`; the bytes `buf[pos..end]`
-/// come right before the current file's `consumed` offset. `buf` past `end` is room already
-/// written (never read): it is kept, so that copying into the spill costs no zeroing once it
-/// has grown.
+/// Invariants: `base + end <= buf.len()`, `pos <= end`, `exposed <= pending()`; the bytes
+/// `buf[base + pos..base + end]` come right before the current file's `consumed` offset, and
+/// `buf[base..]` starts on a page. `buf` past `end` is room already written (never read): it
+/// is kept, so that copying into the spill costs no zeroing once it has grown.
 #[derive(Debug, Default)]
 pub(super) struct Spill {
     buf: Vec<u8>,
+    /// Where in `buf` its first page starts: a `Vec`'s memory starts 16 bytes into a page
+    /// where the allocator mapped it, and the kernel's copy out of the page cache into memory
+    /// a few bytes further into its page than the file's bytes lie in theirs runs up to ten
+    /// times slower on some CPUs (AMD's `rep movsb`: 1.5 GB/s against 15 on an EPYC).
+    base: usize,
     pos: usize,
     end: usize,
     /// Bytes the last fill handed out that are not consumed yet.
@@ -29,7 +36,7 @@ impl Spill {
     /// Hands out every byte that waits.
     pub(super) fn expose(&mut self) -> &[u8] {
         self.exposed = self.pending();
-        &self.buf[self.pos..self.end]
+        &self.buf[self.base + self.pos..self.base + self.end]
     }
 
     /// Consumes up to `amt` of the bytes handed out; how many.
@@ -63,9 +70,19 @@ impl Spill {
     /// Drops the bytes consumed from the front of the buffer, so that what is added next
     /// follows what waits.
     pub(super) fn make_room(&mut self) {
-        self.buf.copy_within(self.pos..self.end, 0);
+        let base = self.base;
+        self.buf.copy_within(base + self.pos..base + self.end, base);
         self.end -= self.pos;
         self.pos = 0;
+    }
+
+    /// Places the next bytes of an empty spill at `offset`'s place within a page, where the
+    /// file's bytes at `offset` lie in the page cache: the kernel's copy is fastest where
+    /// both lie alike (see `base`).
+    pub(super) fn start_at(&mut self, offset: u64) {
+        debug_assert_eq!(self.pending(), 0, "only an empty spill moves");
+        let at = (offset % PAGE as u64) as usize;
+        (self.pos, self.end, self.exposed) = (at, at, 0);
     }
 
     /// Adds bytes after those waiting.
@@ -89,11 +106,23 @@ impl Spill {
 
     /// The `len` bytes after those waiting, to write into.
     fn room(&mut self, len: usize) -> &mut [u8] {
-        let want = self.end + len;
+        let want = self.base + self.end + len;
         if self.buf.len() < want {
-            self.buf.resize(want, 0);
+            self.grow(self.end + len);
         }
-        &mut self.buf[self.end..want]
+        &mut self.buf[self.base + self.end..self.base + self.end + len]
+    }
+
+    /// Room for at least `len` bytes from the first page on (twice as much as before, so
+    /// that growing costs amortized linear time), keeping the bytes up to `end`. The first
+    /// page is where the new allocation's first page starts (see `base`).
+    fn grow(&mut self, len: usize) {
+        let room = len.max(2 * self.buf.len().saturating_sub(self.base));
+        let mut buf = vec![0; room + PAGE];
+        let base = (buf.as_ptr() as usize).wrapping_neg() % PAGE;
+        let kept = self.base..self.base + self.end;
+        buf[base..base + self.end].copy_from_slice(&self.buf[kept]);
+        (self.buf, self.base) = (buf, base);
     }
 
     /// Forgets what waits (the current file changed); keeps the allocation.
@@ -101,5 +130,40 @@ impl Spill {
         self.pos = 0;
         self.end = 0;
         self.exposed = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file's bytes copied into an empty spill lie at their file offset's place within a
+    /// page, and keep their order and content as the spill grows around them.
+    #[test]
+    fn bytes_lie_at_their_place_in_a_page_and_survive_growth() {
+        let mut spill = Spill::default();
+        for offset in [0, 16, 4095, 4096 + 100] {
+            spill.clear();
+            spill.start_at(offset);
+            spill.extend(&[1, 2, 3]);
+            let at = spill.expose().as_ptr() as usize;
+            assert_eq!(
+                at % PAGE,
+                (offset % PAGE as u64) as usize,
+                "offset {offset}"
+            );
+            let more: Vec<u8> = (0..3 * PAGE).map(|i| i as u8).collect();
+            spill.extend(&more);
+            assert_eq!(&spill.expose()[..3], &[1, 2, 3]);
+            assert_eq!(&spill.expose()[3..], &more[..]);
+            assert_eq!(spill.consume(2), 2);
+            spill.make_room();
+            assert_eq!(spill.expose()[0], 3);
+            assert_eq!(
+                spill.expose().as_ptr() as usize % PAGE,
+                0,
+                "made room to the page"
+            );
+        }
     }
 }

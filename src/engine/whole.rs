@@ -61,6 +61,7 @@ pub(super) fn copy(ahead: &mut ReadAhead<'_>, spill: &mut Spill) -> io::Result<b
     let len = (front.stop() - offset) as usize;
     let fd = front.fd().expect("checked open").clone();
     let io = core.io_mut();
+    spill.start_at(offset);
     let copied = spill.extend_with(len, |buf| match io.copy_cached(&fd, offset, buf) {
         Copied::Bytes(n) => (n, Copied::Bytes(n)),
         other => (0, other),
