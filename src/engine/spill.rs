@@ -82,7 +82,11 @@ impl Spill {
     pub(super) fn start_at(&mut self, offset: u64) {
         debug_assert_eq!(self.pending(), 0, "only an empty spill moves");
         let at = (offset % PAGE as u64) as usize;
-        (self.pos, self.end, self.exposed) = (at, at, 0);
+        (self.pos, self.end, self.exposed) = (0, 0, 0);
+        if self.buf.len() < self.base + at {
+            self.grow(at);
+        }
+        (self.pos, self.end) = (at, at);
     }
 
     /// Adds bytes after those waiting.
@@ -114,14 +118,15 @@ impl Spill {
     }
 
     /// Room for at least `len` bytes from the first page on (twice as much as before, so
-    /// that growing costs amortized linear time), keeping the bytes up to `end`. The first
-    /// page is where the new allocation's first page starts (see `base`).
+    /// that growing costs amortized linear time), keeping the bytes that wait where they
+    /// are from it. The first page is where the new allocation's first page starts (see
+    /// `base`).
     fn grow(&mut self, len: usize) {
         let room = len.max(2 * self.buf.len().saturating_sub(self.base));
         let mut buf = vec![0; room + PAGE];
         let base = (buf.as_ptr() as usize).wrapping_neg() % PAGE;
-        let kept = self.base..self.base + self.end;
-        buf[base..base + self.end].copy_from_slice(&self.buf[kept]);
+        let (pos, end) = (self.pos, self.end);
+        buf[base + pos..base + end].copy_from_slice(&self.buf[self.base + pos..self.base + end]);
         (self.buf, self.base) = (buf, base);
     }
 
