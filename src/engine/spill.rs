@@ -140,16 +140,24 @@ impl Spill {
 
 #[cfg(test)]
 mod tests {
+    use std::mem;
+
     use super::*;
 
     /// A file's bytes copied into an empty spill lie at their file offset's place within a
     /// page, and keep their order and content as the spill grows around them.
     #[test]
     fn bytes_lie_at_their_place_in_a_page_and_survive_growth() {
-        let mut spill = Spill::default();
-        for offset in [0, 16, 4095, 4096 + 100] {
+        let mut grown = Spill::default();
+        for (fresh, offset) in [(true, 16), (false, 0), (false, 4095), (true, 4096 + 100)] {
+            let mut spill = if fresh {
+                Spill::default()
+            } else {
+                mem::take(&mut grown)
+            };
             spill.clear();
             spill.start_at(offset);
+            assert!(spill.expose().is_empty());
             spill.extend(&[1, 2, 3]);
             let at = spill.expose().as_ptr() as usize;
             assert_eq!(
@@ -169,6 +177,7 @@ mod tests {
                 0,
                 "made room to the page"
             );
+            grown = spill;
         }
     }
 }
