@@ -82,7 +82,7 @@ impl Spill {
     pub(super) fn start_at(&mut self, offset: u64) {
         debug_assert_eq!(self.pending(), 0, "only an empty spill moves");
         let at = (offset % PAGE as u64) as usize;
-        (self.pos, self.end, self.exposed) = (0, 0, 0);
+        self.clear();
         if self.buf.len() < self.base + at {
             self.grow(at);
         }
