@@ -36,12 +36,13 @@ pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// own read-ahead keeps the device busy meanwhile. `O_DIRECT` reads may fill the pool.
 pub(crate) const COLD_WINDOW: usize = 4 << 20;
 /// Pool bytes the read-ahead holds while the files ahead are in the page cache and kernel
-/// workers copy them (`offload(true)`), or records are parsed (so that most lie in adjacent
-/// regions): room for the copies in flight, still within the CPU's cache.
+/// workers copy them (`offload(true)`), or the consumer's thread copies them just after reads
+/// went to the device: room for the copies in flight, still within the CPU's cache.
 pub(crate) const WARM_WINDOW: usize = 4 << 20;
 /// Pool bytes the read-ahead holds while the files ahead are in the page cache and the
 /// consumer's thread copies them: one read of up to this size (or `read_size`, if larger),
-/// into the region just consumed, as std's `BufReader` reuses its buffer. A copy has a fixed
+/// into the region just consumed, as std's `BufReader` reuses its buffer; for a consumer
+/// of records, reads of `read_size` within it, so that a record between two lies in place. A copy has a fixed
 /// cost besides its bytes (a system call, the page-cache lookup), small beside a MiB; larger
 /// copies leave the CPU's cache before they are consumed, and touch more of the pool
 /// (BENCHMARKS.md has the measurements).

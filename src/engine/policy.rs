@@ -26,8 +26,8 @@ pub(super) struct Policy {
     /// pool, where the run is longer than their window (see `window`).
     stretch: Option<usize>,
     /// Whether the consumer reads records (`fill_buf_at_least`): then the reads it copies
-    /// itself keep the warm window, not one read, so that most records lie in adjacent
-    /// regions and come out in place rather than copied across a wrap.
+    /// itself are of `read_size`, not one read of the whole window, so that most records lie
+    /// in adjacent regions and come out in place rather than copied across a wrap.
     records: bool,
     /// Bytes consumed before which cached reads keep the warm window, not one read: while
     /// reads that went to the device may still be ahead, one read's window would hold every
@@ -93,7 +93,7 @@ impl Policy {
         self.cached == Some(true)
     }
 
-    /// The consumer reads records: the reads it copies keep the warm window (see `records`).
+    /// The consumer reads records: the reads it copies are of `read_size` (see `records`).
     pub(super) fn set_records(&mut self) {
         self.records = true;
     }
@@ -139,12 +139,15 @@ impl Policy {
 
     /// [`window`](Self::window), whatever run the consumer needs.
     fn window_unstretched(&self, limits: &Limits, next: Next, consumed: u64) -> PoolWindow {
-        let one_read = !self.records && consumed >= self.cold_until;
+        let settled = consumed >= self.cold_until;
         match (next.cached, next.small, next.offload(limits)) {
             (true, true, _) => PoolWindow::Small,
             (true, false, true) => PoolWindow::Warm,
+            // Copied on this thread as far ahead as one read would be, in reads that lie
+            // together.
+            (true, false, false) if settled && self.records => PoolWindow::Records,
             // Copied on this thread into the region just consumed, still in its cache.
-            (true, false, false) if one_read => PoolWindow::OneRead,
+            (true, false, false) if settled => PoolWindow::OneRead,
             (true, false, false) => PoolWindow::Warm,
             (false, _, _) if next.direct || next.no_kernel_readahead => PoolWindow::Pool,
             // Buffered reads from the device are copied by the CPU too, as the device
@@ -267,7 +270,12 @@ pub(super) enum PoolWindow {
     OneRead,
     /// Small cached reads (see `Limits::small_reads_window`).
     Small,
-    /// Cached reads copied by kernel workers, or records: `warm_window`.
+    /// Cached reads of records copied on the consumer's thread: `inline_window`, in reads
+    /// of `read_size`. A wider window lands the copies beyond the CPU's cache before the
+    /// consumer parses them (BENCHMARKS.md has the measurements).
+    Records,
+    /// Cached reads copied by kernel workers, or copied on the consumer's thread just after
+    /// reads went to the device: `warm_window`.
     Warm,
     /// Buffered reads from the device: `cold_window`.
     Cold,
@@ -279,7 +287,7 @@ impl PoolWindow {
     /// The window in bytes, of a pool of `pool` bytes.
     pub(super) fn bytes(self, limits: &Limits, pool: usize) -> usize {
         match self {
-            PoolWindow::OneRead => limits.inline_window,
+            PoolWindow::OneRead | PoolWindow::Records => limits.inline_window,
             PoolWindow::Small => limits.small_reads_window(),
             PoolWindow::Warm => limits.warm_window,
             PoolWindow::Cold => limits.cold_window,
