@@ -20,12 +20,9 @@ use std::time::{Duration, Instant};
 
 /// Helper threads in the process at most, idle, busy or stuck in a call that never returns.
 pub(crate) const MAX_THREADS: usize = 1024;
-/// How long a helper thread waits for a job before it exits. Short: while a process has
-/// more than one thread, the kernel takes a reference on every descriptor a system call looks
-/// up, so a scan of a local tree, whose helpers only check its mount and open its first files,
-/// runs its remaining opens, reads and closes faster once they are gone. A job after a pause
-/// starts a thread again, some tens of microseconds.
-const IDLE: Duration = Duration::from_millis(20);
+/// How long a helper thread waits for a job before it exits (20 ms measured no better:
+/// BENCHMARKS.md, "Tried and rejected").
+const IDLE: Duration = Duration::from_secs(5);
 /// A helper's stack: its calls are system calls, with a path at most.
 const STACK: usize = 128 << 10;
 
