@@ -55,6 +55,9 @@ pub struct ReaderBuilder {
     pub(crate) sq_poll: Option<Duration>,
     /// The ring whose submission thread this reader's ring shares, where it does.
     pub(crate) sq_poll_ring: Option<SharedRing>,
+    /// The pool bytes buffered reads from the device may hold (`COLD_WINDOW` where `None`):
+    /// less for each of a scan's many readers (see `scan::budget`).
+    pub(crate) cold_window: Option<usize>,
 }
 
 /// A reader's ring, kept open (a descriptor of its own, as a `File`) for rings set up later
@@ -87,6 +90,7 @@ impl Default for ReaderBuilder {
             uncached_fallback: false,
             sq_poll: None,
             sq_poll_ring: None,
+            cold_window: None,
         }
     }
 }

@@ -89,7 +89,7 @@ fn limits(config: &ReaderBuilder, backend: Backend) -> Limits {
         direct: config.direct_io,
         depth: config.queue_depth as usize,
         max_open: config.max_open_files,
-        cold_window: device_window(COLD_WINDOW),
+        cold_window: device_window(config.cold_window.unwrap_or(COLD_WINDOW)),
         warm_window: device_window(WARM_WINDOW),
         inline_window: window(INLINE_WINDOW),
         small_window: SMALL_WINDOW.min(config.buffer_size),

@@ -1,6 +1,7 @@
 //! What a scan's readers may hold together, whatever the number of threads: pool memory (a
-//! total, shared out among the threads), io_uring kernel workers (a cap on each thread's), and
-//! open descriptors (a share of the process's limit each).
+//! total, shared out among the threads), buffered reads from the device (likewise, past two
+//! threads), io_uring kernel workers (a cap on each thread's), and open descriptors (a share
+//! of the process's limit each).
 
 use crate::config::ReaderBuilder;
 use crate::consts::PAGE;
@@ -16,11 +17,21 @@ pub const DEFAULT_SCAN_IO_WORKERS: u32 = 2;
 /// [`Scan::memory`](super::Scan::memory): below two reads of the default size, a reader stops
 /// reading ahead.
 const MIN_SHARE: usize = 1 << 20;
+/// The buffered reads from the device a scan's readers hold in their pools together, where
+/// it has more than two: each reader's share of it, at least one read. The kernel's own
+/// read-ahead keeps the device busy behind buffered reads, so many readers need not each
+/// hold the window one does (`COLD_WINDOW`); each byte they hold was first written where a
+/// page fault brought it, and 64 readers of small cold files each marched through theirs.
+const SCAN_COLD_WINDOW: usize = 2 * crate::consts::COLD_WINDOW;
 
-/// The settings of each of `threads` readers: `builder` within its share of `memory` and of
-/// the descriptors, its kernel workers capped where it does not say otherwise.
+/// The settings of each of `threads` readers: `builder` within its share of `memory`, of the
+/// buffered reads from the device and of the descriptors, its kernel workers capped where it
+/// does not say otherwise.
 pub(super) fn share(builder: ReaderBuilder, memory: usize, threads: usize) -> ReaderBuilder {
     let mut builder = share_descriptors(share_memory(builder, memory, threads), threads);
+    if threads > 2 {
+        builder.cold_window = Some((SCAN_COLD_WINDOW / threads).next_multiple_of(PAGE));
+    }
     if builder.io_workers.is_none() {
         // With a shared submission thread, its workers serve every reader.
         let readers = if builder.sq_poll.is_some() {
@@ -95,6 +106,16 @@ mod tests {
             pool(ReaderBuilder::new(), 1 << 20, 64),
             (MIN_SHARE, 512 << 10)
         );
+    }
+
+    #[test]
+    fn past_two_threads_each_holds_its_share_of_the_buffered_reads() {
+        let cold = |threads| share(ReaderBuilder::new(), DEFAULT_SCAN_MEMORY, threads).cold_window;
+        assert_eq!((cold(1), cold(2)), (None, None));
+        assert_eq!(cold(8), Some(SCAN_COLD_WINDOW / 8));
+        // Below one read, the reader holds one read (`reader::build`).
+        assert_eq!(cold(64), Some(SCAN_COLD_WINDOW / 64));
+        assert_eq!(cold(3).map(|w| w % PAGE), Some(0));
     }
 
     #[test]

@@ -22,7 +22,7 @@
 //! | `progress` | [`ScanProgress`] | the counters, as the caller reads them |
 //! | `handle` | [`ScanHandle`] | the caller's handle: progress, cancelling |
 //! | `state` | `ScanState` | what the threads share: counters, stopping, the window's gate |
-//! | `budget` | - | what the readers hold together: pool memory, kernel workers, descriptors |
+//! | `budget` | - | what the readers hold together: pool memory, buffered reads from the device, kernel workers, descriptors |
 
 mod budget;
 mod builders;
@@ -80,7 +80,9 @@ pub const DEFAULT_QUEUE_AHEAD: usize = 256;
 ///   the next files while the closure works on this one. Paths are opened only when the
 ///   read-ahead reaches them.
 /// - **Budget**: whatever the number of threads, the readers' pools together take at most
-///   [`memory`](Self::memory) (256 MiB by default), and each thread starts at most
+///   [`memory`](Self::memory) (256 MiB by default); past two threads, each reader's
+///   buffered reads from the device hold its share of 8 MiB of its pool (at least one read:
+///   the kernel's read-ahead keeps the device busy behind them); and each thread starts at most
 ///   [`io_workers`](Self::io_workers) + 1 io_uring kernel workers (3 by default).
 /// - **Per file**: the closure of [`map`](Self::map) (or [`map_init`](Self::map_init), with
 ///   state of its own per thread) gets a [`ScanFile`] (`BufRead`, `Read`,
