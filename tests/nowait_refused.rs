@@ -60,8 +60,8 @@ fn child_refused_preadv2() {
         stats.reads_cached, 0,
         "every preadv2 was refused: {stats:?}"
     );
-    // The file is cached: reads go one inline window (4 MiB) ahead of the consumer, not
-    // the whole pool's worth, as they would for a file read from the device.
+    // The file is cached: reads go a cached read's window ahead of the consumer (a few MiB
+    // at most), not the whole pool's worth, as they would for a file read from the device.
     assert!(stats.peak_pool_bytes <= 8 << 20, "{stats:?}");
     println!("{CHILD_DONE}");
 }

@@ -7,7 +7,8 @@
 //!   page cache holds it ([`Io::read_if_cached`](crate::io::Io::read_if_cached)); what is not
 //!   cached goes to the device through the backend, and so do the file's next large reads;
 //! - while reads are found cached, the read-ahead holds one read (the region just consumed,
-//!   still in the CPU's cache, is the next one written), or the small window for small reads;
+//!   still in the CPU's cache, is the next one written), or the small window for small reads,
+//!   or for a record parser two reads of `read_size` at least, within the inline window;
 //! - once a read went to the device, the read-ahead holds the cold window for a pool's worth
 //!   of bytes, so that the device has depth; `O_DIRECT` reads may fill the pool;
 //! - kernel workers copy large cached reads only where the reader was built with
@@ -26,10 +27,11 @@ pub(super) struct Policy {
     /// pool, where the run is longer than their window (see `window`).
     stretch: Option<usize>,
     /// Whether the consumer reads records (`fill_buf_at_least`): then the reads it copies
-    /// itself are of `read_size`, not one read of the whole window, so that most records lie
-    /// in adjacent regions and come out in place rather than copied across a wrap.
+    /// itself are of `read_size`, not one read of the whole window, so that a record across
+    /// two reads lies in place unless it crosses the window's wrap (then it is copied).
     records: bool,
-    /// Bytes consumed before which cached reads keep the warm window, not one read: while
+    /// Bytes consumed before which cached reads keep the warm window, not one read (nor the
+    /// records' window): while
     /// reads that went to the device may still be ahead, one read's window would hold every
     /// file behind a cached range back.
     cold_until: u64,
@@ -270,9 +272,10 @@ pub(super) enum PoolWindow {
     OneRead,
     /// Small cached reads (see `Limits::small_reads_window`).
     Small,
-    /// Cached reads of records copied on the consumer's thread: `inline_window`, in reads
-    /// of `read_size`. A wider window lands the copies beyond the CPU's cache before the
-    /// consumer parses them (BENCHMARKS.md has the measurements).
+    /// Cached reads of records copied on the consumer's thread: `inline_window`, or two
+    /// reads where `read_size` is larger, in reads of `read_size`. A wider window lands the
+    /// copies beyond the CPU's cache before the consumer parses them (BENCHMARKS.md has the
+    /// measurements).
     Records,
     /// Cached reads copied by kernel workers, or copied on the consumer's thread just after
     /// reads went to the device: `warm_window`.
@@ -287,7 +290,9 @@ impl PoolWindow {
     /// The window in bytes, of a pool of `pool` bytes.
     pub(super) fn bytes(self, limits: &Limits, pool: usize) -> usize {
         match self {
-            PoolWindow::OneRead | PoolWindow::Records => limits.inline_window,
+            PoolWindow::OneRead => limits.inline_window,
+            // Two reads at least, so that the next is read while the consumer parses one.
+            PoolWindow::Records => limits.inline_window.max(2 * limits.read_size),
             PoolWindow::Small => limits.small_reads_window(),
             PoolWindow::Warm => limits.warm_window,
             PoolWindow::Cold => limits.cold_window,

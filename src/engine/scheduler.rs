@@ -219,7 +219,8 @@ impl Scheduler {
         let window = policy.window(limits, read.next, core.stats.bytes_consumed);
         if window == PoolWindow::OneRead {
             // One copy of a whole window costs less per byte than several of `read_size`
-            // (`cached` is true only once a read was found cached).
+            // (`cached` is true only once a read was found cached). Not a record parser's
+            // (`PoolWindow::Records`): its records would straddle that one read's wrap.
             read.widen(limits.inline_window);
         }
         let limit = window.bytes(&self.limits, core.pool().capacity());

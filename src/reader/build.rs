@@ -108,3 +108,17 @@ fn limits(config: &ReaderBuilder, backend: Backend) -> Limits {
             .map_or(crate::consts::OPEN_DEPTH, |workers| workers as usize + 2),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cold_window_below_one_read_holds_one_read() {
+        let mut builder = ReaderBuilder::new();
+        assert_eq!(limits(&builder, Backend::IoUring).cold_window, COLD_WINDOW);
+        builder.cold_window = Some(128 << 10);
+        let limits = limits(&builder, Backend::IoUring);
+        assert_eq!(limits.cold_window, builder.read_size);
+    }
+}

@@ -18,7 +18,8 @@ pub const DEFAULT_SCAN_IO_WORKERS: u32 = 2;
 /// reading ahead.
 const MIN_SHARE: usize = 1 << 20;
 /// The buffered reads from the device a scan's readers hold in their pools together, where
-/// it has more than two: each reader's share of it, at least one read. The kernel's own
+/// it has more than two: each reader's share of it, or one read where that is more (past 16
+/// threads of 512 KiB reads, so the total grows again, by one read a thread). The kernel's own
 /// read-ahead keeps the device busy behind buffered reads, so many readers need not each
 /// hold the window one does (`COLD_WINDOW`); each byte they hold was first written where a
 /// page fault brought it, and 64 readers of small cold files each marched through theirs.
@@ -28,10 +29,8 @@ const SCAN_COLD_WINDOW: usize = 2 * crate::consts::COLD_WINDOW;
 /// buffered reads from the device and of the descriptors, its kernel workers capped where it
 /// does not say otherwise.
 pub(super) fn share(builder: ReaderBuilder, memory: usize, threads: usize) -> ReaderBuilder {
-    let mut builder = share_descriptors(share_memory(builder, memory, threads), threads);
-    if threads > 2 {
-        builder.cold_window = Some((SCAN_COLD_WINDOW / threads).next_multiple_of(PAGE));
-    }
+    let builder = share_memory(builder, memory, threads);
+    let mut builder = share_cold_window(share_descriptors(builder, threads), threads);
     if builder.io_workers.is_none() {
         // With a shared submission thread, its workers serve every reader.
         let readers = if builder.sq_poll.is_some() {
@@ -41,6 +40,16 @@ pub(super) fn share(builder: ReaderBuilder, memory: usize, threads: usize) -> Re
         };
         let cap = DEFAULT_SCAN_IO_WORKERS.saturating_mul(readers.try_into().unwrap_or(u32::MAX));
         builder = builder.io_workers(cap);
+    }
+    builder
+}
+
+/// `builder` holding its share of `SCAN_COLD_WINDOW` in buffered reads from the device,
+/// where there are more than two threads: one or two keep a reader's own window, which is
+/// half of it (`reader::build` keeps one read at least).
+fn share_cold_window(mut builder: ReaderBuilder, threads: usize) -> ReaderBuilder {
+    if threads > 2 {
+        builder.cold_window = Some((SCAN_COLD_WINDOW / threads).next_multiple_of(PAGE));
     }
     builder
 }

@@ -56,25 +56,10 @@ fn records_straddling_reads_not_yet_issued_stay_within_the_window() {
         let log = io.log.clone();
         let mut e = poisoned(io, 16 * read_size, cache::limits(read_size, read_size));
         queue_paths(&mut e, &f);
-        let mut got = Vec::new();
-        loop {
-            let record = e.fill_buf_at_least(1000).unwrap();
-            let take = record.len().min(1000);
-            if take == 0 {
-                break;
-            }
-            got.extend_from_slice(&record[..take]);
-            e.consume(take);
-        }
+        let got = records_of(&mut e, 1000);
         assert!(got == f.data[0], "{order:?}: {} bytes", got.len());
-        let reads = mem::take(&mut log.lock().unwrap().reads);
-        let low = reads.iter().map(|c| c.at).min().unwrap();
-        let high = reads.iter().map(|c| c.at + c.len).max().unwrap();
-        assert!(
-            high - low <= read_size,
-            "{order:?}: {} bytes touched",
-            high - low
-        );
+        let touched = touched(&mem::take(&mut log.lock().unwrap().reads));
+        assert!(touched <= read_size, "{order:?}: {touched} bytes touched");
 
         let mut io = Scripted::new(|_| Act::Full).ordered(order);
         io.cached = Some(true);
@@ -87,6 +72,60 @@ fn records_straddling_reads_not_yet_issued_stay_within_the_window() {
         );
         assert_eq!(e.stats().bytes_spilled, 0, "{order:?}");
     }
+}
+
+/// Records of cached files, copied on the consumer's thread, keep the inline window, not the
+/// warm one (whose copies would leave the CPU's cache before they are parsed): the pool's
+/// bytes their reads touch stay within it, or within two reads where a read fills it.
+#[test]
+fn cached_records_keep_the_inline_window_of_two_reads_at_least() {
+    let f = files(&[3 << 20]);
+    // Reads of at least `OFFLOAD_MIN`: smaller ones keep the small window.
+    let cases = [
+        (64 << 10, 256 << 10, 256 << 10),
+        (128 << 10, 128 << 10, 256 << 10),
+    ];
+    for (read_size, inline, window) in cases {
+        for order in ORDERS {
+            let mut io = Scripted::new(|_| Act::Full).ordered(order);
+            io.cached = Some(true);
+            let log = io.log.clone();
+            let limits = Limits {
+                inline_window: inline,
+                offload: false,
+                ..cache::limits(read_size, 1 << 20)
+            };
+            let mut e = poisoned(io, 2 << 20, limits);
+            queue_paths(&mut e, &f);
+            let got = records_of(&mut e, 1000);
+            assert!(got == f.data[0], "{order:?}: {} bytes", got.len());
+            let reads = mem::take(&mut log.lock().unwrap().reads);
+            assert!(reads.iter().all(|c| c.len <= read_size), "{order:?}");
+            let touched = touched(&reads);
+            assert!(touched <= window, "{order:?}: {touched} bytes touched");
+        }
+    }
+}
+
+/// The current file's bytes, read as records of `len` bytes (the last one shorter).
+fn records_of(e: &mut Engine<'_>, len: usize) -> Vec<u8> {
+    let mut got = Vec::new();
+    loop {
+        let record = e.fill_buf_at_least(len).unwrap();
+        let take = record.len().min(len);
+        if take == 0 {
+            return got;
+        }
+        got.extend_from_slice(&record[..take]);
+        e.consume(take);
+    }
+}
+
+/// The span of the pool that `reads` wrote into.
+fn touched(reads: &[Call]) -> usize {
+    let low = reads.iter().map(|c| c.at).min().unwrap();
+    let high = reads.iter().map(|c| c.at + c.len).max().unwrap();
+    high - low
 }
 
 #[test]
