@@ -44,9 +44,9 @@ pub(crate) const WARM_WINDOW: usize = 4 << 20;
 /// into the region just consumed, as std's `BufReader` reuses its buffer; for a consumer of
 /// records, reads of `read_size` within it (two at least), so that a record across two lies
 /// in place unless it crosses the window's wrap. A copy has a fixed cost besides its bytes (a
-/// system call, the page-cache lookup), small beside a MiB; larger
-/// copies leave the CPU's cache before they are consumed, and touch more of the pool
-/// (BENCHMARKS.md has the measurements).
+/// system call, the page-cache lookup), small beside a MiB; larger copies leave the CPU's
+/// cache before they are consumed, and touch more of the pool (BENCHMARKS.md has the
+/// measurements).
 pub(crate) const INLINE_WINDOW: usize = 1 << 20;
 /// Pool bytes the read-ahead holds while the files ahead are in the page cache and their
 /// reads are small (below `OFFLOAD_MIN`): enough for a batch of them per submission, close

@@ -31,9 +31,8 @@ pub(super) struct Policy {
     /// two reads lies in place unless it crosses the window's wrap (then it is copied).
     records: bool,
     /// Bytes consumed before which cached reads keep the warm window, not one read (nor the
-    /// records' window): while
-    /// reads that went to the device may still be ahead, one read's window would hold every
-    /// file behind a cached range back.
+    /// records' window): while reads that went to the device may still be ahead, one read's
+    /// window would hold every file behind a cached range back.
     cold_until: u64,
     /// Reads below `OFFLOAD_MIN` scheduled so far.
     small_reads: u64,

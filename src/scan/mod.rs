@@ -83,8 +83,8 @@ pub const DEFAULT_QUEUE_AHEAD: usize = 256;
 ///   [`memory`](Self::memory) (256 MiB by default); past two threads, each reader's
 ///   buffered reads from the device hold its share of 8 MiB of its pool, or one read where
 ///   that is more (the kernel's read-ahead keeps the device busy behind them); and each
-///   thread starts at most
-///   [`io_workers`](Self::io_workers) + 1 io_uring kernel workers (3 by default).
+///   thread starts at most [`io_workers`](Self::io_workers) + 1 io_uring kernel workers (3
+///   by default).
 /// - **Per file**: the closure of [`map`](Self::map) (or [`map_init`](Self::map_init), with
 ///   state of its own per thread) gets a [`ScanFile`] (`BufRead`, `Read`,
 ///   `fill_buf_at_least`, `skip`, its path, index and length) and returns a value or an
