@@ -4,8 +4,9 @@
 //! The rule: a file is trusted not to hang only where the kernel keeps its open on a
 //! filesystem checked local. Its directory is held open as a handle (`O_PATH`, looked up
 //! from the kernel's caches only: no filesystem is asked), the mount that handle lies on is
-//! checked once (`fstatfs` of a handle in it, on a helper thread: a hung mount may never
-//! answer it), and the file is opened by its name in that handle with
+//! checked once (from the kernel's table of mounts, where it names a kind known local: the
+//! VFS answers it, on this thread; else `fstatfs` of a handle in it, on a helper thread: a
+//! hung mount may never answer it), and the file is opened by its name in that handle with
 //! `RESOLVE_BENEATH | RESOLVE_NO_XDEV | RESOLVE_NO_SYMLINKS`, so that its open cannot leave
 //! that mount: a link or a mount point fails it, and it goes to a helper thread. Nothing is
 //! learned from a file an open reached by following a link or crossing a mount. A mount is
@@ -93,11 +94,17 @@ impl Dirs {
                 if self.mounts.len() >= MAX_MOUNTS {
                     self.mounts.clear();
                 }
+                // Known local from the kernel's table of mounts: no helper thread checks it.
+                let local = sys::mount_known_local(mount).then_some(true);
                 let held = Mount {
                     _handle: handle.clone(),
-                    local: None,
+                    local,
                 };
                 self.mounts.insert(mount, held);
+                if local.is_some() {
+                    handle.set_local(true);
+                    return Ok((handle, name));
+                }
                 Err(Some(Check(mount, handle)))
             }
         }

@@ -8,7 +8,8 @@
 //! `TimedOut`, naming itself, and whatever the open brings later is closed unseen (on the
 //! helper thread). Opens started together time out together, so ten hung opens cost one
 //! timeout, not ten. A directory on a mount not yet checked has its mount checked by a
-//! helper job of its own, so that the next files there open without one.
+//! helper job of its own, so that the next files there open without one, unless the kernel's
+//! table of mounts names it a kind known local (see `dirs.rs`).
 
 use std::io;
 use std::path::Path;

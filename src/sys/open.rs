@@ -63,6 +63,39 @@ pub(crate) fn mount_id(file: &File) -> Option<u64> {
     }
 }
 
+/// Whether the mount `mount` (an id from [`mount_id`]) is of a kind of filesystem known to
+/// be local (see `may_hang`), as the kernel's table of mounts names it
+/// (`/proc/self/mountinfo`): the VFS answers that too, without asking any filesystem, so the
+/// reader's thread may ask it, and no helper thread need check the mount. `false` where it
+/// cannot tell (no `/proc`, a kind not listed, off Linux): the mount is checked as before.
+pub(crate) fn mount_known_local(mount: u64) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        let Ok(table) = std::fs::read_to_string("/proc/self/mountinfo") else {
+            return false;
+        };
+        fs_type(&table, mount).is_some_and(super::unix::local_kind)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = mount;
+        false
+    }
+}
+
+/// The kind of filesystem of mount `mount` in `table`, read as `/proc/self/mountinfo`: a
+/// line a mount, its id first, its kind the first field after ` - ` (the fields before it
+/// escape their spaces, so ` - ` appears nowhere else).
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+fn fs_type(table: &str, mount: u64) -> Option<&str> {
+    let line = table.lines().find(|line| {
+        let id = line.split(' ').next().and_then(|id| id.parse::<u64>().ok());
+        id == Some(mount)
+    })?;
+    let (_, after) = line.split_once(" - ")?;
+    after.split(' ').next()
+}
+
 /// How an open stays on the mount of the directory it is made in (`openat2`'s `resolve`).
 #[cfg(target_os = "linux")]
 pub(crate) const BENEATH: u64 =
@@ -297,5 +330,44 @@ mod tests {
         opener.learn(copy);
         assert!(!has(opener.flags(false), NOATIME), "learned from the copy");
         assert_eq!(opener.refused(flags & !NOATIME, libc::EPERM), None, "final");
+    }
+
+    #[test]
+    fn a_mount_s_kind_is_the_field_after_the_separator_of_its_own_line() {
+        let table = "\
+22 1 0:21 / /proc rw,nosuid shared:5 - proc proc rw
+98 22 8:1 /a\\040-\\040b /mnt/x\\040-\\040y rw master:1 - ext4 /dev/sda1 rw
+980 22 0:55 / /mnt/f rw,nosuid - fuse.sshfs host:/ rw,user_id=0
+";
+        assert_eq!(fs_type(table, 22), Some("proc"));
+        assert_eq!(
+            fs_type(table, 98),
+            Some("ext4"),
+            "escaped spaces, optional fields"
+        );
+        assert_eq!(fs_type(table, 980), Some("fuse.sshfs"));
+        assert_eq!(
+            fs_type(table, 9),
+            None,
+            "an id that is only a prefix of another"
+        );
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_mount_of_a_local_directory_is_known_local_where_proc_says_so() {
+        let dir = File::open(std::env::temp_dir()).unwrap();
+        let Some(mount) = mount_id(&dir) else {
+            return eprintln!("skipped: no /proc/self/fdinfo");
+        };
+        let local = !super::super::unix::may_hang(&dir);
+        // Never local where `fstatfs` says it may hang; local where both can tell.
+        assert!(!mount_known_local(mount) || local);
+        if local && std::fs::read_to_string("/proc/self/mountinfo").is_ok() {
+            let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+            let kind = fs_type(&table, mount).unwrap().to_owned();
+            let listed = super::super::unix::local_kind(&kind);
+            assert_eq!(mount_known_local(mount), listed, "{kind}");
+        }
     }
 }

@@ -250,40 +250,50 @@ pub(super) fn fcntl(file: &File, cmd: i32, arg: i32) -> io::Result<i32> {
     Ok(ret)
 }
 
+/// Filesystems on local devices or in memory: their `f_type` (`linux/magic.h`), and the
+/// names the kernel gives their mounts (`/proc/self/mountinfo`). Overlayfs is taken as local
+/// whatever its layers are. See `may_hang` and `mount_known_local`.
+#[cfg(target_os = "linux")]
+const LOCAL: [(i64, &[&str]); 24] = [
+    (0xef53, &["ext2", "ext3", "ext4"]),
+    (0x5846_5342, &["xfs"]),
+    (0x9123_683e, &["btrfs"]),
+    (0x0102_1994, &["tmpfs"]),
+    (0x8584_58f6, &["ramfs"]),
+    (0x9584_58f6, &["hugetlbfs"]),
+    (0xf2f5_2010, &["f2fs"]),
+    (0x2fc1_2fc1, &["zfs"]),
+    (0xca45_1a4e, &["bcachefs"]),
+    (0x3153_464a, &["jfs"]),
+    (0x5265_4973, &["reiserfs"]),
+    (0x4d44, &["vfat", "msdos"]),
+    (0x2011_bab0, &["exfat"]),
+    (0x5346_544e, &["ntfs", "ntfs3"]),
+    (0x7371_7368, &["squashfs"]),
+    (0xe0f5_e1e2, &["erofs"]),
+    (0x9660, &["iso9660"]),
+    (0x1501_3346, &["udf"]),
+    (0x3434, &["nilfs2"]),
+    (0x482b, &["hfsplus"]),
+    (0x794c_7630, &["overlay"]),
+    (0x9fa0, &["proc"]),
+    (0x6265_6572, &["sysfs"]),
+    (0x28cd_3d45, &["cramfs"]),
+];
+
+/// Whether `kind`, a filesystem's name in the kernel's table of mounts, is one known to be
+/// local (see `may_hang`).
+#[cfg(target_os = "linux")]
+pub(crate) fn local_kind(kind: &str) -> bool {
+    LOCAL.iter().any(|(_, names)| names.contains(&kind))
+}
+
 /// Whether `file` may lie where calls wait on a server or daemon for good: anywhere but a
 /// filesystem known to be local (FUSE, NFS, SMB, Ceph, 9P, AFS, Lustre, GPFS, BeeGFS, GFS2,
-/// OCFS2, Coda, OrangeFS, and any kind not listed here, may). Such a file's calls are made on
-/// helper threads. Asked on a helper thread, as `fstatfs` itself may ask the server.
+/// OCFS2, Coda, OrangeFS, and any kind not listed in `LOCAL`, may). Such a file's calls are
+/// made on helper threads. Asked on a helper thread, as `fstatfs` itself may ask the server.
 #[cfg(target_os = "linux")]
 pub(crate) fn may_hang(file: &File) -> bool {
-    /// `f_type`s of filesystems on local devices or in memory (`linux/magic.h`). Overlayfs
-    /// is taken as local whatever its layers are.
-    const LOCAL: [i64; 24] = [
-        0xef53,      // ext2, ext3, ext4
-        0x5846_5342, // XFS
-        0x9123_683e, // btrfs
-        0x0102_1994, // tmpfs
-        0x8584_58f6, // ramfs
-        0x9584_58f6, // hugetlbfs
-        0xf2f5_2010, // F2FS
-        0x2fc1_2fc1, // ZFS
-        0xca45_1a4e, // bcachefs
-        0x3153_464a, // JFS
-        0x5265_4973, // ReiserFS
-        0x4d44,      // FAT
-        0x2011_bab0, // exFAT
-        0x5346_544e, // NTFS
-        0x7371_7368, // SquashFS
-        0xe0f5_e1e2, // EROFS
-        0x9660,      // ISO 9660
-        0x1501_3346, // UDF
-        0x3434,      // NILFS
-        0x482b,      // HFS+
-        0x794c_7630, // overlayfs
-        0x9fa0,      // proc
-        0x6265_6572, // sysfs
-        0x28cd_3d45, // cramfs
-    ];
     // SAFETY: `statfs` is plain old data, which the kernel fills; the descriptor is open.
     let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: the kernel writes one `statfs` into `fs`, borrowed mutably for the call.
@@ -292,7 +302,8 @@ pub(crate) fn may_hang(file: &File) -> bool {
     }
     // `f_type`'s integer type differs between the C libraries.
     #[allow(clippy::unnecessary_cast)]
-    !LOCAL.contains(&(fs.f_type as i64 & 0xffff_ffff))
+    let f_type = fs.f_type as i64 & 0xffff_ffff;
+    !LOCAL.iter().any(|&(magic, _)| magic == f_type)
 }
 
 /// `openat2(2)` (Linux 5.6): opens `path` in the directory `dir` (else from the working

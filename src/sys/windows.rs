@@ -80,6 +80,11 @@ pub(crate) fn mount_id(_file: &File) -> Option<u64> {
     None
 }
 
+/// No mount is known here (see `mount_id`).
+pub(crate) fn mount_known_local(_mount: u64) -> bool {
+    false
+}
+
 /// The filesystem is not asked here: every file is taken as one that may hang, so that its
 /// directory's other files are opened on helper threads too.
 pub(crate) fn may_hang(_file: &File) -> bool {
