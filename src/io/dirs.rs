@@ -4,9 +4,10 @@
 //! The rule: a file is trusted not to hang only where the kernel keeps its open on a
 //! filesystem checked local. Its directory is held open as a handle (`O_PATH`, looked up
 //! from the kernel's caches only: no filesystem is asked), the mount that handle lies on is
-//! checked once (from the kernel's table of mounts, where it names a kind known local: the
-//! VFS answers it, on this thread; else `fstatfs` of a handle in it, on a helper thread: a
-//! hung mount may never answer it), and the file is opened by its name in that handle with
+//! checked once (from the kernel's table of mounts, on this thread, where it names a kind
+//! known local: the kernel writes it from what each filesystem holds in memory, asking no
+//! server; else `fstatfs` of a handle in it, on a helper thread: a hung mount may never
+//! answer it), and the file is opened by its name in that handle with
 //! `RESOLVE_BENEATH | RESOLVE_NO_XDEV | RESOLVE_NO_SYMLINKS`, so that its open cannot leave
 //! that mount: a link or a mount point fails it, and it goes to a helper thread. Nothing is
 //! learned from a file an open reached by following a link or crossing a mount. A mount is
@@ -94,7 +95,8 @@ impl Dirs {
                 if self.mounts.len() >= MAX_MOUNTS {
                     self.mounts.clear();
                 }
-                // Known local from the kernel's table of mounts: no helper thread checks it.
+                // Known local from the kernel's table of mounts: no helper thread checks it
+                // (see `sys::mount_known_local`).
                 let local = sys::mount_known_local(mount).then_some(true);
                 let held = Mount {
                     _handle: handle.clone(),
@@ -214,6 +216,30 @@ mod tests {
         assert_eq!(split("a//b"), Some(("a/", "b")));
         for dir in ["a/", "a/.", "a/..", ".", "..", "/", ""] {
             assert_eq!(split(dir), None, "{dir:?}");
+        }
+    }
+
+    /// The way taken where the kernel's table of mounts cannot tell: the mount checked with
+    /// `fstatfs` (on a helper thread, in a reader), and its files opened here once found local.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_mount_checked_by_fstatfs_places_its_files_here_where_it_is_local() {
+        let dir = crate::tests::disk_tempdir();
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"f").unwrap();
+        let handle = Arc::new(Descriptor::new(File::open(dir.path()).unwrap()));
+        let Some(mount) = sys::mount_id(&handle) else {
+            return eprintln!("skipped: no /proc/self/fdinfo");
+        };
+        let checked = Check(mount, handle).run();
+        let local = !checked.handle.may_hang();
+        let mut dirs = Dirs::default();
+        dirs.checked(checked);
+        let placed = dirs.place(&file);
+        assert_eq!(placed.is_ok(), local, "local: {local}");
+        if let Ok((handle, name)) = placed {
+            assert!(!handle.may_hang());
+            assert_eq!(name, Path::new("f"));
         }
     }
 }
