@@ -85,31 +85,34 @@ impl Dirs {
         let (dir, name) = split(path).ok_or(None)?;
         // Not in the kernel's caches: the helper thread's lookup brings it in.
         let (handle, mount) = self.handle(dir).ok_or(None)?;
-        match self.mounts.get(&mount).map(|m| m.local) {
-            Some(Some(true)) => {
-                handle.set_local(true);
-                Ok((handle, name))
-            }
-            Some(_) => Err(None),
-            None => {
-                if self.mounts.len() >= MAX_MOUNTS {
-                    self.mounts.clear();
-                }
-                // Known local from the kernel's table of mounts: no helper thread checks it
-                // (see `sys::mount_known_local`).
-                let local = sys::mount_known_local(mount).then_some(true);
-                let held = Mount {
-                    _handle: handle.clone(),
-                    local,
-                };
-                self.mounts.insert(mount, held);
-                if local.is_some() {
-                    handle.set_local(true);
-                    return Ok((handle, name));
-                }
-                Err(Some(Check(mount, handle)))
-            }
+        let local = match self.mounts.get(&mount) {
+            Some(held) => held.local,
+            None => match self.hold(mount, &handle) {
+                None => return Err(Some(Check(mount, handle))),
+                known => known,
+            },
+        };
+        if local != Some(true) {
+            return Err(None);
         }
+        handle.set_local(true);
+        Ok((handle, name))
+    }
+
+    /// Holds `handle`, in the mount `mount` not seen before, with whether the mount is local
+    /// where the kernel's table of mounts tells (see `sys::mount_known_local`): then no
+    /// helper thread need check it. `None`: it is to be checked.
+    fn hold(&mut self, mount: u64, handle: &Arc<Descriptor>) -> Option<bool> {
+        if self.mounts.len() >= MAX_MOUNTS {
+            self.mounts.clear();
+        }
+        let local = sys::mount_known_local(mount).then_some(true);
+        let held = Mount {
+            _handle: handle.clone(),
+            local,
+        };
+        self.mounts.insert(mount, held);
+        local
     }
 
     /// Forgets the last directory's handle: a reader rebound looks its directories up again.
