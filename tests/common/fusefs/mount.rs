@@ -222,8 +222,18 @@ impl FaultMount {
     ///
     /// As `umount(2)`: `EBUSY` while a file under it is open.
     pub fn unmount(mut self) -> std::io::Result<()> {
-        let session = self.session.take().expect("mounted");
-        session.umount_and_join()?;
+        // A reader closes what it opened on a mount that may hang on helper threads, after it
+        // is dropped, and the kernel lets go of a file closed there a moment after the close
+        // returns: while the mount is busy, the unmount is tried again, for a while.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while let Err(e) = unmount_now(&self.dir) {
+            if e.raw_os_error() != Some(libc::EBUSY) || std::time::Instant::now() > deadline {
+                return Err(e);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        // Unmounted: the session's own unmount would find nothing to unmount.
+        self.session.take().expect("mounted").join()?;
         if let Some(dir) = self.tempdir.take() {
             dir.close()?;
         }
@@ -329,6 +339,16 @@ fn mount_fusectl(dir: &Path) -> std::io::Result<()> {
 }
 
 /// Unmounts `dir` lazily: at once from the namespace, for good once nothing uses it.
+/// `umount2(dir, 0)`: the session's thread then finds its mount gone, and ends.
+fn unmount_now(dir: &Path) -> std::io::Result<()> {
+    let c = c_path(dir);
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
+    match unsafe { libc::umount2(c.as_ptr(), 0) } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
 fn detach(dir: &Path) {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).expect("a path without NUL");
