@@ -55,8 +55,9 @@ impl<'a> ReadAhead<'a> {
 
     /// Queues `limit` bytes of a file from `start` (all of them where `exact`: an end of
     /// file before `start + limit` fails it). Its opening and reading start at once where
-    /// the pipeline has room. Where starting them fails (the ring broke), the file is not
-    /// queued: it is queued and `Ok`, or not queued and `Err`.
+    /// the pipeline has room (a file past the open-ahead's reach waits for the files before
+    /// it: see `Scheduler::within_reach`). Where starting them fails (the ring broke), the
+    /// file is not queued: it is queued and `Ok`, or not queued and `Err`.
     pub(super) fn push(
         &mut self,
         source: Source<'a>,
@@ -64,6 +65,10 @@ impl<'a> ReadAhead<'a> {
         exact: bool,
     ) -> io::Result<()> {
         let id = self.core.queue.push_range(source, start, limit, exact);
+        if !self.sched.within_reach(&self.core) {
+            // Scheduling now would do what the last pass did: nothing reaches the new file.
+            return Ok(());
+        }
         let scheduled = self.sched.schedule_unless_ahead(&mut self.core);
         if scheduled.is_err() {
             self.core.drop_back_file(id);

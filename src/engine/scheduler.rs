@@ -89,6 +89,16 @@ impl Scheduler {
         self.opens.handle_opened(core, &self.limits);
     }
 
+    /// Whether the file queued last is within reach of a scheduling pass: no more files
+    /// before it wait to be opened than the cap on descriptors lets the open-ahead open.
+    /// Past that, a pass opens and reads only files before it, as the last pass did: a
+    /// caller queuing thousands of paths at once schedules once a cap's worth, not once a
+    /// file.
+    pub(super) fn within_reach(&self, core: &Core<'_>) -> bool {
+        let waiting = core.queue.len().saturating_sub(core.queue.open_from());
+        waiting <= self.opens.max_open(&self.limits)
+    }
+
     /// Issues what the pipeline has room for, unless enough is read ahead already.
     /// The current file, copied whole when the consumer gets to it (see `whole.rs`), holds
     /// back the reads of the files behind it: with nothing else under way, there is nothing
