@@ -3,7 +3,7 @@
 //! are the modules of this directory: the command line (`options.rs`), the data sets
 //! (`data_sets.rs`, `accounts.rs`, `fuse_latency.rs`), the consumers (`consume.rs`,
 //! `checksum.rs`, `light.rs`, `records.rs`), the runs (`threads.rs`, `compare.rs`,
-//! `rounds.rs`, `fio.rs`) and what they measure (`system.rs`). Their unit tests run under
+//! `rounds.rs`, `turns.rs`, `fio.rs`) and what they measure (`system.rs`). Their unit tests run under
 //! `cargo test`, as the example's.
 //!
 //! ```text
@@ -110,6 +110,11 @@
 //!   and the ratios of the medians, ours ÷ std (and ours ÷ each fio configuration). Without
 //!   `--drop-caches`, one untimed std pass first reads the files into the page cache.
 //! - `--rounds N`: rounds of `--compare` (default 3) or of the default run (default 7).
+//! - `--turns N`: ours and std in turn in this one process, N rounds each, warm (one untimed
+//!   std pass first): each pair's wall and CPU seconds, then the medians of the pairs' ratios
+//!   with their quartiles. Finer than `--compare` for a change of a few percent, whose runs
+//!   each meet a process of their own: its first touch of each page of its buffers (costly in
+//!   a VM) and where malloc puts std's buffer (see `turns.rs`).
 //! - `--drop-caches`: before every run (in the default run: every cold run), `sync` and write
 //!   `3` to `/proc/sys/vm/drop_caches` (root only), so that the run reads from the device.
 //! - `--fio`: with `--compare`, each round also runs fio over the same files, twice: io_uring
@@ -191,6 +196,7 @@ mod records;
 mod rounds;
 mod system;
 mod threads;
+mod turns;
 
 use std::io::{self, Write};
 use std::path::Path;
@@ -342,6 +348,8 @@ pub fn main() -> ExitCode {
     }
     let result = if opts.compare {
         compare(&opts, fio.as_deref())
+    } else if let Some(rounds) = opts.turns {
+        turns::run(&opts, rounds)
     } else if opts.cold_and_warm() {
         cold_and_warm(&opts)
     } else {
