@@ -110,6 +110,9 @@
 //!   and the ratios of the medians, ours ÷ std (and ours ÷ each fio configuration). Without
 //!   `--drop-caches`, one untimed std pass first reads the files into the page cache.
 //! - `--rounds N`: rounds of `--compare` (default 3) or of the default run (default 7).
+//! - `--evict N`: with `--compare`, before each run, the pages of N of the files dropped (as
+//!   the default run's cold runs drop every file's), picked anew each round and the same for
+//!   ours and std: the few cold files among cached ones a restart or the host's reclaim leaves.
 //! - `--turns N`: ours and std in turn in this one process, N rounds each, warm (one untimed
 //!   std pass first): each pair's wall and CPU seconds, then the medians of the pairs' ratios
 //!   with their quartiles. Finer than `--compare` for a change of a few percent, whose runs
@@ -264,9 +267,13 @@ fn compare(opts: &Options, fio: Option<&Path>) -> Result<ExitCode, String> {
         eprintln!("warming the page cache (one untimed std pass)");
         compare::run_child(&exe, &child_args(opts, Runner::Std), 0, Role::Std)?;
     }
+    let evicted = opts.evict.map(|n| (n, collect_files(&opts.paths)));
     let mut runs: Vec<Run> = Vec::new();
     for round in 1..=rounds {
         for role in compare::roles() {
+            if let (Some((n, files)), Role::Ours | Role::Std) = (&evicted, role) {
+                evict_some(&files.paths, *n, round as u64);
+            }
             let run = match (role, fio) {
                 (Role::Ours, _) => compare::run_child(&exe, &child_args(opts, ours), round, role),
                 (Role::Std, _) => {
@@ -369,4 +376,14 @@ fn cold_and_warm(opts: &Options) -> Result<ExitCode, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     rounds::run(opts, &exe, &collect_files(&opts.paths))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Drops the pages of `n` of `paths` (see `system::evict`), picked by `seed`: the same files
+/// for the same seed, so that each run of a round meets the same cold files among cached ones.
+fn evict_some(paths: &[std::path::PathBuf], n: usize, seed: u64) {
+    let mut pick = prng::Prng::new(seed);
+    for _ in 0..n.min(paths.len()) {
+        let i = pick.next_u64() % paths.len() as u64;
+        let _ = system::evict(&paths[i as usize]);
+    }
 }

@@ -16,6 +16,7 @@ The scenarios of BENCHMARKS.md (cold ones as root; scan is `cargo run --release 
   warm, light         scan --data-set mixed-1g --compare --consumer light
   warm, checksum      scan --data-set mixed-1g --compare
   warm, blake3        scan --data-set mixed-1g --compare --consumer blake3
+  warm, a few cold    scan --data-set mixed-1g --compare --consumer light --evict 40
   cold, buffered      scan --data-set mixed-1g --compare --drop-caches
   cold, O_DIRECT      scan --data-set mixed-1g --compare --drop-caches --direct --fio
   cold, tiny files    scan --data-set tiny --compare --drop-caches
@@ -174,6 +175,11 @@ pub struct Options {
     /// --compare's, each a process of its own, so a change of a few percent shows in fewer runs
     #[arg(long, value_name = "N", value_parser = parse_count)]
     pub turns: Option<usize>,
+    /// With --compare: before each run, the pages of N of the files dropped, picked anew each
+    /// round and the same for readahead and std: the few cold files among cached ones that a
+    /// restart or the host's reclaim leaves
+    #[arg(long, value_name = "N", value_parser = parse_count)]
+    pub evict: Option<usize>,
     /// Before every run (every cold run by default): sync, then 3 > /proc/sys/vm/drop_caches
     /// (root; Linux only)
     #[arg(long)]
@@ -275,6 +281,9 @@ impl Options {
         if self.drop_caches && !self.cold_and_warm() {
             text += ", caches dropped before each run";
         }
+        if let Some(n) = self.evict {
+            text += &format!(", {n} files' pages dropped before each run");
+        }
         text
     }
 
@@ -294,6 +303,9 @@ impl Options {
     /// The options that only make sense together, checked.
     fn validate(&self) -> Result<(), String> {
         let error = |msg: &str| Err(msg.to_owned());
+        if self.evict.is_some() && (!self.compare || self.drop_caches) {
+            return error("--evict needs --compare, without --drop-caches (which drops them all)");
+        }
         if self.fio && !self.compare {
             return error("--fio needs --compare");
         }

@@ -49,6 +49,11 @@ fn options_that_need_each_other_are_checked() {
             "--turns runs warm in this process",
         ),
         (&["--turns", "0"], "1 or more"),
+        (&["--evict", "3"], "--evict needs --compare"),
+        (
+            &["--compare", "--evict", "3", "--drop-caches"],
+            "--evict needs --compare",
+        ),
         (&["--data-set", "tiny", "/tmp"], "exclude each other"),
         (&["--compare", "--rounds", "0"], "1 or more"),
         (&["--data-set", "huge"], "mixed, mixed-1g, tiny, tiny-100k"),
