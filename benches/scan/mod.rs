@@ -3,8 +3,8 @@
 //! are the modules of this directory: the command line (`options.rs`), the data sets
 //! (`data_sets.rs`, `accounts.rs`, `fuse_latency.rs`), the consumers (`consume.rs`,
 //! `checksum.rs`, `light.rs`, `records.rs`), the runs (`threads.rs`, `compare.rs`,
-//! `rounds.rs`, `turns.rs`, `fio.rs`) and what they measure (`system.rs`). Their unit tests run under
-//! `cargo test`, as the example's.
+//! `rounds.rs`, `turns.rs`, `fio.rs`) and what they measure (`system.rs`). Their unit tests
+//! run under `cargo test`, as the example's.
 //!
 //! ```text
 //! cargo run --release --example scan -- [OPTIONS] [PATH ...]

@@ -9,6 +9,7 @@
 
 use std::process::ExitCode;
 
+use super::compare::median;
 use super::consume::Outcome;
 use super::files::{collect_files, FileList};
 use super::options::{Options, Runner};
@@ -59,29 +60,29 @@ fn pair(opts: &Options, files: &FileList, std_first: bool) -> Result<(Outcome, O
 /// The medians of the pairs' ratios (ours ÷ std: speed, CPU), with their quartiles, and the
 /// medians of each side's own seconds.
 fn report(pairs: &[(Outcome, Outcome)]) -> String {
-    let speed = quartiles(pairs.iter().map(|(o, s)| s.seconds / o.seconds));
-    let cpu = quartiles(pairs.iter().map(|(o, s)| o.cpu_seconds / s.cpu_seconds));
-    let ours = quartiles(pairs.iter().map(|(o, _)| o.seconds)).1;
-    let std = quartiles(pairs.iter().map(|(_, s)| s.seconds)).1;
+    let speed: Vec<f64> = pairs.iter().map(|(o, s)| s.seconds / o.seconds).collect();
+    let cpu: Vec<f64> = pairs
+        .iter()
+        .map(|(o, s)| o.cpu_seconds / s.cpu_seconds)
+        .collect();
+    let ((speed_lo, speed_hi), (cpu_lo, cpu_hi)) = (quartiles(&speed), quartiles(&cpu));
+    let ours = median(pairs.iter().map(|(o, _)| o.seconds).collect());
+    let std = median(pairs.iter().map(|(_, s)| s.seconds).collect());
     format!(
-        "ours ÷ std, {} pairs in one process: speed {:.3}x (quartiles {:.3}-{:.3}), CPU {:.3}x \
-         (quartiles {:.3}-{:.3}); medians ours {ours:.4} s, std {std:.4} s",
+        "ours ÷ std, {} pairs in one process: speed {:.3}x (quartiles {speed_lo:.3}-{speed_hi:.3}), \
+         CPU {:.3}x (quartiles {cpu_lo:.3}-{cpu_hi:.3}); medians ours {ours:.4} s, std {std:.4} s",
         pairs.len(),
-        speed.1,
-        speed.0,
-        speed.2,
-        cpu.1,
-        cpu.0,
-        cpu.2
+        median(speed),
+        median(cpu),
     )
 }
 
-/// The lower quartile, the median and the upper quartile of `values`.
-fn quartiles(values: impl Iterator<Item = f64>) -> (f64, f64, f64) {
-    let mut v: Vec<f64> = values.collect();
+/// The lower and the upper quartile of `values` (the median is `compare::median`).
+fn quartiles(values: &[f64]) -> (f64, f64) {
+    let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
     let at = |q: usize| v[(v.len() - 1) * q / 4];
-    (at(1), at(2), at(3))
+    (at(1), at(3))
 }
 
 #[cfg(test)]
@@ -90,10 +91,7 @@ mod tests {
 
     #[test]
     fn quartiles_of_odd_and_single_counts() {
-        assert_eq!(
-            quartiles([3.0, 1.0, 2.0, 5.0, 4.0].into_iter()),
-            (2.0, 3.0, 4.0)
-        );
-        assert_eq!(quartiles([7.0].into_iter()), (7.0, 7.0, 7.0));
+        assert_eq!(quartiles(&[3.0, 1.0, 2.0, 5.0, 4.0]), (2.0, 4.0));
+        assert_eq!(quartiles(&[7.0]), (7.0, 7.0));
     }
 }

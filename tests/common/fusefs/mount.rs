@@ -319,8 +319,7 @@ fn abort_connection(dir: &Path) -> std::io::Result<()> {
 
 /// Mounts the `fusectl` filesystem at `dir`.
 fn mount_fusectl(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let target = std::ffi::CString::new(dir.as_os_str().as_bytes()).expect("a path without NUL");
+    let target = c_path(dir);
     // SAFETY: every pointer is a NUL-terminated string that outlives the call; no data.
     let rc = unsafe {
         libc::mount(
@@ -338,7 +337,6 @@ fn mount_fusectl(dir: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Unmounts `dir` lazily: at once from the namespace, for good once nothing uses it.
 /// `umount2(dir, 0)`: the session's thread then finds its mount gone, and ends.
 fn unmount_now(dir: &Path) -> std::io::Result<()> {
     let c = c_path(dir);
@@ -349,9 +347,9 @@ fn unmount_now(dir: &Path) -> std::io::Result<()> {
     }
 }
 
+/// Unmounts `dir` lazily: at once from the namespace, for good once nothing uses it.
 fn detach(dir: &Path) {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).expect("a path without NUL");
+    let c = c_path(dir);
     // SAFETY: `c` is a NUL-terminated path that outlives the call.
     unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
 }
