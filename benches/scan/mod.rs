@@ -3,7 +3,8 @@
 //! are the modules of this directory: the command line (`options.rs`), the data sets
 //! (`data_sets.rs`, `accounts.rs`, `fuse_latency.rs`), the consumers (`consume.rs`,
 //! `checksum.rs`, `light.rs`, `records.rs`), the runs (`threads.rs`, `compare.rs`,
-//! `rounds.rs`, `turns.rs`, `fio.rs`) and what they measure (`system.rs`). Their unit tests
+//! `rounds.rs`, `turns.rs`, `fio.rs`), what they measure (`system.rs`) and where their large
+//! buffers lie (`alloc.rs`: on a page boundary, std's as the reader's). Their unit tests
 //! run under `cargo test`, as the example's.
 //!
 //! ```text
@@ -165,6 +166,7 @@
 //! scan cannot run; 2 for a bad command line.
 
 mod accounts;
+mod alloc;
 mod checksum;
 #[path = "../../tests/common/mod.rs"]
 mod common;
