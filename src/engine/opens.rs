@@ -144,6 +144,9 @@ impl Opens {
 
     /// Takes the opens the backend finished; whether there were any.
     pub(super) fn handle_opened(&mut self, core: &mut Core<'_>, limits: &Limits) -> bool {
+        if self.in_flight == 0 {
+            return false; // Every open started was taken: none can be answered.
+        }
         let mut opened = Vec::new();
         core.io_mut().take_opened(&mut opened);
         let any = !opened.is_empty();

@@ -249,7 +249,9 @@ impl<'a> ReadAhead<'a> {
     /// Drops the current file and whatever was read or is in flight for it, keeping its
     /// first error if no caller was given it.
     pub(super) fn drop_front_file(&mut self) {
-        super::uncached::file_left(&mut self.core);
+        if self.sched.limits().uncached {
+            super::uncached::file_left(&mut self.core);
+        }
         let unreported = self.core.drop_front_file();
         if self.unread.is_none() {
             self.unread = unreported;

@@ -46,7 +46,9 @@ struct Dir {
     path: Box<Path>,
     handle: Arc<Descriptor>,
     mount: u64,
-    at: Instant,
+    /// Until when the handle is used for its path (`HANDLE_FOR` after it was opened): an
+    /// instant to compare, not a duration to work out, each file.
+    until: Instant,
 }
 
 #[derive(Debug)]
@@ -144,7 +146,7 @@ impl Dirs {
         let now = Instant::now();
         if let Some(last) = &self.last {
             let same = last.path.as_os_str() == dir.as_os_str();
-            if same && now.duration_since(last.at) < HANDLE_FOR {
+            if same && now < last.until {
                 return Some((last.handle.clone(), last.mount));
             }
         }
@@ -156,7 +158,7 @@ impl Dirs {
             path: dir.into(),
             handle: handle.clone(),
             mount,
-            at: now,
+            until: now + HANDLE_FOR,
         });
         Some((handle, mount))
     }
