@@ -28,8 +28,9 @@ pub(super) struct Outbox<'t, T, E> {
     tx: &'t SyncSender<Batch<T, E>>,
     state: &'t ScanState,
     batch: Batch<T, E>,
-    /// When the batch's first outcome was gathered.
-    since: Option<Instant>,
+    /// `SEND_AFTER` past when the batch's first outcome was gathered: an instant to compare
+    /// with each outcome's, not a duration to work out.
+    send_by: Option<Instant>,
 }
 
 impl<'t, T, E> Outbox<'t, T, E> {
@@ -38,21 +39,21 @@ impl<'t, T, E> Outbox<'t, T, E> {
             tx,
             state,
             batch: Vec::with_capacity(SEND_BATCH),
-            since: None,
+            send_by: None,
         }
     }
 
     pub(super) fn push(&mut self, index: usize, outcome: Outcome<T, E>) {
         self.batch.push((index, outcome));
         let now = Instant::now();
-        let since = *self.since.get_or_insert(now);
-        if self.batch.len() >= SEND_BATCH || now.duration_since(since) >= SEND_AFTER {
+        let send_by = *self.send_by.get_or_insert(now + SEND_AFTER);
+        if self.batch.len() >= SEND_BATCH || now >= send_by {
             self.flush();
         }
     }
 
     pub(super) fn flush(&mut self) {
-        self.since = None;
+        self.send_by = None;
         if self.batch.is_empty() {
             return;
         }
