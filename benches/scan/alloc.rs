@@ -34,7 +34,7 @@ static ALLOCATOR: PageAlignedLarge = PageAlignedLarge;
 /// for each large buffer of a reader's.
 const KEEP: usize = 4;
 
-/// Large blocks freed and kept, and the slot to give up next where all are taken.
+/// Large blocks freed and kept, and the slot to give up next where all are taken, in turn.
 struct Kept {
     /// (size, address); 0 where a slot is free.
     blocks: [(usize, usize); KEEP],
@@ -55,8 +55,8 @@ fn take_kept(size: usize) -> Option<*mut u8> {
     Some(addr as *mut u8)
 }
 
-/// Keeps the block at `ptr` of `size` bytes in `KEPT`, in a free slot or else in place of
-/// the one kept longest; the block given up for it, if any, to free.
+/// Keeps the block at `ptr` of `size` bytes in `KEPT`, in a free slot or else in the slots'
+/// turn (round robin); the block given up for it, if any, to free.
 fn keep(ptr: *mut u8, size: usize) -> Option<(*mut u8, usize)> {
     let mut kept = KEPT.lock().unwrap_or_else(PoisonError::into_inner);
     let i = match kept.blocks.iter().position(|&(_, addr)| addr == 0) {
@@ -96,7 +96,7 @@ unsafe impl GlobalAlloc for PageAlignedLarge {
         if let Some(kept) = large(layout).then(|| take_kept(layout.size())).flatten() {
             return kept; // A block `System` gave for `adjusted(layout)`, freed since.
         }
-        // SAFETY: `adjusted` keeps a non-zero size (see the impl's comment).
+        // SAFETY: `adjusted` changes no size, and the caller's is non-zero (`GlobalAlloc`).
         unsafe { System.alloc(adjusted(layout)) }
     }
 
@@ -152,6 +152,25 @@ mod tests {
             adjusted(Layout::new::<[u8; 64]>()),
             Layout::new::<[u8; 64]>()
         );
+    }
+
+    #[test]
+    fn blocks_kept_and_given_up_come_back_aligned_and_zeroed_where_asked() {
+        // More sizes than slots: some are kept, some given up, some taken again.
+        let sizes: Vec<usize> = (0..KEEP + 2).map(|i| LARGE + i * PAGE).collect();
+        for round in 0..3u8 {
+            let blocks: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![round + 1; n]).collect();
+            for block in &blocks {
+                assert_eq!(block.as_ptr() as usize % PAGE, 0);
+            }
+            drop(blocks);
+            let zeroed: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![0u8; n]).collect();
+            assert!(zeroed.iter().all(|b| b.iter().all(|&x| x == 0)));
+        }
+        let mut grown: Vec<u8> = (0..LARGE).map(|i| i as u8).collect();
+        grown.reserve_exact(4 * LARGE);
+        assert_eq!(grown.as_ptr() as usize % PAGE, 0);
+        assert!(grown.iter().enumerate().all(|(i, &x)| x == i as u8));
     }
 
     #[test]

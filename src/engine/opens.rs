@@ -5,7 +5,7 @@ use super::{Core, Limits};
 use crate::consts::{DIRECT_ALIGN, MAX_RETRIES};
 use crate::error::Error;
 use crate::id_map::IdMap;
-use crate::io::{OpenResult, Opened};
+use crate::io::{OpenResult, Opened, ThreadOpens};
 
 /// Opens under way, and the cap on descriptors.
 #[derive(Debug, Default)]
@@ -144,8 +144,11 @@ impl Opens {
 
     /// Takes the opens the backend finished; whether there were any.
     pub(super) fn handle_opened(&mut self, core: &mut Core<'_>, limits: &Limits) -> bool {
-        if self.in_flight == 0 {
-            return false; // Every open started was taken: none can be answered.
+        // Every open started was taken, so none can be answered; but a helper thread's late
+        // answer to one given up on is still collected, to close its file.
+        let helper_out = core.io().thread_opens().is_some_and(ThreadOpens::jobs_out);
+        if self.in_flight == 0 && !helper_out {
+            return false;
         }
         let mut opened = Vec::new();
         core.io_mut().take_opened(&mut opened);

@@ -347,6 +347,11 @@ impl ThreadOpens {
         );
     }
 
+    /// Whether a helper job's answer has not come yet (see `out`).
+    pub(crate) fn jobs_out(&self) -> bool {
+        self.out > 0
+    }
+
     /// Blocks until an open is answered, or until the earliest one under way has taken the
     /// timeout (it is answered with `TimedOut` then), or until one more turns slow (see
     /// [`slow`](Self::slow): more opens may start then); `false` where none is under way.

@@ -46,7 +46,7 @@ impl<'t, T, E> Outbox<'t, T, E> {
     pub(super) fn push(&mut self, index: usize, outcome: Outcome<T, E>) {
         self.batch.push((index, outcome));
         let now = Instant::now();
-        let send_by = *self.send_by.get_or_insert(now + SEND_AFTER);
+        let send_by = *self.send_by.get_or_insert_with(|| now + SEND_AFTER);
         if self.batch.len() >= SEND_BATCH || now >= send_by {
             self.flush();
         }
