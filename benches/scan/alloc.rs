@@ -23,6 +23,7 @@ use std::sync::{Mutex, PoisonError};
 const LARGE: usize = 64 << 10;
 /// The boundary.
 const PAGE: usize = 4096;
+
 /// The system's allocator, with large allocations page-aligned and a few kept once freed
 /// (see the module's doc).
 pub struct PageAlignedLarge;
@@ -62,9 +63,9 @@ fn keep(ptr: *mut u8, size: usize) -> Option<(*mut u8, usize)> {
     let i = match kept.blocks.iter().position(|&(_, addr)| addr == 0) {
         Some(free) => free,
         None => {
-            let oldest = kept.next;
-            kept.next = (oldest + 1) % KEEP;
-            oldest
+            let turn = kept.next;
+            kept.next = (turn + 1) % KEEP;
+            turn
         }
     };
     let (size_out, addr_out) = std::mem::replace(&mut kept.blocks[i], (size, ptr as usize));

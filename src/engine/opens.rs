@@ -146,8 +146,7 @@ impl Opens {
     pub(super) fn handle_opened(&mut self, core: &mut Core<'_>, limits: &Limits) -> bool {
         // Every open started was taken, so none can be answered; but a helper thread's late
         // answer to one given up on is still collected, to close its file.
-        let helper_out = core.io().thread_opens().is_some_and(ThreadOpens::jobs_out);
-        if self.in_flight == 0 && !helper_out {
+        if self.in_flight == 0 && !core.io().thread_opens().is_some_and(ThreadOpens::jobs_out) {
             return false;
         }
         let mut opened = Vec::new();

@@ -339,19 +339,22 @@ fn mount_fusectl(dir: &Path) -> std::io::Result<()> {
 
 /// `umount2(dir, 0)`: the session's thread then finds its mount gone, and ends.
 fn unmount_now(dir: &Path) -> std::io::Result<()> {
-    let c = c_path(dir);
-    // SAFETY: `c` is a NUL-terminated path that outlives the call.
-    match unsafe { libc::umount2(c.as_ptr(), 0) } {
-        0 => Ok(()),
-        _ => Err(std::io::Error::last_os_error()),
-    }
+    umount2(dir, 0)
 }
 
 /// Unmounts `dir` lazily: at once from the namespace, for good once nothing uses it.
 fn detach(dir: &Path) {
+    let _ = umount2(dir, libc::MNT_DETACH);
+}
+
+/// `umount2(dir, flags)`.
+fn umount2(dir: &Path, flags: i32) -> std::io::Result<()> {
     let c = c_path(dir);
     // SAFETY: `c` is a NUL-terminated path that outlives the call.
-    unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+    match unsafe { libc::umount2(c.as_ptr(), flags) } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
 }
 
 /// A bind mount (`mount --bind`), detached (`umount2(MNT_DETACH)`) when dropped, a failed
