@@ -329,6 +329,28 @@ impl ReadDone<'_> {
 /// What came of an open the backend started: the file set up for reading, or why not.
 pub(crate) type OpenResult<'a> = Result<Opened<'a>, Error>;
 
+/// What came of starting an open ([`Io::start_open`]).
+#[derive(Debug)]
+pub(crate) enum OpenStart<'a> {
+    /// The backend cannot start it: the path is opened with [`Io::open`] instead.
+    Refused,
+    /// Under way: its answer comes back through [`Io::take_opened`].
+    Started,
+    /// Made on the spot, on this thread, from the kernel's caches: its answer.
+    Done(OpenResult<'a>),
+}
+
+impl<'a> From<io::Result<Option<OpenResult<'static>>>> for OpenStart<'a> {
+    /// What [`ThreadOpens::start`] said.
+    fn from(started: io::Result<Option<OpenResult<'static>>>) -> Self {
+        match started {
+            Ok(Some(opened)) => OpenStart::Done(opened.map(Opened::attach)),
+            Ok(None) => OpenStart::Started,
+            Err(_) => OpenStart::Refused,
+        }
+    }
+}
+
 /// What the engine needs of a backend.
 pub(crate) trait Io<'a>: Send {
     /// `IoUring` or `Pread`.
@@ -377,12 +399,12 @@ pub(crate) trait Io<'a>: Send {
         opens.open(ToOpen::of(source)?, direct).map(Opened::attach)
     }
     /// Starts opening a queued path (with the flags of the backend's [`Opener`](sys::Opener)) without
-    /// blocking; `false` where the backend cannot, and the path is opened with
-    /// [`open`](Self::open) instead. The result comes back through
-    /// [`take_opened`](Self::take_opened).
-    fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> bool {
-        let opens = self.thread_opens_mut();
-        opens.is_some_and(|opens| opens.start(file, path, direct, None).is_ok())
+    /// blocking (see [`OpenStart`]).
+    fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> OpenStart<'a> {
+        let Some(opens) = self.thread_opens_mut() else {
+            return OpenStart::Refused;
+        };
+        OpenStart::from(opens.start(file, path, direct, None))
     }
     /// Starts opening and sizing a queued file of any kind (a file handed in too) without
     /// blocking, for a reader that never blocks; `false` where the backend cannot, and the

@@ -52,7 +52,8 @@ use std::time::{Duration, Instant};
 use io_uring::{opcode, IoUring};
 
 use crate::io::{
-    Backend, Copied, FromCache, Io, LocalDir, OpenResult, ReadDone, ReadReq, RingOpen, ThreadOpens,
+    Backend, Copied, FromCache, Io, LocalDir, OpenResult, OpenStart, ReadDone, ReadReq, RingOpen,
+    ThreadOpens,
 };
 use crate::pool::Pool;
 use crate::source::FdRef;
@@ -178,14 +179,12 @@ impl<'a> Io<'a> for Ring<'a> {
         self.flight.cancel(&mut self.kernel, id);
     }
 
-    fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> bool {
+    fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> OpenStart<'a> {
         let mut ring = KernelOpens {
             kernel: &mut self.kernel,
             flight: &mut self.flight,
         };
-        self.opens
-            .start(file, path, direct, Some(&mut ring))
-            .is_ok()
+        OpenStart::from(self.opens.start(file, path, direct, Some(&mut ring)))
     }
 
     fn take_opened(&mut self, out: &mut Vec<(u64, OpenResult<'a>)>) {

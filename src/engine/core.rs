@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::backend_error;
 use super::chunks::{Chunk, Chunks};
 use crate::error::Error;
-use crate::io::{Io, Opened, ReadReq};
+use crate::io::{Io, OpenStart, Opened, ReadReq};
 use crate::pool::{Pool, Region};
 use crate::queue::{CacheUse, FileEntry, Queue};
 use crate::source::{FdRef, Source};
@@ -86,16 +86,18 @@ impl<'a> Core<'a> {
     }
 
     /// Starts opening the queued file at `idx` through the backend, if it can and the file
-    /// was queued by path (or the engine never blocks); whether it did.
-    pub(super) fn start_open_queued(&mut self, idx: usize, direct: bool) -> bool {
+    /// was queued by path (or the engine never blocks): see [`OpenStart`].
+    pub(super) fn start_open_queued(&mut self, idx: usize, direct: bool) -> OpenStart<'a> {
         let entry = self.queue.get_mut(idx).expect("index from the queue");
         let io = self.io.as_deref_mut().expect(GONE);
         match &entry.source {
             Source::Path(path) => io.start_open(entry.id, path, direct),
             // A file handed in is sized on the spot (on a helper thread where it may hang,
             // waited for), unless the engine must never wait.
-            source if self.nonblocking => io.start_open_any(entry.id, source, direct),
-            _ => false,
+            source if self.nonblocking && io.start_open_any(entry.id, source, direct) => {
+                OpenStart::Started
+            }
+            _ => OpenStart::Refused,
         }
     }
 

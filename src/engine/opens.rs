@@ -5,15 +5,29 @@ use super::{Core, Limits};
 use crate::consts::{DIRECT_ALIGN, MAX_RETRIES};
 use crate::error::Error;
 use crate::id_map::IdMap;
-use crate::io::{OpenResult, Opened, ThreadOpens};
+use crate::io::{OpenResult, OpenStart, Opened, ThreadOpens};
 
 /// Opens under way, and the cap on descriptors.
 #[derive(Debug, Default)]
 pub(super) struct Opens {
     /// Opens the backend has started and not yet returned.
     in_flight: usize,
+    /// Whether an open was answered on the spot since opens were last taken (see
+    /// [`handle_opened`](Self::handle_opened)).
+    answered_now: bool,
     cap: Cap,
     retries: Retries,
+}
+
+/// What [`Opens::start_open`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Started {
+    /// Nothing: the backend cannot start it, and the file is opened with `open_entry`.
+    No,
+    /// Its open is under way: its answer comes with [`Opens::handle_opened`].
+    Later,
+    /// It was opened (or failed) on the spot.
+    Answered,
 }
 
 /// Files whose opens failed with a passing error and were started again: how often.
@@ -138,16 +152,23 @@ impl Opens {
     /// they most likely hung, so that the opens behind them go on, nor the ring's, which its
     /// kernel workers make: see `Io::uncounted_opens`).
     pub(super) fn at_cap(&self, core: &Core<'_>, limits: &Limits) -> bool {
-        let opening = self.in_flight.saturating_sub(core.io().uncounted_opens());
+        self.at_cap_with(core, limits, 0)
+    }
+
+    /// `at_cap`, with `more` opens counted as under way besides those that are.
+    fn at_cap_with(&self, core: &Core<'_>, limits: &Limits, more: usize) -> bool {
+        let opening = self.in_flight.saturating_sub(core.io().uncounted_opens()) + more;
         self.descriptors(core) >= self.max_open(limits) || opening >= limits.open_depth
     }
 
-    /// Takes the opens the backend finished; whether there were any.
+    /// Takes the opens the backend finished; whether there were any, or any was answered
+    /// on the spot since the last call (so that the scheduler issues their reads).
     pub(super) fn handle_opened(&mut self, core: &mut Core<'_>, limits: &Limits) -> bool {
+        let answered_now = std::mem::take(&mut self.answered_now);
         // Every open started was taken, so none can be answered; but a helper thread's late
         // answer to one given up on is still collected, to close its file.
         if self.in_flight == 0 && !core.io().thread_opens().is_some_and(ThreadOpens::jobs_out) {
-            return false;
+            return answered_now;
         }
         let mut opened = Vec::new();
         core.io_mut().take_opened(&mut opened);
@@ -156,43 +177,69 @@ impl Opens {
             self.in_flight -= 1;
             // A file moved past while it was being opened is closed here (dropped).
             match core.queue.index_of(id) {
-                Some(idx) if !self.retry_open(core, idx, &result, limits) => {
-                    self.finish_open(core, idx, result, limits)
-                }
-                Some(_) => {}
+                Some(idx) => self.answered(core, idx, result, limits),
                 None => self.retries.forget(id),
             }
         }
-        any
+        any || answered_now
     }
 
-    /// Starts opening the path at `idx` through the backend, if it can; whether it did.
-    pub(super) fn start_open(&mut self, core: &mut Core<'_>, idx: usize, limits: &Limits) -> bool {
-        if !core.start_open_queued(idx, limits.direct) {
-            return false;
+    /// Takes the answer to the open of the file at `idx`: started again where it failed
+    /// with a passing error, else recorded.
+    fn answered<'a>(
+        &mut self,
+        core: &mut Core<'a>,
+        idx: usize,
+        result: OpenResult<'a>,
+        limits: &Limits,
+    ) {
+        if !self.retry_open(core, idx, &result, limits) {
+            self.finish_open(core, idx, result, limits);
         }
+    }
+
+    /// Starts opening the path at `idx` through the backend, if it can: see [`Started`].
+    pub(super) fn start_open(
+        &mut self,
+        core: &mut Core<'_>,
+        idx: usize,
+        limits: &Limits,
+    ) -> Started {
+        let answer = match core.start_open_queued(idx, limits.direct) {
+            OpenStart::Refused => return Started::No,
+            OpenStart::Started => None,
+            OpenStart::Done(result) => Some(result),
+        };
         core.queue
             .get_mut(idx)
             .expect("index from the queue")
             .set_opening();
-        self.in_flight += 1;
-        true
+        let Some(result) = answer else {
+            self.in_flight += 1;
+            return Started::Later;
+        };
+        self.answered_now = true;
+        self.answered(core, idx, result, limits);
+        Started::Answered
     }
 
     /// Starts opening the paths queued after the read-ahead, so that their opening overlaps,
-    /// while the cap on descriptors allows; whether it started any.
+    /// while the cap on descriptors allows (those answered on the spot count against the
+    /// depth of opens as those under way do, so that a pass opens no further ahead of the
+    /// reads than where opens take their time); whether it started any.
     pub(super) fn open_ahead(&mut self, core: &mut Core<'_>, limits: &Limits) -> bool {
         let mut i = core.queue.open_from();
-        let mut started = false;
-        while !self.at_cap(core, limits) {
+        let (mut started, mut answered) = (false, 0);
+        while !self.at_cap_with(core, limits, answered) {
             let Some(entry) = core.queue.get_mut(i) else {
                 break;
             };
             if entry.wants_open() {
-                if !self.start_open(core, i, limits) {
-                    break;
+                match self.start_open(core, i, limits) {
+                    Started::No => break,
+                    Started::Later => started = true,
+                    Started::Answered => answered += 1,
                 }
-                started = true;
             }
             i += 1;
         }
@@ -218,7 +265,7 @@ impl Opens {
             .get_mut(idx)
             .expect("index from the queue")
             .set_open_returned();
-        if !self.start_open(core, idx, limits) {
+        if self.start_open(core, idx, limits) == Started::No {
             // The backend cannot open it now: opened when it is needed, on this thread.
             core.queue.reopen_from(idx);
         }

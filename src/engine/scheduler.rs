@@ -3,7 +3,7 @@
 
 use std::io;
 
-use super::opens::Opens;
+use super::opens::{Opens, Started};
 use super::policy::{How, Next, Policy, PoolWindow};
 use super::{backend_error, uncached, whole, Core, Limits};
 use crate::consts::{DIRECT_ALIGN, OFFLOAD_MIN};
@@ -206,8 +206,10 @@ impl Scheduler {
         if entry.status().is_opening() || (idx > 0 && self.opens.at_cap(core, &self.limits)) {
             return Step::Blocked;
         }
-        if self.opens.start_open(core, idx, &self.limits) {
-            return Step::StartedOpen;
+        match self.opens.start_open(core, idx, &self.limits) {
+            Started::Later => return Step::StartedOpen,
+            Started::Answered => return Step::Opened,
+            Started::No => {}
         }
         if self.opens.open_entry(core, idx, &self.limits) {
             Step::Opened

@@ -42,6 +42,16 @@ enum HelperAnswer {
     Checked(Checked),
 }
 
+/// Where the open of a path of a local directory went.
+enum Local {
+    /// Made on this thread, from the kernel's caches: its answer.
+    Here(OpenResult<'static>),
+    /// To the ring's kernel workers.
+    Ring,
+    /// Neither: to a helper thread.
+    Refused,
+}
+
 /// The ring's kernel workers, as a place to open a path of a local directory.
 pub(crate) trait RingOpen {
     /// Hands the open of `path` (`dir`: its directory's handle and its name there) for file
@@ -112,7 +122,9 @@ impl ThreadOpens {
     }
 
     /// Starts opening `path` for file `file`, where the rule says (see the module docs): the
-    /// one place that decides it. Its answer is taken with [`take`](Self::take).
+    /// one place that decides it. An open made on this thread from the kernel's caches is
+    /// answered here (`Some`), not queued: the caller has the file at once, for no more than
+    /// a plain open costs. Any other answer is taken with [`take`](Self::take).
     ///
     /// # Errors
     ///
@@ -123,17 +135,18 @@ impl ThreadOpens {
         path: &Path,
         direct: bool,
         ring: Option<&mut dyn RingOpen>,
-    ) -> io::Result<()> {
+    ) -> io::Result<Option<OpenResult<'static>>> {
         self.collect();
         match self.dirs.place(path) {
-            Ok(dir) => {
-                if self.start_local(file, path, dir, direct, ring) {
-                    return Ok(());
-                }
-            }
+            Ok(dir) => match self.start_local(file, path, dir, direct, ring) {
+                Local::Here(opened) => return Ok(Some(opened)),
+                Local::Ring => return Ok(None),
+                Local::Refused => {}
+            },
             Err(check) => self.start_check(check),
         }
         self.start_on_helper(file, ToOpen::Path(path.into()), direct)
+            .map(|()| None)
     }
 
     /// Finds out on a helper thread, apart from any open, whether the mount `check` names
@@ -153,7 +166,7 @@ impl ThreadOpens {
     }
 
     /// Opens `path` of a local directory here, from the kernel's caches, or else hands it to
-    /// the ring (first, for a few paths after a cold one); whether either took it.
+    /// the ring (first, for a few paths after a cold one); where it went.
     fn start_local(
         &mut self,
         file: u64,
@@ -161,7 +174,7 @@ impl ThreadOpens {
         dir: LocalDir<'_>,
         direct: bool,
         mut ring: Option<&mut dyn RingOpen>,
-    ) -> bool {
+    ) -> Local {
         let opener = self.opener;
         let mut to_ring = |dir: LocalDir<'_>| {
             let ring = ring.as_deref_mut();
@@ -170,18 +183,17 @@ impl ThreadOpens {
         if self.cold_run > 0 {
             self.cold_run -= 1;
             if to_ring((dir.0.clone(), dir.1)) {
-                return true;
+                return Local::Ring;
             }
         }
         if let Some(opened) = self.open_here(path, &dir, direct) {
-            self.answered.push((file, opened));
-            return true;
+            return Local::Here(opened);
         }
-        let taken = to_ring(dir);
-        if taken {
-            self.cold_run = COLD_RUN;
+        if !to_ring(dir) {
+            return Local::Refused;
         }
-        taken
+        self.cold_run = COLD_RUN;
+        Local::Ring
     }
 
     /// Opens `path` by its name in its local directory `dir`, on this thread, where the
@@ -277,7 +289,12 @@ impl ThreadOpens {
     /// No helper thread can be had (see `helpers::spawn`).
     pub(crate) fn start_any(&mut self, file: u64, to_open: ToOpen, direct: bool) -> io::Result<()> {
         match to_open {
-            ToOpen::Path(path) => self.start(file, &path, direct, None),
+            ToOpen::Path(path) => {
+                if let Some(opened) = self.start(file, &path, direct, None)? {
+                    self.answered.push((file, opened));
+                }
+                Ok(())
+            }
             ToOpen::File { file: ref fd, .. } if self.dirs.holds_file(fd) => {
                 fd.set_local(true);
                 let opened = to_open.open_sized(direct, &mut self.opener);

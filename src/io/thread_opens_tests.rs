@@ -21,9 +21,12 @@ fn take_all(opens: &mut ThreadOpens) -> Vec<(u64, OpenResult<'static>)> {
     out
 }
 
-/// Starts opening `path` as file `id` without a ring; whether on a helper thread.
+/// Starts opening `path` as file `id` without a ring; whether on a helper thread. An
+/// answer made on the spot is kept with the others, for `take_all`.
 fn start(opens: &mut ThreadOpens, id: u64, path: &Path) -> bool {
-    opens.start(id, path, false, None).unwrap();
+    if let Some(opened) = opens.start(id, path, false, None).unwrap() {
+        opens.answered.push((id, opened));
+    }
     opens.started.contains_key(&id)
 }
 

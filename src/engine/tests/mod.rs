@@ -23,7 +23,7 @@ use std::time::Duration;
 use std::mem;
 
 use super::*;
-use crate::io::{finish_open, open_source, FromCache, OpenResult};
+use crate::io::{finish_open, open_source, FromCache, OpenResult, OpenStart};
 use crate::source::RawFd;
 use crate::sys::Opener;
 use crate::tests::disk_tempdir;
@@ -390,9 +390,9 @@ impl<'a> Io<'a> for Scripted<'a> {
             .push((fd.raw(), path));
         crate::sys::clear_direct(fd.file())
     }
-    fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> bool {
+    fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> OpenStart<'a> {
         if !self.async_open {
-            return false;
+            return OpenStart::Refused;
         }
         let call = OpenCall {
             file,
@@ -402,11 +402,11 @@ impl<'a> Io<'a> for Scripted<'a> {
         self.log.lock().unwrap().opens.push(call.clone());
         if self.opens_answer_themselves {
             self.answering.push((call, 1));
-            return true;
+            return OpenStart::Started;
         }
         self.pending.push(Op::Open(call));
         self.note_descriptors();
-        true
+        OpenStart::Started
     }
     fn take_opened(&mut self, out: &mut Vec<(u64, OpenResult<'a>)>) {
         for (call, looks) in std::mem::take(&mut self.answering) {
