@@ -35,14 +35,15 @@ pub(super) enum Started {
 struct Retries(IdMap<u32>);
 
 impl Retries {
-    /// Whether the open of file `id`, which came back with `result`, is to be started
-    /// again: where it failed with a passing error (`EINTR`, `EAGAIN`), `MAX_RETRIES` times
-    /// at most.
-    fn again(&mut self, id: u64, result: &OpenResult<'_>) -> bool {
+    /// Whether the open of file `id` (asked only where needed), which came back with
+    /// `result`, is to be started again: where it failed with a passing error (`EINTR`,
+    /// `EAGAIN`), `MAX_RETRIES` times at most.
+    fn again(&mut self, result: &OpenResult<'_>, id: impl FnOnce() -> u64) -> bool {
         let passing = matches!(errno(result), Some(libc::EINTR | libc::EAGAIN));
         if !passing && self.0.is_empty() {
             return false; // Nothing to forget: the common case, an open that went through.
         }
+        let id = id();
         let tries = self.0.entry(id).or_default();
         if !passing || *tries >= MAX_RETRIES {
             self.0.remove(&id);
@@ -256,8 +257,8 @@ impl Opens {
         result: &OpenResult<'_>,
         limits: &Limits,
     ) -> bool {
-        let id = core.queue.get_mut(idx).expect("index from the queue").id;
-        if !self.retries.again(id, result) {
+        let id = || core.queue.get_mut(idx).expect("index from the queue").id;
+        if !self.retries.again(result, id) {
             return false;
         }
         core.stats.retried();

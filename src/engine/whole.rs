@@ -22,12 +22,13 @@ use crate::queue::FileEntry;
 pub(super) fn applies(policy: &Policy, entry: &FileEntry<'_>, most: usize) -> bool {
     let progress = entry.progress();
     let left = entry.stop().saturating_sub(progress.consumed());
-    policy.copies_whole(entry.id)
+    // How much is left first: at a file's end, each file's last look, nothing is.
+    (1..=most as u64).contains(&left)
+        && policy.copies_whole(entry.id)
         && entry.fd().is_some_and(|fd| !fd.may_hang())
         && !entry.direct()
         && progress.in_flight() == 0
         && progress.next_read() == progress.consumed()
-        && (1..=most as u64).contains(&left)
 }
 
 /// The most bytes a file may have left to be copied whole: `COPY_WHOLE_MAX`, but never more

@@ -46,6 +46,9 @@ struct Dir {
     path: Box<Path>,
     handle: Arc<Descriptor>,
     mount: u64,
+    /// Whether its mount was found local: its next files are placed without looking the
+    /// mount up. (The handle keeps the mount mounted, so that its id names it meanwhile.)
+    local: bool,
     /// Until when the handle is used for its path (`HANDLE_FOR` after it was opened): an
     /// instant to compare, not a duration to work out, each file.
     until: Instant,
@@ -86,7 +89,10 @@ impl Dirs {
     pub(super) fn place<'p>(&mut self, path: &'p Path) -> Result<LocalDir<'p>, Option<Check>> {
         let (dir, name) = split(path).ok_or(None)?;
         // Not in the kernel's caches: the helper thread's lookup brings it in.
-        let (handle, mount) = self.handle(dir).ok_or(None)?;
+        let (handle, mount, local) = self.handle(dir).ok_or(None)?;
+        if local {
+            return Ok((handle, name)); // The last directory's, its mount found local.
+        }
         let local = match self.mounts.get(&mount) {
             Some(held) => held.local,
             None => match self.hold(mount, &handle) {
@@ -98,6 +104,9 @@ impl Dirs {
             return Err(None);
         }
         handle.set_local(true);
+        if let Some(last) = self.last.as_mut() {
+            last.local = true; // `handle` found the directory, or opened it: the last.
+        }
         Ok((handle, name))
     }
 
@@ -139,15 +148,15 @@ impl Dirs {
         sys::mount_id(file).and_then(local) == Some(true)
     }
 
-    /// A handle of `dir` and the mount it lies on: the last one's, where it is `dir`'s and
-    /// younger than [`HANDLE_FOR`]; else one opened from the kernel's caches (`None` where
-    /// they do not hold it).
-    fn handle(&mut self, dir: &Path) -> Option<(Arc<Descriptor>, u64)> {
+    /// A handle of `dir`, the mount it lies on, and whether that was found local: the last
+    /// one's, where it is `dir`'s and younger than [`HANDLE_FOR`]; else one opened from the
+    /// kernel's caches, which becomes the last (`None` where they do not hold it).
+    fn handle(&mut self, dir: &Path) -> Option<(Arc<Descriptor>, u64, bool)> {
         let now = Instant::now();
         if let Some(last) = &self.last {
             let same = last.path.as_os_str() == dir.as_os_str();
             if same && now < last.until {
-                return Some((last.handle.clone(), last.mount));
+                return Some((last.handle.clone(), last.mount, last.local));
             }
         }
         // A handle on a mount not known local may hang its close too: a `Descriptor`, closed
@@ -158,9 +167,10 @@ impl Dirs {
             path: dir.into(),
             handle: handle.clone(),
             mount,
+            local: false,
             until: now + HANDLE_FOR,
         });
-        Some((handle, mount))
+        Some((handle, mount, false))
     }
 }
 
