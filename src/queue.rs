@@ -225,6 +225,15 @@ impl<'a> FileEntry<'a> {
         self.status.end_at(at, || self.source.name())
     }
 
+    /// Whether the consumer is at the end of a file that reads found whole: every byte
+    /// issued, none failed or found missing, and the consumer past the last.
+    pub(crate) fn consumed_to_end(&self) -> bool {
+        let stop = self.stop();
+        matches!(self.status.state(), FileState::Reading)
+            && self.progress.next_read() >= stop
+            && self.progress.consumed() >= stop
+    }
+
     /// Whether the engine has more to do for this file: open it, or issue reads.
     pub(crate) fn wants_reads(&self) -> bool {
         match self.status.state() {

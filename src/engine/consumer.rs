@@ -33,7 +33,14 @@ impl<'a> Engine<'a> {
     /// `fill_buf` where the bytes handed out last are all consumed.
     fn fill_buf_again(&mut self) -> io::Result<&[u8]> {
         self.stream.settle();
-        if self.spill.pending() > 0 || whole::copy(&mut self.stream.ahead, &mut self.spill)? {
+        if self.spill.pending() > 0 {
+            return Ok(self.spill.expose());
+        }
+        // Every file's last call: told at once where its bytes were copied whole.
+        if self.stream.at_front_end() {
+            return Ok(&[]);
+        }
+        if whole::copy(&mut self.stream.ahead, &mut self.spill)? {
             return Ok(self.spill.expose());
         }
         self.stream.fill()

@@ -87,6 +87,16 @@ impl<'a> Stream<'a> {
         self.handout.pos
     }
 
+    /// Whether the consumer is at the current file's end with nothing of it left in the
+    /// pool (a file copied whole, after its bytes): what [`fill`](Self::fill) would find,
+    /// told without its look at the chunks and the scheduler. Settled first.
+    pub(super) fn at_front_end(&self) -> bool {
+        let core = &self.ahead.core;
+        core.queue.front().is_some_and(|front| {
+            front.consumed_to_end() && core.chunks.front().is_none_or(|c| c.file_id() != front.id)
+        })
+    }
+
     /// The front chunk's unread bytes, `&[]` at the current file's end.
     pub(super) fn fill(&mut self) -> io::Result<&[u8]> {
         self.settle();

@@ -22,7 +22,7 @@ use crate::queue::FileEntry;
 pub(super) fn applies(policy: &Policy, entry: &FileEntry<'_>, most: usize) -> bool {
     let progress = entry.progress();
     let left = entry.stop().saturating_sub(progress.consumed());
-    // How much is left first: at a file's end, each file's last look, nothing is.
+    // How much is left first: the cheapest test, and the one a file at its end fails.
     (1..=most as u64).contains(&left)
         && policy.copies_whole(entry.id)
         && entry.fd().is_some_and(|fd| !fd.may_hang())
