@@ -158,15 +158,6 @@ impl Descriptor {
         }
     }
 
-    /// Closes it on this thread if this is its last holder, where it may hang or not: for
-    /// a helper thread, whose calls may hang, so that the close is over when the thread
-    /// goes on (a caller counting descriptors after its answer must not see it linger).
-    pub(crate) fn close_here(this: Arc<Descriptor>) {
-        if let Some(mut last) = Arc::into_inner(this) {
-            drop(last.file.take());
-        }
-    }
-
     /// Its filesystem was found local (`local`), or one that may hang.
     pub(crate) fn set_local(&self, local: bool) {
         self.may_hang.store(!local, Ordering::Relaxed);

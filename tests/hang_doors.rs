@@ -4,7 +4,8 @@
 //!
 //! - A close can hang too: FUSE sends a `FLUSH` on every `close(2)` of a file opened for
 //!   reading, and waits for its answer. A file whose close never answers is read whole (or
-//!   timed out), and the scan goes on.
+//!   timed out), and the scan goes on; a file handed in `O_NONBLOCK` is read whole, the
+//!   close of the reader's duplicate of it held by no open or read.
 //! - A directory is not learned local from a file opened through it that lies elsewhere: a
 //!   symbolic link in a FUSE directory to a local file opens a local file, but the
 //!   directory's other files, whose opens hang, are still FUSE's.
@@ -186,6 +187,40 @@ fn files_whose_close_never_answers_do_not_hold_the_scan() {
             std::thread::sleep(Duration::from_millis(10));
         }
         eprintln!("{backend:?}: {:?}", m.stats());
+        end(m);
+    }
+}
+
+/// A file handed in with `O_NONBLOCK` is read through a descriptor the reader opens again
+/// without it; the reader's duplicate of the caller's descriptor is closed then, and that
+/// close, which never answers here, must hold neither the open nor the read.
+#[test]
+fn a_handed_in_nonblocking_file_whose_close_never_answers_is_read_whole() {
+    use std::os::unix::fs::OpenOptionsExt;
+    for backend in backends_once().to_vec() {
+        let spec = FileSpec::new(100_000).with(Faults {
+            hang_flush: true,
+            ..Faults::default()
+        });
+        let Some(m) = mount_specs(vec![spec], Duration::ZERO) else {
+            return;
+        };
+        let (path, want) = (m.paths()[0].clone(), m.expected(0));
+        let what = format!("{backend:?}: a nonblocking file whose close hangs");
+        let got = within(HANG, &what, move || {
+            let file = std::fs::File::options()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&path)
+                .unwrap();
+            // The caller's own close would hang too: its descriptor is left open.
+            let file: &'static std::fs::File = Box::leak(Box::new(file));
+            let mut r = builder(backend).build().unwrap();
+            r.push(file).unwrap();
+            read_all_files(&mut r).pop().unwrap()
+        });
+        let got = got.unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_bytes_eq(&got, &want, &what);
         end(m);
     }
 }

@@ -222,7 +222,7 @@ impl ThreadOpens {
             let opened = to_open.open(direct, &mut opener);
             // Its descriptor is closed once the reader is done with it, not after this
             // thread's answer: a caller counting descriptors must not see it linger.
-            to_open.close_here();
+            drop(to_open);
             // The reader may have gone: the file is closed then (here, where it may hang).
             let _ = tx.send(HelperAnswer::Opened(file, opened, opener));
             wake.wake();

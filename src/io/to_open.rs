@@ -56,14 +56,6 @@ impl ToOpen {
         })
     }
 
-    /// Drops it on a helper thread: a descriptor of the reader's is closed here, not handed
-    /// to another helper thread (see [`Descriptor::close_here`]).
-    pub(crate) fn close_here(self) {
-        if let ToOpen::File { file, .. } = self {
-            Descriptor::close_here(file);
-        }
-    }
-
     /// How errors name the file.
     pub(crate) fn name(&self) -> FileName {
         match self {
