@@ -220,8 +220,10 @@ impl ThreadOpens {
         let wake = self.wake.clone();
         let job = move || {
             let opened = to_open.open(direct, &mut opener);
-            // Its descriptor is closed once the reader is done with it, not after this
-            // thread's answer: a caller counting descriptors must not see it linger.
+            // Let go of before the answer, so that nothing but the answer outlives it; a
+            // descriptor whose close may hang (a file handed in) is closed on a helper
+            // thread of its own (see `Descriptor`), never here: the answer must not wait
+            // for a close that never returns (FUSE's `FLUSH`).
             drop(to_open);
             // The reader may have gone: the file is closed then (here, where it may hang).
             let _ = tx.send(HelperAnswer::Opened(file, opened, opener));
