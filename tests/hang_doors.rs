@@ -225,6 +225,39 @@ fn a_handed_in_nonblocking_file_whose_close_never_answers_is_read_whole() {
     }
 }
 
+/// A file handed in is sized when it is queued, on a helper thread where it may hang: a
+/// `getattr` that never answers fails it with `TimedOut` after the timeout, and queuing it
+/// returns, the file failed alone.
+#[test]
+fn a_handed_in_file_whose_size_never_comes_fails_alone() {
+    for backend in backends_once().to_vec() {
+        let hung = FileSpec::new(100_000).with(Faults {
+            hang_getattr: true,
+            ..Faults::default()
+        });
+        let Some(m) = mount_specs(vec![hung, FileSpec::new(50_000)], Duration::ZERO) else {
+            return;
+        };
+        let (paths, want) = (m.paths(), m.expected(1));
+        let what = format!("{backend:?}: a handed-in file whose getattr hangs");
+        let got = within(HANG, &what, move || {
+            // Opened before its getattr is asked; its close would not hang, but the
+            // caller's descriptor is left open with the hung call's thread.
+            let file = std::fs::File::open(&paths[0]).unwrap();
+            let file: &'static std::fs::File = Box::leak(Box::new(file));
+            let mut r = builder(backend).build().unwrap();
+            r.push(file).unwrap();
+            r.push(&paths[1]).unwrap();
+            read_all_files(&mut r)
+        });
+        let [hung, healthy] = <[_; 2]>::try_from(got).expect("two outcomes");
+        let e = hung.expect_err("the hung file fails");
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{what}: {e}");
+        assert_bytes_eq(&healthy.expect("the healthy file is read"), &want, &what);
+        end(m);
+    }
+}
+
 #[test]
 fn a_symlink_to_a_local_file_ahead_of_hung_opens_does_not_make_the_mount_local() {
     for backend in backends_once().to_vec() {

@@ -315,6 +315,11 @@ impl ThreadOpens {
                 return self.answered.swap_remove(i).1;
             }
             let deadline = self.give_up_late();
+            if self.answered.iter().any(|(f, _)| *f == file) {
+                // Given up on just now, answered `TimedOut`: with no other open under way,
+                // there is no deadline, and a wait would never end.
+                continue;
+            }
             if let Ok(answer) = helpers::recv_until(&self.rx, deadline) {
                 self.answered_with(answer);
             }
