@@ -297,6 +297,10 @@ pub(crate) struct Queue<'a> {
     /// Index of the first file the open-ahead has not looked at; every path before it is
     /// open, being opened, done or failed.
     open_cursor: usize,
+    /// Whether a file was queued to be opened again since the open-ahead last moved
+    /// `open_cursor` on ([`reopen_from`](Self::reopen_from)): its pass then leaves the
+    /// cursor where that put it.
+    reopened: bool,
     /// Files the reader opened itself that are still open (counted against the cap): those
     /// with `opened_here` and a descriptor, kept so by `set_descriptor`, `release_fd` and
     /// the pops.
@@ -444,14 +448,17 @@ impl<'a> Queue<'a> {
     }
 
     /// The open-ahead looked at every file before `index` (it looks at none of them again
-    /// but after `reopen_from`).
+    /// but after `reopen_from`, made during its pass too: the cursor then stays).
     pub(crate) fn looked_at_until(&mut self, index: usize) {
-        self.open_cursor = index;
+        if !std::mem::take(&mut self.reopened) {
+            self.open_cursor = index;
+        }
     }
 
     /// The open-ahead looks at the file at `index` again (its open is to be done again).
     pub(crate) fn reopen_from(&mut self, index: usize) {
         self.open_cursor = self.open_cursor.min(index);
+        self.reopened = true;
     }
 
     /// The file at `index` is open on `fd` (`opened_here`: by the reader, which closes it),

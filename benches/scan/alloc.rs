@@ -196,7 +196,10 @@ unsafe impl GlobalAlloc for PageAlignedLarge {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let new = Layout::from_size_align(new_size, layout.align()).unwrap_or(layout);
+        // A size the caller may ask (`GlobalAlloc::realloc`'s contract): else, no block.
+        let Ok(new) = Layout::from_size_align(new_size, layout.align()) else {
+            return std::ptr::null_mut();
+        };
         match (large(layout), large(new)) {
             // SAFETY: `ptr` came from `System` with `layout`; small stays small.
             (false, false) => return unsafe { System.realloc(ptr, layout, new_size) },

@@ -26,8 +26,9 @@ pub(super) enum Started {
     No,
     /// Its open is under way: its answer comes with [`Opens::handle_opened`].
     Later,
-    /// It was opened (or failed) on the spot.
-    Answered,
+    /// It was opened (or failed) on the spot: recorded, or, where the process ran out of
+    /// descriptors, queued to be opened again (see `Cap::out_of_descriptors`).
+    OnTheSpot,
 }
 
 /// Files whose opens failed with a passing error and were started again: how often.
@@ -178,7 +179,9 @@ impl Opens {
             self.in_flight -= 1;
             // A file moved past while it was being opened is closed here (dropped).
             match core.queue.index_of(id) {
-                Some(idx) => self.answered(core, idx, result, limits),
+                Some(idx) => {
+                    self.answered(core, idx, result, limits);
+                }
                 None => self.retries.forget(id),
             }
         }
@@ -186,17 +189,20 @@ impl Opens {
     }
 
     /// Takes the answer to the open of the file at `idx`: started again where it failed
-    /// with a passing error, else recorded.
+    /// with a passing error, else recorded. Where the file stands: opened or failed
+    /// ([`Started::OnTheSpot`]), or as its open started again.
     fn answered<'a>(
         &mut self,
         core: &mut Core<'a>,
         idx: usize,
         result: OpenResult<'a>,
         limits: &Limits,
-    ) {
-        if !self.retry_open(core, idx, &result, limits) {
-            self.finish_open(core, idx, result, limits);
+    ) -> Started {
+        if let Some(again) = self.retry_open(core, idx, &result, limits) {
+            return again;
         }
+        self.finish_open(core, idx, result, limits);
+        Started::OnTheSpot
     }
 
     /// Starts opening the path at `idx` through the backend, if it can: see [`Started`].
@@ -220,8 +226,7 @@ impl Opens {
             return Started::Later;
         };
         self.answered_now = true;
-        self.answered(core, idx, result, limits);
-        Started::Answered
+        self.answered(core, idx, result, limits)
     }
 
     /// Starts opening the paths queued after the read-ahead, so that their opening overlaps,
@@ -239,7 +244,7 @@ impl Opens {
                 match self.start_open(core, i, limits) {
                     Started::No => break,
                     Started::Later => started = true,
-                    Started::Answered => answered += 1,
+                    Started::OnTheSpot => answered += 1,
                 }
             }
             i += 1;
@@ -249,28 +254,29 @@ impl Opens {
     }
 
     /// Starts the open of the file at `idx` again where it failed with a passing error
-    /// (see `Retries::again`); whether it did.
+    /// (see `Retries::again`): how it started (`None`: not started again).
     fn retry_open(
         &mut self,
         core: &mut Core<'_>,
         idx: usize,
         result: &OpenResult<'_>,
         limits: &Limits,
-    ) -> bool {
+    ) -> Option<Started> {
         let id = || core.queue.get_mut(idx).expect("index from the queue").id;
         if !self.retries.again(result, id) {
-            return false;
+            return None;
         }
         core.stats.retried();
         core.queue
             .get_mut(idx)
             .expect("index from the queue")
             .set_open_returned();
-        if self.start_open(core, idx, limits) == Started::No {
+        let started = self.start_open(core, idx, limits);
+        if started == Started::No {
             // The backend cannot open it now: opened when it is needed, on this thread.
             core.queue.reopen_from(idx);
         }
-        true
+        Some(started)
     }
 
     /// Takes the result of an open the backend did for the file at `idx`.
@@ -371,7 +377,7 @@ fn release_unread_ahead(core: &mut Core<'_>) {
             core.queue.release_fd(i);
         }
     }
-    core.queue.looked_at_until(1);
+    core.queue.reopen_from(1);
 }
 
 /// The `errno` an open failed with, if it failed with one.

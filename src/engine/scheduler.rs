@@ -155,9 +155,10 @@ impl Scheduler {
     fn schedule_up_to(&mut self, core: &mut Core<'_>, in_flight: usize) -> io::Result<()> {
         let in_flight = in_flight.min(self.limits.depth);
         let (mut issued, mut started) = (false, false);
-        // Opens answered at once (files the kernel had cached, opened on this thread) are
-        // taken here, so that their reads go out in this submission: else each submission
-        // would carry the reads of as many files as opens may be under way (a few).
+        // Files opened as their opens start (the kernel had them cached: opened on this
+        // thread) and opens answered meanwhile get their reads in another round, so that
+        // those go out in this submission: else each submission would carry the reads of
+        // as many files as opens may be under way (a few).
         for _ in 0..MAX_OPEN_ROUNDS {
             let (i, s) = self.issue_up_to(core, in_flight);
             (issued, started) = (issued | i, started | s);
@@ -208,7 +209,13 @@ impl Scheduler {
         }
         match self.opens.start_open(core, idx, &self.limits) {
             Started::Later => return Step::StartedOpen,
-            Started::Answered => return Step::Opened,
+            // Opened or failed; or queued to be opened again, where the process ran out of
+            // descriptors: not looked at again in this pass.
+            Started::OnTheSpot => {
+                let entry = core.queue.get_mut(idx).expect("index from the queue");
+                let done = entry.fd().is_some() || entry.error().is_some();
+                return if done { Step::Opened } else { Step::Blocked };
+            }
             Started::No => {}
         }
         if self.opens.open_entry(core, idx, &self.limits) {

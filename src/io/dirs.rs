@@ -89,8 +89,8 @@ impl Dirs {
     pub(super) fn place<'p>(&mut self, path: &'p Path) -> Result<LocalDir<'p>, Option<Check>> {
         let (dir, name) = split(path).ok_or(None)?;
         // Not in the kernel's caches: the helper thread's lookup brings it in.
-        let (handle, mount, local) = self.handle(dir).ok_or(None)?;
-        if local {
+        let (handle, mount, found_local) = self.handle(dir).ok_or(None)?;
+        if found_local {
             return Ok((handle, name)); // The last directory's, its mount found local.
         }
         let local = match self.mounts.get(&mount) {

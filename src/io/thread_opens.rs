@@ -48,8 +48,8 @@ enum Local {
     Here(OpenResult<'static>),
     /// To the ring's kernel workers.
     Ring,
-    /// Neither: to a helper thread.
-    Refused,
+    /// Neither: it goes to a helper thread.
+    Helper,
 }
 
 /// The ring's kernel workers, as a place to open a path of a local directory.
@@ -141,7 +141,7 @@ impl ThreadOpens {
             Ok(dir) => match self.start_local(file, path, dir, direct, ring) {
                 Local::Here(opened) => return Ok(Some(opened)),
                 Local::Ring => return Ok(None),
-                Local::Refused => {}
+                Local::Helper => {}
             },
             Err(check) => self.start_check(check),
         }
@@ -190,7 +190,7 @@ impl ThreadOpens {
             return Local::Here(opened);
         }
         if !to_ring(dir) {
-            return Local::Refused;
+            return Local::Helper;
         }
         self.cold_run = COLD_RUN;
         Local::Ring
