@@ -138,6 +138,9 @@ struct Scripted<'a> {
     /// second time the engine looks for answers after starting them (so while it
     /// schedules, not when it waits).
     opens_answer_themselves: bool,
+    /// Whether those opens are answered where they start (`OpenStart::Done`), as the
+    /// kernel's caches answer them on the reader's thread.
+    opens_on_the_spot: bool,
     /// Opens answered by themselves, and how many more looks before each is answered.
     answering: Vec<(OpenCall, u32)>,
     /// Errnos the next opens of a path get, in turn; after them it is really opened.
@@ -169,6 +172,7 @@ impl<'a> Scripted<'a> {
             refuse_nowait: |_| false,
             async_open: false,
             opens_answer_themselves: false,
+            opens_on_the_spot: false,
             answering: Vec::new(),
             open_errors: HashMap::new(),
             opened: Vec::new(),
@@ -400,6 +404,12 @@ impl<'a> Io<'a> for Scripted<'a> {
             direct,
         };
         self.log.lock().unwrap().opens.push(call.clone());
+        if self.opens_on_the_spot {
+            self.complete_open(call);
+            self.note_descriptors();
+            let (_, opened) = self.opened.pop().expect("answered just now");
+            return OpenStart::Done(opened);
+        }
         if self.opens_answer_themselves {
             self.answering.push((call, 1));
             return OpenStart::Started;
@@ -452,6 +462,7 @@ impl<'a> Io<'a> for Scripted<'a> {
             refuse_nowait: s.refuse_nowait,
             async_open: s.async_open,
             opens_answer_themselves: s.opens_answer_themselves,
+            opens_on_the_spot: s.opens_on_the_spot,
             answering: s.answering,
             open_errors: s.open_errors,
             opened: s

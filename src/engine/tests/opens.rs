@@ -36,6 +36,41 @@ fn opens_answered_while_scheduling_read_exactly_empty_files_too() {
     }
 }
 
+/// Opens answered where they start, as the kernel's caches answer them on the reader's
+/// thread: every file read exactly, within the cap, with passing errors retried, `EMFILE` on
+/// a later file and on the current one, and refused flags.
+#[test]
+fn opens_answered_on_the_spot_read_exactly_within_the_cap() {
+    let f = files(&OPEN_SIZES);
+    let (again, busy) = ((libc::EINTR, libc::EAGAIN), libc::EMFILE);
+    let scripts: [&[(usize, i32)]; 5] = [
+        &[],
+        &[(1, again.0), (2, again.1), (3, again.1), (3, again.0)],
+        &[(2, busy)],
+        &[(0, busy)],
+        &[(1, libc::EPERM), (5, libc::EINVAL)],
+    ];
+    for errors in scripts {
+        for order in ORDERS {
+            let what = format!("{errors:?}, order {order:?}");
+            let mut io = opening_failing(&f, order, errors);
+            io.opens_on_the_spot = true;
+            let log = io.log.clone();
+            let mut e = engine(io, 64 << 10, 8192);
+            queue_paths(&mut e, &f);
+            assert_exact(&read_all(&mut e), &f.data);
+            assert_eq!(e.stats().files_failed, 0, "{what}");
+            drop(e);
+            assert_eq!(fds_under(&f.dir()), 0, "{what}: every file closed");
+            let peak = log.lock().unwrap().peak_descriptors;
+            assert!(
+                (1..=4).contains(&peak),
+                "{what}: {peak} descriptors at once"
+            );
+        }
+    }
+}
+
 #[test]
 fn paths_opened_by_the_source_read_exactly_within_the_cap() {
     let f = files(&OPEN_SIZES);
