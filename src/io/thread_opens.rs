@@ -311,14 +311,11 @@ impl ThreadOpens {
     /// until it has taken the timeout.
     fn wait_for(&mut self, file: u64) -> Result<Opened<'static>, Error> {
         loop {
+            // Those late are given up on first: one answered `TimedOut` so is found below,
+            // where, with no other open under way, there is no deadline to wait until.
+            let deadline = self.give_up_late();
             if let Some(i) = self.answered.iter().position(|(f, _)| *f == file) {
                 return self.answered.swap_remove(i).1;
-            }
-            let deadline = self.give_up_late();
-            if self.answered.iter().any(|(f, _)| *f == file) {
-                // Given up on just now, answered `TimedOut`: with no other open under way,
-                // there is no deadline, and a wait would never end.
-                continue;
             }
             if let Ok(answer) = helpers::recv_until(&self.rx, deadline) {
                 self.answered_with(answer);
