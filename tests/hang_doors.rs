@@ -10,7 +10,8 @@
 //!   symbolic link in a FUSE directory to a local file opens a local file, but the
 //!   directory's other files, whose opens hang, are still FUSE's.
 //! - A FUSE directory bind-mounted into a local directory is not one of its files: its
-//!   files' opens hang, and must not be made on the reader's thread.
+//!   files' opens hang, and must not be made on the reader's thread. Nor is a FUSE file
+//!   bind-mounted over the name of one of them.
 //! - A directory known local in one scan, swapped for a symbolic link to a FUSE directory
 //!   before the next, is not taken for local by that next scan in the same process.
 //! - A reader rebound again and again leaks neither descriptors nor threads (in a child
@@ -322,6 +323,46 @@ fn a_fuse_directory_bound_into_a_local_directory_is_not_taken_for_local() {
         let outcomes = scan(paths.clone(), backend, what);
         check(outcomes, &paths, &wants, &format!("{backend:?}"));
         assert_eq!(m.stats().hung_calls, HUNG_HERE.len() as u64, "{backend:?}");
+        drop(binding);
+        end(m);
+    }
+}
+
+/// A FUSE file bind-mounted over a local file's name: the open of that name in its local
+/// directory crosses a mount, which the kernel refuses an open that must stay on the
+/// directory's mount, so that the open is made on a helper thread, where its hang fails
+/// that file alone.
+#[test]
+fn a_fuse_file_bound_over_a_local_file_is_not_opened_on_the_readers_thread() {
+    const OVER: usize = 2;
+    for backend in backends_once().to_vec() {
+        let hung = |_| Faults {
+            hang_open: true,
+            ..Faults::default()
+        };
+        let Some(m) = mount(1, CACHED, hung) else {
+            return;
+        };
+        let local = make_files(&[70_000, 5000, 1, 300_000, 20_000]);
+        let mut wants: Vec<Want> = oracle_all(&local.paths)
+            .into_iter()
+            .map(Want::Bytes)
+            .collect();
+        wants[OVER] = Want::TimedOut;
+        let fuse_file = m.dir().join(fusefs::file_name(0));
+        let binding = match fusefs::bind(&fuse_file, &local.paths[OVER]) {
+            Ok(binding) => binding,
+            Err(why) => {
+                eprintln!("skipped: {why}");
+                return end(m);
+            }
+        };
+        // Its name cached through the bind, so that only the open itself could hang.
+        warm(&local.paths[OVER..=OVER]);
+        let what = "local files, a FUSE file bound over one of them";
+        let outcomes = scan(local.paths.clone(), backend, what);
+        check(outcomes, &local.paths, &wants, &format!("{backend:?}"));
+        assert_eq!(m.stats().hung_calls, 1, "{backend:?}");
         drop(binding);
         end(m);
     }
