@@ -428,12 +428,13 @@ impl<'a> Queue<'a> {
         None
     }
 
-    /// Closes the descriptor of an entry the reader opened, once it is no longer needed.
-    pub(crate) fn release_fd(&mut self, index: usize) {
+    /// Lets go of the descriptor of an entry the reader opened, once it is no longer needed:
+    /// the descriptor, for the caller to close (see `Core::close`).
+    pub(crate) fn release_fd(&mut self, index: usize) -> Option<FdRef<'a>> {
         let e = &mut self.files[index];
-        if e.opened_here && e.fd.take().is_some() {
-            self.open_here -= 1;
-        }
+        let fd = e.fd.take_if(|_| e.opened_here)?;
+        self.open_here -= 1;
+        Some(fd)
     }
 
     /// Files the reader opened itself that are still open.

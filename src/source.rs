@@ -119,7 +119,8 @@ impl FdRef<'_> {
 /// close too). Until told where it lies ([`set_local`](Self::set_local)), it may hang.
 #[derive(Debug)]
 pub(crate) struct Descriptor {
-    /// `Some` until dropped.
+    /// `Some` until closed: dropped, or kept as a spare allocation (see [`Spares`]), which
+    /// nothing reads.
     file: Option<File>,
     may_hang: AtomicBool,
 }
@@ -164,6 +165,47 @@ impl Descriptor {
     }
 }
 
+/// The allocations of descriptors closed, kept to hold the next files opened: a small cached
+/// file then costs no allocation and no free for its descriptor (the queue of a caller that
+/// queued thousands of files first leaves the allocator none to reuse of its own).
+#[derive(Debug, Default)]
+pub(crate) struct Spares(Vec<Arc<Descriptor>>);
+
+impl Spares {
+    /// Allocations kept at most: as many descriptors as a reader holds open by default
+    /// (`DEFAULT_MAX_OPEN_FILES`), which the open-ahead may take in one pass and give back
+    /// in a row.
+    const MOST: usize = crate::consts::DEFAULT_MAX_OPEN_FILES;
+
+    /// Closes `fd`'s descriptor where `fd` holds the last reference to it (no read in flight
+    /// and no helper thread holds another), by the rule of its `Drop`, and keeps its
+    /// allocation; else drops the reference.
+    pub(crate) fn close(&mut self, fd: FdRef<'_>) {
+        let mut file = fd.file;
+        if self.0.len() < Self::MOST {
+            if let Some(descriptor) = Arc::get_mut(&mut file) {
+                descriptor.close();
+                self.0.push(file);
+            }
+        }
+    }
+
+    /// A descriptor of `file`, on a filesystem known local or not (see [`Descriptor::local`]
+    /// and [`Descriptor::new`]): in an allocation kept, where there is one.
+    pub(crate) fn descriptor(&mut self, file: File, local: bool) -> Arc<Descriptor> {
+        let Some(mut spare) = self.0.pop() else {
+            return Arc::new(match local {
+                true => Descriptor::local(file),
+                false => Descriptor::new(file),
+            });
+        };
+        let descriptor = Arc::get_mut(&mut spare).expect("a spare is held here alone");
+        descriptor.file = Some(file);
+        *descriptor.may_hang.get_mut() = !local;
+        spare
+    }
+}
+
 impl Deref for Descriptor {
     type Target = File;
 
@@ -172,12 +214,60 @@ impl Deref for Descriptor {
     }
 }
 
-impl Drop for Descriptor {
-    fn drop(&mut self) {
+impl Descriptor {
+    /// Closes the file: here, where its filesystem is known local (the `File` dropped), else
+    /// on a helper thread, never waited for. Only `Drop` and [`Spares`], which hold it alone.
+    fn close(&mut self) {
         if let Some(file) = self.file.take() {
             if *self.may_hang.get_mut() {
                 helpers::close(file);
             }
         }
+    }
+}
+
+impl Drop for Descriptor {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::io::Write;
+    use std::os::unix::fs::FileExt;
+
+    use super::*;
+
+    fn file_with(bytes: &[u8]) -> File {
+        let mut file = tempfile::tempfile().expect("a temporary file");
+        file.write_all(bytes).expect("written");
+        file
+    }
+
+    fn bytes_of(file: &File) -> Vec<u8> {
+        let mut buf = [0; 16];
+        let n = file.read_at(&mut buf, 0).expect("read");
+        buf[..n].to_vec()
+    }
+
+    #[test]
+    fn a_descriptor_closed_alone_lends_its_allocation_to_the_next_and_a_shared_one_stays_open() {
+        let mut spares = Spares::default();
+        let first = spares.descriptor(file_with(b"one"), true);
+        let at = Arc::as_ptr(&first);
+        spares.close(FdRef::new(first));
+        let second = spares.descriptor(file_with(b"two"), false);
+        assert_eq!(Arc::as_ptr(&second), at, "the allocation kept");
+        assert!(second.may_hang(), "told again where it lies");
+        assert_eq!(bytes_of(&second), b"two");
+        // Held elsewhere too, as by a read in flight: closed by the last reference, not kept.
+        let held = second.clone();
+        spares.close(FdRef::new(second));
+        assert_eq!(bytes_of(&held), b"two", "still open");
+        let third = spares.descriptor(file_with(b"three"), true);
+        assert_ne!(Arc::as_ptr(&third), at, "nothing kept");
+        assert!(!third.may_hang());
+        assert_eq!(bytes_of(&third), b"three");
     }
 }

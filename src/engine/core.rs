@@ -124,7 +124,23 @@ impl<'a> Core<'a> {
             .get_mut(idx)
             .is_some_and(|e| e.opened_here() && e.reads_finished())
         {
-            self.queue.release_fd(idx);
+            self.release_fd(idx);
+        }
+    }
+
+    /// Closes the descriptor of the queued file at `idx`, if the reader opened it.
+    pub(super) fn release_fd(&mut self, idx: usize) {
+        if let Some(fd) = self.queue.release_fd(idx) {
+            self.close(fd);
+        }
+    }
+
+    /// Closes a descriptor the queue let go of, through the opens of the backend, which keep
+    /// its allocation for the next file opened (see `Spares`).
+    fn close(&mut self, fd: FdRef<'a>) {
+        match self.io_mut().thread_opens_mut() {
+            Some(opens) => opens.close(fd),
+            None => drop(fd),
         }
     }
 
@@ -205,12 +221,13 @@ impl<'a> Core<'a> {
     }
 
     /// Takes the current file out of the queue, dropping whatever was read or is in flight
-    /// for it.
+    /// for it, and closing the descriptor the reader opened for it.
     pub(super) fn pop_front_file(&mut self) -> Option<FileEntry<'a>> {
         let id = self.queue.front()?.id;
         while let Some(c) = self.chunks.pop_front_of(id) {
             self.drop_chunk(c);
         }
+        self.release_fd(0);
         self.queue.pop_front()
     }
 

@@ -357,7 +357,7 @@ fn set_opened<'a>(core: &mut Core<'a>, idx: usize, opened: Result<Opened<'a>, Er
         core.stats.file_failed();
     }
     if entry.reads_finished() {
-        core.queue.release_fd(idx);
+        core.release_fd(idx);
     }
     if opened_here {
         core.stats.file_opened();
@@ -374,7 +374,7 @@ fn release_unread_ahead(core: &mut Core<'_>) {
             && e.progress().next_read() <= e.status().start()
             && e.progress().in_flight() == 0
         {
-            core.queue.release_fd(i);
+            core.release_fd(i);
         }
     }
     core.queue.reopen_from(1);

@@ -3,10 +3,9 @@
 
 use std::fs::File;
 use std::path::Path;
-use std::sync::Arc;
 
 use crate::error::{Error, FileName};
-use crate::source::{Descriptor, FdRef};
+use crate::source::{FdRef, Spares};
 use crate::sys;
 
 /// A file set up for reading.
@@ -46,13 +45,14 @@ impl Opened<'_> {
 /// cached, with `RWF_NOWAIT`, and `pread` ignore it, the ring retries a read of a file that
 /// can wait, Linux 5.11, and a ring read answered `EAGAIN` all the same clears it then:
 /// `made_blocking` in the engine). A file opened anywhere else has it cleared, and may hang
-/// until [`located`](Opened::located).
+/// until [`located`](Opened::located). Its descriptor takes an allocation of `spares` where
+/// there is one.
 pub(crate) fn finish_open(
     file: File,
-    flags: i32,
-    direct: bool,
+    (flags, direct): (i32, bool),
     path: &Path,
     local: bool,
+    spares: &mut Spares,
 ) -> Result<Opened<'static>, Error> {
     let name = || FileName::Path(path.to_path_buf());
     if !local {
@@ -69,13 +69,9 @@ pub(crate) fn finish_open(
         None => sys::size_and_device(&file).map_err(|e| e.naming(name()))?,
     };
     let direct = sys::bypasses_cache(&file, flags, direct);
-    let file = match local {
-        true => Descriptor::local(file),
-        false => Descriptor::new(file),
-    };
     Ok(Opened {
         direct,
-        fd: FdRef::new(Arc::new(file)).with_device(device),
+        fd: FdRef::new(spares.descriptor(file, local)).with_device(device),
         opened_here: true,
         size,
     })

@@ -22,7 +22,7 @@ use super::{OpenResult, Opened, ToOpen};
 use crate::error::{Error, FileName};
 use crate::helpers;
 use crate::id_map::IdMap;
-use crate::source::{Descriptor, FdRef};
+use crate::source::{Descriptor, FdRef, Spares};
 use crate::sys::{self, Opener};
 
 /// Opens of a reader that may be under way past a tenth of the timeout (most likely hung)
@@ -93,6 +93,8 @@ pub(crate) struct ThreadOpens {
     cold_run: u8,
     /// Told of each answer a helper thread sends (see `helpers::Wake`).
     wake: helpers::Wake,
+    /// The allocations of descriptors closed, for those opened here next.
+    spares: Spares,
 }
 
 impl ThreadOpens {
@@ -111,7 +113,14 @@ impl ThreadOpens {
             cold_run: 0,
             last_now: u64::MAX,
             wake: helpers::Wake::default(),
+            spares: Spares::default(),
         }
+    }
+
+    /// Closes `fd`'s descriptor, keeping its allocation for the next file opened here where
+    /// nothing else holds it (see `Spares`).
+    pub(crate) fn close(&mut self, fd: FdRef<'_>) {
+        self.spares.close(fd);
     }
 
     /// Tells `wake` of each answer a helper thread sends from now on: for a reader that
@@ -207,7 +216,13 @@ impl ThreadOpens {
         direct: bool,
     ) -> Option<Result<Opened<'static>, Error>> {
         let (file, flags) = self.opener.open_beneath(dir, name, direct).ok()?;
-        Some(super::finish_open(file, flags, direct, path, true))
+        Some(super::finish_open(
+            file,
+            (flags, direct),
+            path,
+            true,
+            &mut self.spares,
+        ))
     }
 
     /// Starts opening `to_open` for file `file` on a helper thread.
@@ -248,8 +263,9 @@ impl ThreadOpens {
     ) {
         let direct = sys::has(flags, sys::DIRECT);
         let errno = match result {
-            Ok(opened) => {
-                let opened = super::finish_open(opened, flags, direct, path, true);
+            Ok(opened_file) => {
+                let opened = (flags, direct);
+                let opened = super::finish_open(opened_file, opened, path, true, &mut self.spares);
                 return self.answered.push((file, opened));
             }
             Err(errno) => errno,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::{finish_open, Opened};
 use crate::error::{Error, FileName};
-use crate::source::{Descriptor, FdRef, Source};
+use crate::source::{Descriptor, FdRef, Source, Spares};
 use crate::sys::{self, Opener};
 
 /// Opens (for a path, or to get `O_DIRECT`) and sizes a queued file, with `opener`'s flags,
@@ -82,7 +82,7 @@ impl ToOpen {
                     path: FileName::Path(path.to_path_buf()),
                     source,
                 })?;
-                finish_open(file, flags, direct, path, false)
+                finish_open(file, (flags, direct), path, false, &mut Spares::default())
             }
             ToOpen::File { file, dup } => handed_in(file, *dup, direct, opener),
         }

@@ -24,7 +24,7 @@ use std::mem;
 
 use super::*;
 use crate::io::{finish_open, open_source, FromCache, OpenResult, OpenStart};
-use crate::source::RawFd;
+use crate::source::{RawFd, Spares};
 use crate::sys::Opener;
 use crate::tests::disk_tempdir;
 use cache::limits;
@@ -244,8 +244,14 @@ impl<'a> Scripted<'a> {
                 .open(&call.path),
         };
         let result = match opened {
-            Ok(file) => finish_open(file, flags, call.direct, &call.path, false)
-                .map(|o| o.located().attach()),
+            Ok(file) => finish_open(
+                file,
+                (flags, call.direct),
+                &call.path,
+                false,
+                &mut Spares::default(),
+            )
+            .map(|o| o.located().attach()),
             Err(source) => Err(Error::Open {
                 path: crate::error::FileName::Path(call.path.clone()),
                 source,
