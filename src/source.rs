@@ -163,6 +163,16 @@ impl Descriptor {
     pub(crate) fn set_local(&self, local: bool) {
         self.may_hang.store(!local, Ordering::Relaxed);
     }
+
+    /// Closes the file: here, where its filesystem is known local (the `File` dropped), else
+    /// on a helper thread, never waited for. Only `Drop` and [`Spares`], which hold it alone.
+    fn close(&mut self) {
+        if let Some(file) = self.file.take() {
+            if *self.may_hang.get_mut() {
+                helpers::close(file);
+            }
+        }
+    }
 }
 
 /// The allocations of descriptors closed, kept to hold the next files opened: a small cached
@@ -193,15 +203,15 @@ impl Spares {
     /// A descriptor of `file`, on a filesystem known local or not (see [`Descriptor::local`]
     /// and [`Descriptor::new`]): in an allocation kept, where there is one.
     pub(crate) fn descriptor(&mut self, file: File, local: bool) -> Arc<Descriptor> {
-        let Some(mut spare) = self.0.pop() else {
-            return Arc::new(match local {
-                true => Descriptor::local(file),
-                false => Descriptor::new(file),
-            });
+        let descriptor = match local {
+            true => Descriptor::local(file),
+            false => Descriptor::new(file),
         };
-        let descriptor = Arc::get_mut(&mut spare).expect("a spare is held here alone");
-        descriptor.file = Some(file);
-        *descriptor.may_hang.get_mut() = !local;
+        let Some(mut spare) = self.0.pop() else {
+            return Arc::new(descriptor);
+        };
+        // The spare's descriptor, closed, is dropped here: nothing left to close.
+        *Arc::get_mut(&mut spare).expect("a spare is held here alone") = descriptor;
         spare
     }
 }
@@ -211,18 +221,6 @@ impl Deref for Descriptor {
 
     fn deref(&self) -> &File {
         self.file.as_ref().expect("open until dropped")
-    }
-}
-
-impl Descriptor {
-    /// Closes the file: here, where its filesystem is known local (the `File` dropped), else
-    /// on a helper thread, never waited for. Only `Drop` and [`Spares`], which hold it alone.
-    fn close(&mut self) {
-        if let Some(file) = self.file.take() {
-            if *self.may_hang.get_mut() {
-                helpers::close(file);
-            }
-        }
     }
 }
 

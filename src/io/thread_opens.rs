@@ -263,9 +263,9 @@ impl ThreadOpens {
     ) {
         let direct = sys::has(flags, sys::DIRECT);
         let errno = match result {
-            Ok(opened_file) => {
-                let opened = (flags, direct);
-                let opened = super::finish_open(opened_file, opened, path, true, &mut self.spares);
+            Ok(opened) => {
+                let spares = &mut self.spares;
+                let opened = super::finish_open(opened, (flags, direct), path, true, spares);
                 return self.answered.push((file, opened));
             }
             Err(errno) => errno,
