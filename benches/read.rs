@@ -177,7 +177,11 @@ fn scan_readahead(paths: &[PathBuf], consumer: Consumer) -> u64 {
 }
 
 /// One scan with `reader`, which is left empty, ready for the next.
-fn scan_with(reader: &mut SequentialFileReader<'_>, paths: &[PathBuf], consumer: Consumer) -> u64 {
+fn scan_with<'p>(
+    reader: &mut SequentialFileReader<'p>,
+    paths: &'p [PathBuf],
+    consumer: Consumer,
+) -> u64 {
     for path in paths {
         reader.push(path).expect("queue a path");
     }
@@ -291,7 +295,7 @@ fn scan_records(paths: &[PathBuf]) -> u64 {
 }
 
 /// One record scan with `reader`, which is left empty, ready for the next.
-fn scan_records_with(reader: &mut SequentialFileReader<'_>, paths: &[PathBuf]) -> u64 {
+fn scan_records_with<'p>(reader: &mut SequentialFileReader<'p>, paths: &'p [PathBuf]) -> u64 {
     for path in paths {
         reader.push(path).expect("queue a path");
     }

@@ -2,6 +2,7 @@
 //! description of a file both the reader ([`push`](crate::SequentialFileReader::push)) and
 //! the scan take. Depends on `source` (where the bytes come from) and `consts`.
 
+use std::borrow::Cow;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::ops::{Bound, Range, RangeBounds};
@@ -11,8 +12,8 @@ use std::sync::Arc;
 use crate::consts::PAGE;
 use crate::source::{Descriptor, Source};
 
-/// One file to read: a path, a file the caller keeps open (borrowed for `'a`), or a file
-/// the reader takes over, whole or a byte range of it.
+/// One file to read: a path or a file the caller keeps (borrowed for `'a`), or one the
+/// reader takes over, whole or a byte range of it.
 ///
 /// Paths, `&str`s, `String`s and `File`s convert into entries, so
 /// [`SequentialFileReader::push`](crate::SequentialFileReader::push) and
@@ -22,7 +23,8 @@ use crate::source::{Descriptor, Source};
 ///
 /// | entry | reads |
 /// |---|---|
-/// | `"a.bin"`, `PathBuf`, `&Path` (or [`Entry::path`]) | the file at the path, opened when the read-ahead reaches it |
+/// | `&Path`, `&PathBuf`, `&str`, `&OsStr` | the file at a path the caller keeps (borrowed for `'a`, not copied), opened when the read-ahead reaches it |
+/// | `PathBuf`, `String`, `OsString` (or [`Entry::path`]) | the same, the path taken over |
 /// | `&file` (or [`Entry::file`]) | a `File` the caller keeps open |
 /// | `file` (or [`Entry::owned_file`]) | a `File` the reader closes once it is done with it |
 ///
@@ -52,7 +54,10 @@ pub struct Entry<'a> {
 }
 
 impl<'a> Entry<'a> {
-    /// All of the file at `path`, opened (read-only) only when the read-ahead reaches it.
+    /// All of the file at `path`, opened (read-only) only when the read-ahead reaches it;
+    /// the entry owns the path (a copy, where given by reference). A path the caller keeps
+    /// for as long as the reader queues it may be borrowed instead, with no copy:
+    /// `Entry::from(&path)`.
     ///
     /// # Examples
     ///
@@ -61,7 +66,7 @@ impl<'a> Entry<'a> {
     /// assert_eq!(entry.as_path(), Some(std::path::Path::new("a.bin")));
     /// ```
     pub fn path(path: impl Into<PathBuf>) -> Self {
-        Self::whole(Source::Path(path.into().into_boxed_path()))
+        Self::whole(Source::Path(Cow::Owned(path.into())))
     }
 
     /// All of a file the caller keeps open for `'a`; the same as `Entry::from(&file)`.
@@ -277,21 +282,21 @@ impl From<PathBuf> for Entry<'_> {
     }
 }
 
-impl From<&Path> for Entry<'_> {
-    fn from(path: &Path) -> Self {
-        Entry::path(path)
+impl<'a> From<&'a Path> for Entry<'a> {
+    fn from(path: &'a Path) -> Self {
+        Entry::whole(Source::Path(Cow::Borrowed(path)))
     }
 }
 
-impl From<&PathBuf> for Entry<'_> {
-    fn from(path: &PathBuf) -> Self {
-        Entry::path(path)
+impl<'a> From<&'a PathBuf> for Entry<'a> {
+    fn from(path: &'a PathBuf) -> Self {
+        Entry::from(path.as_path())
     }
 }
 
-impl From<&str> for Entry<'_> {
-    fn from(path: &str) -> Self {
-        Entry::path(path)
+impl<'a> From<&'a str> for Entry<'a> {
+    fn from(path: &'a str) -> Self {
+        Entry::from(Path::new(path))
     }
 }
 
@@ -301,9 +306,9 @@ impl From<String> for Entry<'_> {
     }
 }
 
-impl From<&OsStr> for Entry<'_> {
-    fn from(path: &OsStr) -> Self {
-        Entry::path(path)
+impl<'a> From<&'a OsStr> for Entry<'a> {
+    fn from(path: &'a OsStr) -> Self {
+        Entry::from(Path::new(path))
     }
 }
 

@@ -5,7 +5,7 @@ use std::path::Path;
 use super::*;
 
 fn path(p: &str) -> Source<'static> {
-    Source::Path(Path::new(p).into())
+    Source::Path(Path::new(p).to_path_buf().into())
 }
 
 fn eio(at: u64) -> Error {

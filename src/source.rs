@@ -2,6 +2,7 @@
 //! Depends on `error`, for how a file is named, `sys`, for descriptors and the paths they
 //! name, and `helpers`, where a close that may hang is made.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::marker::PhantomData;
 use std::ops::Deref;
@@ -22,8 +23,9 @@ pub(crate) enum Source<'a> {
     Borrowed(&'a File),
     /// A file the reader owns.
     Owned(Arc<Descriptor>),
-    /// A path, opened when the read-ahead reaches it.
-    Path(Box<Path>),
+    /// A path, opened when the read-ahead reaches it: the caller's, alive for `'a`, or one
+    /// the reader owns.
+    Path(Cow<'a, Path>),
 }
 
 impl Source<'_> {

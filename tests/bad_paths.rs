@@ -24,7 +24,7 @@ fn good_files() -> (Files, Vec<Vec<u8>>) {
 /// Queues a path; its error may come out of `push` (then it names the path
 /// and the file is not queued) or out of reading it. Returns whether it was queued.
 fn add_path(r: &mut SequentialFileReader<'_>, path: &Path) -> bool {
-    match r.push(path) {
+    match r.push(path.to_path_buf()) {
         Ok(()) => true,
         Err(e) => {
             assert_names(&e, &path.display().to_string());

@@ -105,7 +105,7 @@ const WAYS: [Way; 3] = [Way::Path, Way::Borrowed, Way::Owned];
 /// Queues `path` the given way (`borrowed` is the file for `Way::Borrowed`).
 fn queue<'a>(r: &mut SequentialFileReader<'a>, way: Way, path: &Path, borrowed: &'a File) {
     match way {
-        Way::Path => r.push(path).unwrap(),
+        Way::Path => r.push(path.to_path_buf()).unwrap(),
         Way::Borrowed => r.add_file_to_prefetch(borrowed, u64::MAX).unwrap(),
         Way::Owned => r.push(File::open(path).unwrap()).unwrap(),
     }

@@ -333,7 +333,7 @@ fn queue_way<'a>(
     borrowed: &'a File,
 ) {
     match way {
-        "path" => r.push(path).unwrap(),
+        "path" => r.push(path.to_path_buf()).unwrap(),
         "borrowed" => r.add_file_to_prefetch(borrowed, u64::MAX).unwrap(),
         _ => r.push(File::open(path).unwrap()).unwrap(),
     }

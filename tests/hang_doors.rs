@@ -448,7 +448,7 @@ fn a_directory_swapped_between_two_rebinds_of_one_reader_is_looked_up_again() {
             return;
         };
         let mut r = builder(backend).build().expect("a reader");
-        paths.iter().for_each(|p| r.push(p).unwrap());
+        paths.iter().for_each(|p| r.push(p.clone()).unwrap());
         let wants: Vec<Want> = oracle_all(&paths).into_iter().map(Want::Bytes).collect();
         let (r, outcomes) = read_queued(r, "a local directory, one reader");
         check(outcomes, &paths, &wants, &format!("{backend:?}, local"));
@@ -457,7 +457,7 @@ fn a_directory_swapped_between_two_rebinds_of_one_reader_is_looked_up_again() {
         std::os::unix::fs::symlink(m.dir(), &d).expect("link the FUSE directory in its place");
         warm(&paths);
         let mut r = r.rebind().expect("rebind");
-        paths.iter().for_each(|p| r.push(p).unwrap());
+        paths.iter().for_each(|p| r.push(p.clone()).unwrap());
         let (r, outcomes) = read_queued(r, "the same paths after a rebind");
         let wants = want_mount(&m, 0..SWAPPED, &HUNG_HERE);
         check(outcomes, &paths, &wants, &format!("{backend:?}, rebound"));
@@ -535,7 +535,7 @@ fn rebind_300_times(backend: Backend, files: &Files) -> [(usize, usize); 2] {
         .unwrap();
     let mut counts = Vec::new();
     for round in 1..=300 {
-        files.paths.iter().for_each(|p| r.push(p).unwrap());
+        files.paths.iter().for_each(|p| r.push(p.clone()).unwrap());
         let got = r.fill_buf().unwrap();
         let n = got.len().min(4096);
         assert_bytes_eq(

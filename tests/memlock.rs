@@ -137,7 +137,7 @@ fn read_and_measure_pin(
     want: &[Vec<u8>],
 ) -> u64 {
     for p in &files.paths {
-        r.push(p).unwrap();
+        r.push(p.clone()).unwrap();
     }
     // At least one read has been issued and completed into the pool.
     r.fill_buf().unwrap();

@@ -140,7 +140,7 @@ fn files_queued_while_reading_come_out_after_the_others() {
             let n = r.read(&mut half).unwrap();
             half.truncate(n);
             if next < files.paths.len() {
-                r.push(&files.paths[next]).unwrap();
+                r.push(files.paths[next].clone()).unwrap();
                 next += 1;
             }
             r.read_to_end(&mut half).unwrap();

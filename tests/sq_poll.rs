@@ -99,7 +99,7 @@ fn reader_over_again<'a>(
     paths: &[std::path::PathBuf],
 ) -> SequentialFileReader<'a> {
     for p in paths {
-        r.push(p).unwrap();
+        r.push(p.clone()).unwrap();
     }
     r
 }

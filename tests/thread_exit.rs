@@ -42,7 +42,7 @@ fn queued_by_an_exited_thread(paths: &[PathBuf]) -> SequentialFileReader<'static
             .build()
             .unwrap();
         for p in &paths {
-            r.push(p).unwrap();
+            r.push(p.clone()).unwrap();
         }
         r
     })

@@ -58,7 +58,7 @@ fn a_static_reader_moves_to_a_new_thread_every_few_kib() {
             let mut r: SequentialFileReader<'static> = b.clone().build().unwrap();
             for (i, p) in files.paths.iter().enumerate() {
                 if i % 2 == 0 {
-                    r.push(p).unwrap();
+                    r.push(p.clone()).unwrap();
                 } else {
                     r.push(File::open(p).unwrap()).unwrap();
                 }
@@ -114,7 +114,7 @@ fn a_reader_built_on_one_thread_is_queued_on_another_and_read_on_a_third() {
         let r = thread::spawn(move || {
             let mut r = r;
             for p in &paths {
-                r.push(p).unwrap();
+                r.push(p.clone()).unwrap();
             }
             r
         })

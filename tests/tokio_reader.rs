@@ -36,7 +36,7 @@ fn the_async_reader_is_send() {
 fn async_reader(b: &ReaderBuilder, paths: &[PathBuf]) -> AsyncSequentialFileReader<'static> {
     let mut r = AsyncSequentialFileReader::new(b.clone().build().unwrap()).unwrap();
     for p in paths {
-        r.push(p.as_path()).unwrap();
+        r.push(p.clone()).unwrap();
     }
     r
 }

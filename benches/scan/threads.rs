@@ -184,9 +184,9 @@ fn build_readers<'a>(
 /// (a path is opened only when the read-ahead reaches it, so any number may be queued), then
 /// each read in turn through the consumer and moved past. Dropping the reader, which frees its
 /// pool, is part of the run's cost: it is timed.
-fn read_share(
-    mut reader: SequentialFileReader,
-    share: &Share,
+fn read_share<'f>(
+    mut reader: SequentialFileReader<'f>,
+    share: &Share<'f>,
     consumer: Consumer,
     bar: Option<&ProgressBar>,
 ) -> Result<Ran, String> {

@@ -39,7 +39,7 @@ impl ToOpen {
     /// the caller's to close (see `FdRef`); duplicating asks nothing of its filesystem.
     pub(crate) fn of(source: &Source<'_>) -> Result<ToOpen, Error> {
         Ok(match source {
-            Source::Path(path) => ToOpen::Path(path.clone()),
+            Source::Path(path) => ToOpen::Path(path.as_ref().into()),
             Source::Owned(file) => ToOpen::File {
                 file: file.clone(),
                 dup: false,

@@ -131,9 +131,10 @@ impl<'a> SequentialFileReader<'a> {
         ReaderBuilder::new()
     }
 
-    /// Queues a file: a path, a `File` borrowed (`&file`) or taken over (`file`), whole or a
-    /// byte range of it ([`Entry`] has them all). It becomes current if the queue was
-    /// empty; its reads start at once where the pipeline has room.
+    /// Queues a file: a path borrowed (`&path`, kept by reference until the reader moves
+    /// past it) or taken over (`path`), a `File` borrowed (`&file`) or taken over (`file`),
+    /// whole or a byte range of it ([`Entry`] has them all). It becomes current if the queue
+    /// was empty; its reads start at once where the pipeline has room.
     ///
     /// A path is opened (read-only, close-on-exec, `O_NOATIME` where permitted) only when
     /// the read-ahead reaches it, so any number can be queued. `O_NOATIME` (Linux) keeps a
@@ -162,7 +163,7 @@ impl<'a> SequentialFileReader<'a> {
     /// # std::fs::write(&path, b"header:payload")?;
     /// let kept = File::open(&path)?;
     /// let mut reader = SequentialFileReader::new()?;
-    /// reader.push(&path)?; // a path, opened when the read-ahead reaches it
+    /// reader.push(&path)?; // a path the caller keeps, opened when the read-ahead reaches it
     /// reader.push(&kept)?; // a file the caller keeps open
     /// reader.push(File::open(&path)?)?; // a file the reader closes when done
     /// reader.push(Entry::path(&path).range(7..))?; // all but the header

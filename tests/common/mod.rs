@@ -124,7 +124,7 @@ pub fn reader_over<'a, P: AsRef<Path>>(
 ) -> SequentialFileReader<'a> {
     let mut r = b.build().unwrap();
     for p in paths {
-        r.push(p.as_ref()).unwrap();
+        r.push(p.as_ref().to_path_buf()).unwrap();
     }
     r
 }

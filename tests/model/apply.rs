@@ -24,7 +24,7 @@ fn assert_fails_as(e: &std::io::Error, path: &Path, missing: bool, what: &str) {
 pub fn apply<'a>(
     r: &mut SequentialFileReader<'a>,
     m: &mut Model,
-    (fx, pool): (&Fixture, usize),
+    (fx, pool): (&'a Fixture, usize),
     opened: &'a [File],
     step: &Step,
     what: &str,

@@ -585,7 +585,7 @@ fn poisoned(io: Scripted<'_>, pool: usize, limits: Limits) -> Engine<'_> {
 
 fn queue_paths(e: &mut Engine<'_>, f: &Files) {
     for p in &f.paths {
-        e.push_range(Source::Path(p.as_path().into()), 0, u64::MAX, false)
+        e.push_range(Source::Path(p.clone().into()), 0, u64::MAX, false)
             .unwrap();
     }
 }
