@@ -23,7 +23,7 @@ use crate::source::{Descriptor, Source};
 ///
 /// | entry | reads |
 /// |---|---|
-/// | `&Path`, `&PathBuf`, `&str`, `&OsStr` | the file at a path the caller keeps (borrowed for `'a`, not copied), opened when the read-ahead reaches it |
+/// | `&Path`, `&PathBuf`, `&str`, `&OsStr` | the file at a path the caller keeps (borrowed for `'a`, not copied when queued), opened when the read-ahead reaches it |
 /// | `PathBuf`, `String`, `OsString` (or [`Entry::path`]) | the same, the path taken over |
 /// | `&file` (or [`Entry::file`]) | a `File` the caller keeps open |
 /// | `file` (or [`Entry::owned_file`]) | a `File` the reader closes once it is done with it |
@@ -120,7 +120,7 @@ impl<'a> Entry<'a> {
     /// # let path = dir.path().join("f");
     /// # std::fs::write(&path, b"header:payload:padding")?;
     /// let mut reader = SequentialFileReader::new()?;
-    /// reader.push(Entry::path(&path).range(7..14))?;
+    /// reader.push(Entry::from(&path).range(7..14))?;
     /// assert_eq!(reader.file_offset(), 7);
     /// let mut payload = String::new();
     /// reader.read_to_string(&mut payload)?;

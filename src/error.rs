@@ -225,7 +225,7 @@ impl From<Error> for io::Error {
 /// let Some(Error::Open { path, .. }) = err.get_ref().and_then(|e| e.downcast_ref()) else {
 ///     panic!("{err:?}");
 /// };
-/// assert_eq!(path, &FileName::Path(missing.clone()));
+/// assert!(matches!(path, FileName::Path(p) if *p == missing));
 /// # Ok(())
 /// # }
 /// ```

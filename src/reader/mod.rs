@@ -41,9 +41,9 @@ use crate::stats::Stats;
 /// reads do; a parser sees the record torn there.
 ///
 /// `SequentialFileReader<'a>` is `Send`: it may move to another thread between calls, in the
-/// middle of a scan. `'a` is the lifetime of the files borrowed with
-/// [`add_file_to_prefetch`](Self::add_file_to_prefetch); a reader that borrows none is
-/// `'static`.
+/// middle of a scan. `'a` is the lifetime of the files and paths it borrows (`&file` with
+/// [`add_file_to_prefetch`](Self::add_file_to_prefetch) or [`push`](Self::push), `&path` with
+/// `push`); a reader that borrows none (paths and files handed over) is `'static`.
 ///
 /// # Several readers
 ///
@@ -131,9 +131,9 @@ impl<'a> SequentialFileReader<'a> {
         ReaderBuilder::new()
     }
 
-    /// Queues a file: a path borrowed (`&path`, kept by reference until the reader moves
-    /// past it) or taken over (`path`), a `File` borrowed (`&file`) or taken over (`file`),
-    /// whole or a byte range of it ([`Entry`] has them all). It becomes current if the queue
+    /// Queues a file: a path borrowed for `'a` (`&path`, as `&file` is) or taken over
+    /// (`path`), a `File` borrowed (`&file`) or taken over (`file`), whole or a byte range
+    /// of it ([`Entry`] has them all). It becomes current if the queue
     /// was empty; its reads start at once where the pipeline has room.
     ///
     /// A path is opened (read-only, close-on-exec, `O_NOATIME` where permitted) only when
@@ -166,7 +166,7 @@ impl<'a> SequentialFileReader<'a> {
     /// reader.push(&path)?; // a path the caller keeps, opened when the read-ahead reaches it
     /// reader.push(&kept)?; // a file the caller keeps open
     /// reader.push(File::open(&path)?)?; // a file the reader closes when done
-    /// reader.push(Entry::path(&path).range(7..))?; // all but the header
+    /// reader.push(Entry::from(&path).range(7..))?; // all but the header
     /// let mut texts = Vec::new();
     /// loop {
     ///     let mut text = String::new();
@@ -335,7 +335,7 @@ impl<'a> SequentialFileReader<'a> {
     }
 
     /// Drops every queued file (cancelling their reads and waiting for them) and returns the
-    /// same reader, free to borrow files of a new lifetime: the ring, the pool and its
+    /// same reader, free to borrow files and paths of a new lifetime: the ring, the pool and its
     /// registration are kept, not set up again. A half-read file is dropped; the reader
     /// behaves as new, but for [`stats`](Self::stats), which carry on.
     ///
