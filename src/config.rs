@@ -167,7 +167,9 @@ impl ReaderBuilder {
     /// The most queued paths the reader keeps open at once (and duplicates of borrowed files:
     /// see [`add_file_to_prefetch`](crate::SequentialFileReader::add_file_to_prefetch)).
     /// Default [`DEFAULT_MAX_OPEN_FILES`]; at least 1. Paths are opened only as the read-ahead
-    /// reaches them, so any number can be queued whatever `ulimit -n` is.
+    /// reaches them, so any number can be queued whatever `ulimit -n` is. Files done with
+    /// count until closed: on Linux, up to 32 of them wait to be closed together (one system
+    /// call for many), and are closed at once where they would hold the reader at this cap.
     pub fn max_open_files(mut self, files: usize) -> Self {
         self.max_open_files = files;
         self

@@ -175,31 +175,62 @@ impl Descriptor {
             }
         }
     }
+
+    /// Closes the file as [`close`](Self::close) does, but one on a filesystem known local
+    /// is handed to `local` to close later, with others (see [`Spares`]).
+    fn close_into(&mut self, local: &mut Vec<File>) {
+        match self.file.take() {
+            Some(file) if !*self.may_hang.get_mut() => local.push(file),
+            Some(file) => helpers::close(file),
+            None => {}
+        }
+    }
 }
 
 /// The allocations of descriptors closed, kept to hold the next files opened: a small cached
 /// file then costs no allocation and no free for its descriptor (the queue of a caller that
 /// queued thousands of files first leaves the allocator none to reuse of its own).
 #[derive(Debug, Default)]
-pub(crate) struct Spares(Vec<Arc<Descriptor>>);
+pub(crate) struct Spares {
+    kept: Vec<Arc<Descriptor>>,
+    /// Files on filesystems known local, done with, closed together once there are
+    /// `CLOSE_BATCH` (see `sys::close_all`), and at the latest when the spares are dropped.
+    closing: Vec<File>,
+}
 
 impl Spares {
     /// Allocations kept at most: as many descriptors as a reader holds open by default
     /// (`DEFAULT_MAX_OPEN_FILES`), which the open-ahead may take in one pass and give back
     /// in a row.
     const MOST: usize = crate::consts::DEFAULT_MAX_OPEN_FILES;
+    const CLOSE_BATCH: usize = 32;
 
     /// Closes `fd`'s descriptor where `fd` holds the last reference to it (no read in flight
     /// and no helper thread holds another), by the rule of its `Drop`, and keeps its
     /// allocation; else drops the reference.
     pub(crate) fn close(&mut self, fd: FdRef<'_>) {
         let mut file = fd.file;
-        if self.0.len() < Self::MOST {
+        if self.kept.len() < Self::MOST {
             if let Some(descriptor) = Arc::get_mut(&mut file) {
-                descriptor.close();
-                self.0.push(file);
+                descriptor.close_into(&mut self.closing);
+                self.kept.push(file);
+                if self.closing.len() >= Self::CLOSE_BATCH {
+                    self.close_done();
+                }
             }
         }
+    }
+
+    /// Files done with, not closed yet.
+    pub(crate) fn closing(&self) -> usize {
+        self.closing.len()
+    }
+
+    /// Closes the files done with now; whether there were any.
+    pub(crate) fn close_done(&mut self) -> bool {
+        let any = !self.closing.is_empty();
+        sys::close_all(&mut self.closing);
+        any
     }
 
     /// A descriptor of `file`, on a filesystem known local or not (see [`Descriptor::local`]
@@ -209,12 +240,18 @@ impl Spares {
             true => Descriptor::local(file),
             false => Descriptor::new(file),
         };
-        let Some(mut spare) = self.0.pop() else {
+        let Some(mut spare) = self.kept.pop() else {
             return Arc::new(descriptor);
         };
         // The spare's descriptor, closed, is dropped here: nothing left to close.
         *Arc::get_mut(&mut spare).expect("a spare is held here alone") = descriptor;
         spare
+    }
+}
+
+impl Drop for Spares {
+    fn drop(&mut self) {
+        sys::close_all(&mut self.closing);
     }
 }
 

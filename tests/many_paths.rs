@@ -64,6 +64,60 @@ fn open_descriptors_stay_within_max_open_files() {
     }
 }
 
+/// Descriptors this process holds open on files beneath `dir`.
+#[cfg(target_os = "linux")]
+fn held_beneath(dir: &std::path::Path) -> usize {
+    let held = std::fs::read_dir("/proc/self/fd").expect("list /proc/self/fd");
+    held.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter(|target| target.starts_with(dir) && target != dir)
+        .count()
+}
+
+/// Files done with wait to be closed together, but count against `max_open_files` as the
+/// files open do: at no file's end does the reader hold more than its cap of the queued
+/// files, and once dropped it holds none.
+#[cfg(target_os = "linux")]
+#[test]
+fn files_waiting_to_close_count_against_max_open_files() {
+    // Files of a page or so on a disk's filesystem, which tells what it has cached: read
+    // whole, one at a time, as the reader reaches them.
+    let dir = tempdir();
+    let paths: Vec<PathBuf> = (0..300)
+        .map(|i| make_file(dir.path(), &format!("{i:06}"), 4000 + i % 200))
+        .collect();
+    let want = oracle_all(&paths);
+    let dir = dir.path();
+    for (backend, b) in builders() {
+        for cap in [1usize, 3, 64] {
+            let what = format!("{backend:?}, max_open_files {cap}");
+            let mut r = reader_over(b.clone().max_open_files(cap), &paths);
+            let (mut n, mut peak) = (0, 0);
+            loop {
+                let mut got = Vec::new();
+                loop {
+                    let buf = std::io::BufRead::fill_buf(&mut r).expect("read");
+                    if buf.is_empty() {
+                        break;
+                    }
+                    got.extend_from_slice(buf);
+                    let n = buf.len();
+                    std::io::BufRead::consume(&mut r, n);
+                }
+                assert_bytes_eq(&got, &want[n], &format!("{what}: file {n}"));
+                peak = peak.max(held_beneath(dir));
+                n += 1;
+                if !r.move_to_next_file().expect("move on") {
+                    break;
+                }
+            }
+            assert_eq!(n, want.len(), "{what}");
+            assert!(peak <= cap, "{what}: {peak} descriptors held at once");
+            drop(r);
+            assert_eq!(held_beneath(dir), 0, "{what}: left open after the drop");
+        }
+    }
+}
+
 /// Set, to the `RLIMIT_NOFILE` to run under, in the child process that runs
 /// [`child_reads_100k_paths_under_a_low_nofile`].
 const CHILD_ENV: &str = "READAHEAD_TEST_LOW_NOFILE_CHILD";

@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::backend_error;
 use super::chunks::{Chunk, Chunks};
 use crate::error::Error;
-use crate::io::{Io, OpenStart, Opened, ReadReq};
+use crate::io::{Io, OpenStart, Opened, ReadReq, ThreadOpens};
 use crate::pool::{Pool, Region};
 use crate::queue::{CacheUse, FileEntry, Queue};
 use crate::source::{FdRef, Source};
@@ -133,6 +133,19 @@ impl<'a> Core<'a> {
         if let Some(fd) = self.queue.release_fd(idx) {
             self.close(fd);
         }
+    }
+
+    /// Descriptors of files done with that the backend closes later, together (see
+    /// `Spares`): still held.
+    pub(super) fn closing(&self) -> usize {
+        self.io().thread_opens().map_or(0, ThreadOpens::closing)
+    }
+
+    /// Closes the descriptors of files done with now; whether there were any.
+    pub(super) fn close_done(&mut self) -> bool {
+        self.io_mut()
+            .thread_opens_mut()
+            .is_some_and(ThreadOpens::close_done)
     }
 
     /// Closes a descriptor the queue let go of, through the opens of the backend, which keep

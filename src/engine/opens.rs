@@ -141,7 +141,7 @@ impl Opens {
     /// counts until they come back, even while it is also counted as open (the cap is a
     /// bound, and this keeps it one).
     pub(super) fn descriptors(&self, core: &Core<'_>) -> usize {
-        core.queue.open_here() + self.in_flight + core.chunks.orphan_files()
+        core.queue.open_here() + self.in_flight + core.chunks.orphan_files() + core.closing()
     }
 
     /// Descriptors the reader may hold or be opening now.
@@ -153,14 +153,21 @@ impl Opens {
     /// many opens under way as it may have (`Limits::open_depth`, not counting those so slow that
     /// they most likely hung, so that the opens behind them go on, nor the ring's, which its
     /// kernel workers make: see `Io::uncounted_opens`).
-    pub(super) fn at_cap(&self, core: &Core<'_>, limits: &Limits) -> bool {
+    pub(super) fn at_cap(&self, core: &mut Core<'_>, limits: &Limits) -> bool {
         self.at_cap_with(core, limits, 0)
     }
 
-    /// `at_cap`, with `more` opens counted as under way besides those that are.
-    fn at_cap_with(&self, core: &Core<'_>, limits: &Limits, more: usize) -> bool {
+    /// `at_cap`, with `more` opens counted as under way besides those that are. The files
+    /// done with that wait to be closed together are closed first where they are what holds
+    /// the reader at its cap.
+    fn at_cap_with(&self, core: &mut Core<'_>, limits: &Limits, more: usize) -> bool {
         let opening = self.in_flight.saturating_sub(core.io().uncounted_opens()) + more;
-        self.descriptors(core) >= self.max_open(limits) || opening >= limits.open_depth
+        if opening >= limits.open_depth {
+            return true;
+        }
+        let max_open = self.max_open(limits);
+        self.descriptors(core) >= max_open
+            && !(core.close_done() && self.descriptors(core) < max_open)
     }
 
     /// Takes the opens the backend finished; whether there were any, or any was answered
@@ -365,9 +372,10 @@ fn set_opened<'a>(core: &mut Core<'a>, idx: usize, opened: Result<Opened<'a>, Er
     opened_here
 }
 
-/// Closes the files opened ahead of the current one that nothing was read from yet; they
-/// are opened again when their turn comes.
+/// Closes the files opened ahead of the current one that nothing was read from yet (they
+/// are opened again when their turn comes), and those done with that wait to be closed.
 fn release_unread_ahead(core: &mut Core<'_>) {
+    core.close_done();
     for i in 1..core.queue.len() {
         let e = core.queue.get_mut(i).expect("in range");
         if e.opened_here()

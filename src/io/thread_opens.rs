@@ -123,6 +123,17 @@ impl ThreadOpens {
         self.spares.close(fd);
     }
 
+    /// Descriptors of files done with, still open until closed together (see `Spares`):
+    /// held all the same, so counted against the reader's cap.
+    pub(crate) fn closing(&self) -> usize {
+        self.spares.closing()
+    }
+
+    /// Closes the files done with now; whether there were any.
+    pub(crate) fn close_done(&mut self) -> bool {
+        self.spares.close_done()
+    }
+
     /// Tells `wake` of each answer a helper thread sends from now on: for a reader that
     /// never blocks (see [`poll`](Self::poll)).
     #[cfg(feature = "tokio")]

@@ -6,6 +6,7 @@
 //!   Linux, `O_DIRECT` where it exists, `F_NOCACHE` and `F_GETPATH` on macOS)
 //!   marked per function.
 //! - [`open`]: how paths are opened on Unix, and what the kernel refused.
+//! - `close`: closing many descriptors at once, on Linux.
 //! - [`windows`]: enough for the portable backend; no hints, no direct I/O.
 //!
 //! Each platform file says `#![allow(unsafe_code)]` for its own calls; this file holds none.
@@ -25,6 +26,17 @@ pub(crate) use unix::*;
 mod open;
 #[cfg(unix)]
 pub(crate) use open::*;
+
+#[cfg(target_os = "linux")]
+mod close;
+#[cfg(target_os = "linux")]
+pub(crate) use close::close_all;
+
+/// Off Linux, files close one by one.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn close_all(files: &mut Vec<File>) {
+    files.clear();
+}
 
 #[cfg(windows)]
 mod windows;
