@@ -203,11 +203,14 @@ impl Spares {
     /// (`DEFAULT_MAX_OPEN_FILES`), which the open-ahead may take in one pass and give back
     /// in a row.
     const MOST: usize = crate::consts::DEFAULT_MAX_OPEN_FILES;
-    const CLOSE_BATCH: usize = 32;
+    /// Files done with that wait to be closed together, at most: only Linux closes a run
+    /// of descriptors in one call (`sys::close_all`).
+    const CLOSE_BATCH: usize = if cfg!(target_os = "linux") { 32 } else { 1 };
 
     /// Closes `fd`'s descriptor where `fd` holds the last reference to it (no read in flight
-    /// and no helper thread holds another), by the rule of its `Drop`, and keeps its
-    /// allocation; else drops the reference.
+    /// and no helper thread holds another), by the rule of its `Drop` but for a local one,
+    /// which waits to be closed with others (`CLOSE_BATCH`), and keeps its allocation; else
+    /// drops the reference.
     pub(crate) fn close(&mut self, fd: FdRef<'_>) {
         let mut file = fd.file;
         if self.kept.len() < Self::MOST {

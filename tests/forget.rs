@@ -108,7 +108,10 @@ fn child_borrowed_files_with_few_descriptors() {
     limit_descriptors_to(&nofile);
     for (backend, b) in builders {
         let borrowed = files.open_all();
-        let mut r = small_pool(b).build().unwrap();
+        let mut r = small_pool(b.clone()).build().unwrap();
+        // The second part's reader holds no file done with that waits to be closed (which
+        // it would close to make room): made now, while descriptors are left.
+        let none_to_spare = small_pool(b).build().unwrap();
         let owned = File::open(&files.paths[1]).unwrap();
         let mut fillers = fill_descriptor_table();
 
@@ -124,6 +127,8 @@ fn child_borrowed_files_with_few_descriptors() {
         // last may be duplicated into the descriptor the owned file gives back once read
         // (it is, where the read-ahead waits for the owned file, as it does for a small one
         // copied whole from the cache): read, or failed by its name, never anything else.
+        drop(r);
+        let mut r = none_to_spare;
         fillers.extend(fill_descriptor_table());
         r.add_file_to_prefetch(&borrowed[0], u64::MAX).unwrap();
         r.push(owned).unwrap();

@@ -327,7 +327,11 @@ impl Opens {
     /// reader holds some: the file stays queued, and the reader keeps fewer open from then on.
     pub(super) fn open_entry(&mut self, core: &mut Core<'_>, idx: usize, limits: &Limits) -> bool {
         let held = self.descriptors(core);
-        let opened = core.open_queued(idx, limits.direct);
+        let mut opened = core.open_queued(idx, limits.direct);
+        // Files done with that wait to be closed make room for this one first.
+        if opened.as_ref().is_err_and(is_out_of_descriptors) && core.close_done() {
+            opened = core.open_queued(idx, limits.direct);
+        }
         match opened {
             Err(e) if idx > 0 && held > 0 && is_out_of_descriptors(&e) => {
                 self.cap.lower(held);
@@ -375,7 +379,6 @@ fn set_opened<'a>(core: &mut Core<'a>, idx: usize, opened: Result<Opened<'a>, Er
 /// Closes the files opened ahead of the current one that nothing was read from yet (they
 /// are opened again when their turn comes), and those done with that wait to be closed.
 fn release_unread_ahead(core: &mut Core<'_>) {
-    core.close_done();
     for i in 1..core.queue.len() {
         let e = core.queue.get_mut(i).expect("in range");
         if e.opened_here()
@@ -385,6 +388,7 @@ fn release_unread_ahead(core: &mut Core<'_>) {
             core.release_fd(i);
         }
     }
+    core.close_done(); // Those just released wait to be closed too.
     core.queue.reopen_from(1);
 }
 

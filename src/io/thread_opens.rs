@@ -117,8 +117,8 @@ impl ThreadOpens {
         }
     }
 
-    /// Closes `fd`'s descriptor, keeping its allocation for the next file opened here where
-    /// nothing else holds it (see `Spares`).
+    /// Lets go of `fd`'s descriptor: where nothing else holds it, it is closed (with others,
+    /// if local) and its allocation kept for the next file opened here (see `Spares`).
     pub(crate) fn close(&mut self, fd: FdRef<'_>) {
         self.spares.close(fd);
     }
@@ -463,10 +463,12 @@ impl ThreadOpens {
     }
 
     /// Waits until every open under way has returned, or until `deadline`, and drops what
-    /// they opened: so that a reader dropped right after queuing leaves no descriptor open
-    /// behind it. One that has not returned by then is left to its helper thread, which
-    /// closes its file when it returns.
+    /// they opened, and closes the files done with that wait to be closed: so that a reader
+    /// dropped right after queuing leaves no descriptor open behind it, nor one whose drain
+    /// gave up (which leaks the backend). One that has not returned by then is left to its
+    /// helper thread, which closes its file when it returns.
     pub(crate) fn close_all(&mut self, deadline: Option<Instant>) {
+        self.close_done();
         while !self.started.is_empty() {
             match helpers::recv_until(&self.rx, deadline) {
                 Ok(answer) => self.answered_with(answer),

@@ -71,7 +71,8 @@ use crate::stats::Stats;
 /// file may be still closing a moment after the drop returns, and an unmount right then may
 /// fail with `EBUSY`. While a reader lives it also holds a directory open in each mount it
 /// opened files in (so that it never takes another mount for one it checked), which keeps them
-/// busy too.
+/// busy too, as do up to 32 files done with that wait to be closed together (see
+/// [`max_open_files`](ReaderBuilder::max_open_files)).
 ///
 /// # Examples
 ///
@@ -192,7 +193,8 @@ impl<'a> SequentialFileReader<'a> {
     /// empty; its reads start at once where the pipeline has room.
     ///
     /// The reader reads it through a duplicate of its descriptor, made when the read-ahead
-    /// reaches it and closed once its reads are done (counted against
+    /// reaches it and closed once its reads are done (with others, on Linux: see
+    /// [`max_open_files`](ReaderBuilder::max_open_files); counted against
     /// [`max_open_files`](ReaderBuilder::max_open_files)): the kernel may look a read's
     /// descriptor up only when it starts it, and so a reader leaked with
     /// [`mem::forget`](std::mem::forget) never reads whatever file takes the number after the
