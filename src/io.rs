@@ -26,7 +26,7 @@ mod to_open;
 pub use backend::Backend;
 #[cfg(target_os = "linux")] // the ring's
 pub(crate) use dirs::LocalDir;
-pub(crate) use opened::{finish_open, Opened};
+pub(crate) use opened::{finish_open, size_local, Opened};
 #[cfg(target_os = "linux")] // the ring's
 pub(crate) use thread_opens::RingOpen;
 pub(crate) use thread_opens::ThreadOpens;

@@ -251,6 +251,12 @@ impl<'a> FileEntry<'a> {
             && self.wants_reads()
     }
 
+    /// Whether the whole file is asked for, from its start to its end, whatever that is: no
+    /// range of it.
+    pub(crate) fn is_whole_file(&self) -> bool {
+        self.status.start() == 0 && self.status.limit() == u64::MAX && !self.status.is_exact()
+    }
+
     /// Whether every byte of the file has been asked for (it was sized, and did not fail).
     pub(crate) fn all_issued(&self) -> bool {
         matches!(

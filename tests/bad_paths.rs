@@ -99,6 +99,8 @@ fn a_unix_socket_path_fails_alone_and_names_the_path() {
 #[test]
 fn a_character_device_path_fails_alone_and_names_the_path() {
     check_bad_path(Path::new("/dev/null"), |_| {});
+    // One that reads without end: whatever a first read of it gets is never handed out.
+    check_bad_path(Path::new("/dev/zero"), |_| {});
 }
 
 #[test]

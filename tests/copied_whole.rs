@@ -30,6 +30,24 @@ fn small_cached_files_read_whole_byte_for_byte() {
     }
 }
 
+/// A file opened from the page cache is sized by its first copy where that comes back short
+/// of a page's end, else by a seek: sizes at the ends of pages and one byte either side, and
+/// about what is copied whole, read byte for byte.
+#[test]
+fn files_sized_by_their_first_copy_or_not_read_byte_for_byte() {
+    let most = 128 << 10;
+    let mut sizes = vec![0, 1, 100];
+    for end in [4096, 8192, 65536, most, 2 * most] {
+        sizes.extend([end - 1, end, end + 1]);
+    }
+    let files = make_files(&sizes.repeat(3));
+    let want = oracle_all(&files.paths);
+    for (name, b) in configs() {
+        let mut r = reader_over(b, &files.paths);
+        assert_files_eq(&read_all_ok(&mut r), &want, &name);
+    }
+}
+
 #[test]
 fn records_skips_and_offsets_hold_in_files_copied_whole() {
     let files = make_files(&sizes());

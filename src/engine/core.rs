@@ -10,11 +10,12 @@ use std::time::Duration;
 use super::backend_error;
 use super::chunks::{Chunk, Chunks};
 use crate::error::Error;
-use crate::io::{Io, OpenStart, Opened, ReadReq, ThreadOpens};
+use crate::io::{size_local, Io, OpenStart, Opened, ReadReq, ThreadOpens};
 use crate::pool::{Pool, Region};
 use crate::queue::{CacheUse, FileEntry, Queue};
 use crate::source::{FdRef, Source};
 use crate::stats::{self, Stats};
+use crate::sys::SizeError;
 
 /// What the engine's other types work on: the backend, the pool, the queued files and the
 /// reads issued for them, and the counters. Each has its own interface; the methods here
@@ -112,6 +113,33 @@ impl<'a> Core<'a> {
         let req = ReadReq::new(id, (fd, direct), at, loan, from, want - from);
         self.io_mut().read(req.with_uncached(uncached));
         self.stats.read_resent(uncached);
+    }
+
+    /// Sizes the file at `idx`, open and left unsized by its open (see `Opened::size`): by a
+    /// seek, or `fstat`, which fails it where it cannot be read ahead.
+    pub(super) fn size_open(&mut self, idx: usize) {
+        let entry = self.queue.get_mut(idx).expect("index from the queue");
+        let size = size_local(entry.fd().expect("open").file());
+        self.set_size(idx, size, 1);
+    }
+
+    /// Records the size of the open file at `idx` (its reads aligned to `align`), or fails
+    /// it with the reason it cannot be sized; closes it where that leaves nothing to read.
+    pub(super) fn set_size(&mut self, idx: usize, size: Result<u64, SizeError>, align: u64) {
+        let entry = self.queue.get_mut(idx).expect("index from the queue");
+        let failed = match size {
+            Ok(size) => entry.set_size(size, align),
+            Err(e) => {
+                let at = entry.progress().consumed();
+                entry.fail(e.naming(entry.name()), at)
+            }
+        };
+        if failed {
+            self.stats.file_failed();
+        }
+        if entry.reads_finished() {
+            self.release_fd(idx);
+        }
     }
 
     /// Closes the descriptor of file `file` if the reader opened it and is done with it.

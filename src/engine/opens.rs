@@ -364,11 +364,12 @@ fn set_opened<'a>(core: &mut Core<'a>, idx: usize, opened: Result<Opened<'a>, Er
     core.queue
         .set_descriptor(idx, opened.fd, opened.direct, opened_here);
     let entry = core.queue.get_mut(idx).expect("index from the queue");
-    if entry.set_size(opened.size, align as u64) {
-        core.stats.file_failed();
-    }
-    if entry.reads_finished() {
-        core.release_fd(idx);
+    match opened.size {
+        Some(size) => core.set_size(idx, Ok(size), align as u64),
+        // Sized by its first copy from the page cache where it is copied whole (see
+        // `whole.rs`), else when its reads are issued; but a range now.
+        None if !entry.is_whole_file() => core.size_open(idx),
+        None => {}
     }
     if opened_here {
         core.stats.file_opened();

@@ -95,16 +95,26 @@ impl<'a> ReadAhead<'a> {
     /// sized or has failed; its error is left for reading it to report. An error here is
     /// the backend's.
     pub(super) fn open_current(&mut self) -> io::Result<()> {
+        self.open_front()?;
+        let front = self.core.queue.front();
+        if front.is_some_and(|f| f.fd().is_some() && !f.status().is_sized()) {
+            self.core.size_open(0); // Open, not sized yet (see `Opened::size`).
+        }
+        Ok(())
+    }
+
+    /// `open_current`, but a file its open leaves unsized stays so (see `Opened::size`).
+    pub(super) fn open_front(&mut self) -> io::Result<()> {
         loop {
             let Some(front) = self.core.queue.front() else {
                 return Ok(());
             };
-            if front.status().is_sized() || front.error().is_some() {
+            if front.status().is_sized() || front.error().is_some() || front.fd().is_some() {
                 return Ok(());
             }
             self.schedule()?;
             let front = self.core.queue.front().expect("still current");
-            if !front.status().is_sized() && front.error().is_none() {
+            if !front.status().is_sized() && front.error().is_none() && front.fd().is_none() {
                 if !self.anything_in_flight() {
                     return Err(io::Error::other(
                         "readahead: the current file could not be opened (this is a bug)",

@@ -199,9 +199,20 @@ impl Scheduler {
 
     /// Opens the file at `idx` (the earliest with work) or issues its next read.
     fn step(&mut self, core: &mut Core<'_>, idx: usize) -> Step {
+        let pool = core.pool().capacity();
         let entry = core.queue.get_mut(idx).expect("index from the queue");
         if entry.fd().is_some() {
-            return self.issue_read(core, idx);
+            if entry.status().is_sized() {
+                return self.issue_read(core, idx);
+            }
+            // Open, not sized yet: the current file's first copy sizes it where it is to be
+            // copied whole. A file further on is sized now, so that a large one is read
+            // ahead while the consumer is still before it.
+            if idx == 0 && self.copies_whole(entry, pool) {
+                return Step::Blocked;
+            }
+            core.size_open(idx);
+            return Step::Opened;
         }
         // Reads go in queue order: the next ones wait for this file's open.
         if entry.status().is_opening() || (idx > 0 && self.opens.at_cap(core, &self.limits)) {

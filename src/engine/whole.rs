@@ -10,8 +10,8 @@ use std::io;
 
 use super::policy::Policy;
 use super::spill::Spill;
-use super::{Limits, ReadAhead};
-use crate::consts::COPY_WHOLE_MAX;
+use super::{Core, Limits, ReadAhead};
+use crate::consts::{COPY_WHOLE_MAX, PAGE};
 use crate::io::Copied;
 use crate::queue::FileEntry;
 
@@ -21,7 +21,11 @@ use crate::queue::FileEntry;
 /// finds the cache warm (and the reader copies whole at all: see `Policy::copy_whole`).
 pub(super) fn applies(policy: &Policy, entry: &FileEntry<'_>, most: usize) -> bool {
     let progress = entry.progress();
-    let left = entry.stop().saturating_sub(progress.consumed());
+    let left = match entry.status().is_sized() {
+        true => entry.stop().saturating_sub(progress.consumed()),
+        // Open and not sized yet (a whole file: see `Opened::size`): its first copy tells.
+        false => 1,
+    };
     // How much is left first: the cheapest test, and the one a file at its end fails.
     (1..=most as u64).contains(&left)
         && policy.copies_whole(entry.id)
@@ -39,18 +43,20 @@ pub(super) fn most(limits: &Limits, pool: usize) -> usize {
 
 /// Copies the current file's bytes from the consumer on into `spill` where `applies` says
 /// so (the file opened first, if it is not yet); whether it copied any. Nothing copied
-/// leaves the file to the read-ahead.
+/// leaves the file to the read-ahead. A file not sized yet is sized by the copy where it
+/// tells the end (see `end_told`), else by a seek after it.
 pub(super) fn copy(ahead: &mut ReadAhead<'_>, spill: &mut Spill) -> io::Result<bool> {
     debug_assert_eq!(spill.pending(), 0, "the spill's bytes come first");
     let Some(front) = ahead.core.queue.front() else {
         return Ok(false);
     };
-    if !front.status().is_sized() && front.error().is_none() {
+    if front.fd().is_none() && !front.status().is_sized() && front.error().is_none() {
         if !ahead.sched.policy().copies_whole(front.id) {
             return Ok(false);
         }
-        ahead.open_current()?;
+        ahead.open_front()?;
     }
+    let most = most(ahead.sched.limits(), ahead.core.pool().capacity());
     let core = &mut ahead.core;
     let Some(front) = core.queue.front() else {
         return Ok(false);
@@ -58,8 +64,15 @@ pub(super) fn copy(ahead: &mut ReadAhead<'_>, spill: &mut Spill) -> io::Result<b
     if !ahead.sched.copies_whole(front, core.pool().capacity()) {
         return Ok(false);
     }
-    let (id, offset) = (front.id, front.progress().consumed());
-    let len = (front.stop() - offset) as usize;
+    let (id, offset, sized) = (
+        front.id,
+        front.progress().consumed(),
+        front.status().is_sized(),
+    );
+    let len = match sized {
+        true => (front.stop() - offset) as usize,
+        false => most,
+    };
     let fd = front.fd().expect("checked open").clone();
     let io = core.io_mut();
     spill.start_at(offset);
@@ -67,6 +80,9 @@ pub(super) fn copy(ahead: &mut ReadAhead<'_>, spill: &mut Spill) -> io::Result<b
         Copied::Bytes(n) => (n, Copied::Bytes(n)),
         other => (0, other),
     });
+    if !sized && !size_by_copy(core, spill, (offset, len), &copied) {
+        return Ok(false);
+    }
     let policy = ahead.sched.policy_mut();
     match copied {
         Copied::Bytes(0) => policy.not_whole(id), // it ends before its size: the usual way
@@ -85,4 +101,42 @@ pub(super) fn copy(ahead: &mut ReadAhead<'_>, spill: &mut Spill) -> io::Result<b
         Copied::Refused => policy.copy_whole(false),
     }
     Ok(false)
+}
+
+/// Sizes the current file, not sized before, after `copied`, a copy of up to `len` bytes
+/// at `offset` into `spill`: where the copy ended there, at the end it told (see
+/// `end_told`), else by a seek. Whether to go on with the copy: not where the file failed
+/// (it cannot be read ahead: a device of characters reads as it likes) or ends before the
+/// bytes copied (it shrank since), whose bytes are dropped.
+fn size_by_copy(
+    core: &mut Core<'_>,
+    spill: &mut Spill,
+    (offset, len): (u64, usize),
+    copied: &Copied,
+) -> bool {
+    match end_told(offset, len, copied) {
+        Some(end) => core.set_size(0, Ok(end), 1),
+        None => core.size_open(0),
+    }
+    let front = core.queue.front().expect("the file copied");
+    let shrank = matches!(copied, Copied::Bytes(n) if offset + *n as u64 > front.stop());
+    if front.error().is_some() || shrank {
+        spill.clear();
+        return false;
+    }
+    true
+}
+
+/// Where a copy of up to `len` bytes at `offset` from the page cache, which copied
+/// `copied`, says the file ends: where it came back short of an end of page. A copy that
+/// takes only what is cached stops short at a page the cache lacks, and the cache holds
+/// whole pages (folios, each a whole number of them): so it stops short anywhere else
+/// only at the end of the file. A copy that fills `len`, or stops at an end of page, or
+/// copies nothing, says nothing.
+fn end_told(offset: u64, len: usize, copied: &Copied) -> Option<u64> {
+    let Copied::Bytes(n) = *copied else {
+        return None;
+    };
+    let end = offset + n as u64;
+    (n > 0 && n < len && !end.is_multiple_of(PAGE as u64)).then_some(end)
 }

@@ -16,7 +16,10 @@ pub(crate) struct Opened<'a> {
     /// Whether `fd` is the reader's own descriptor (opened, reopened or duplicated here),
     /// counted against `max_open_files` and closed once the file's reads are done.
     pub(crate) opened_here: bool,
-    pub(crate) size: u64,
+    /// `None`: not sized yet, a buffered descriptor of the reader's own on a filesystem
+    /// known local, whose first copy from the page cache may tell its end, saving a seek
+    /// (see `Core::size_open`).
+    pub(crate) size: Option<u64>,
 }
 
 impl Opened<'_> {
@@ -35,6 +38,16 @@ impl Opened<'_> {
             opened_here: self.opened_here,
             size: self.size,
         }
+    }
+}
+
+/// The size of a descriptor of the reader's own on a filesystem known local: by a seek to
+/// its end, or `fstat` where a seek does not tell it (see `sys::seek_size`), which also
+/// tells a file that cannot be read ahead (a directory, a device of characters).
+pub(crate) fn size_local(file: &File) -> Result<u64, sys::SizeError> {
+    match sys::seek_size(file) {
+        Some(size) => Ok(size),
+        None => sys::size_and_device(file).map(|(size, _)| size),
     }
 }
 
@@ -61,14 +74,18 @@ pub(crate) fn finish_open(
             source,
         })?;
     }
-    // A descriptor of the reader's own on a local filesystem is sized by a seek (elsewhere a
-    // seek may ask a hung mount), its device asked only where uncached reads need it (see
-    // `FdRef::device`).
-    let (size, device) = match local.then(|| sys::seek_size(&file)).flatten() {
-        Some(size) => (size, None),
-        None => sys::size_and_device(&file).map_err(|e| e.naming(name()))?,
-    };
+    // A descriptor of the reader's own on a local filesystem is sized later, by its first
+    // copy or a seek (`size_local`: elsewhere a seek may ask a hung mount), but for a direct
+    // one, whose reads are aligned by its size; its device is asked only where uncached
+    // reads need it (see `FdRef::device`).
     let direct = sys::bypasses_cache(&file, flags, direct);
+    let (size, device) = match local {
+        true if direct => (Some(size_local(&file).map_err(|e| e.naming(name()))?), None),
+        true => (None, None),
+        false => sys::size_and_device(&file)
+            .map(|(size, device)| (Some(size), device))
+            .map_err(|e| e.naming(name()))?,
+    };
     Ok(Opened {
         direct,
         fd: FdRef::new(spares.descriptor(file, local)).with_device(device),

@@ -30,11 +30,18 @@ fn start(opens: &mut ThreadOpens, id: u64, path: &Path) -> bool {
     opens.started.contains_key(&id)
 }
 
+/// The size of a file opened, sized here where its open left it unsized (see `Opened::size`).
+fn size_of(opened: &Opened<'_>) -> u64 {
+    opened
+        .size
+        .unwrap_or_else(|| crate::io::size_local(opened.fd.file()).unwrap())
+}
+
 /// Opens `path` as file `id` on `opens` and waits for it: its size, or why not.
 fn opened_size(opens: &mut ThreadOpens, id: u64, path: &Path) -> Result<u64, String> {
     start(opens, id, path);
     match &take_all(opens)[..] {
-        [(got, Ok(o))] if *got == id => Ok(o.size),
+        [(got, Ok(o))] if *got == id => Ok(size_of(o)),
         other => Err(format!("{other:?}")),
     }
 }
@@ -57,18 +64,24 @@ fn a_directory_checked_local_opens_its_files_here_but_not_its_links() {
         "on a helper thread"
     );
     let got = take_all(&mut opens);
-    assert!(matches!(&got[..], [(1, Ok(o))] if o.size == 2), "{got:?}");
+    assert!(
+        matches!(&got[..], [(1, Ok(o))] if size_of(o) == 2),
+        "{got:?}"
+    );
     // The mount is checked local now: opened at once, here.
     assert!(!start(&mut opens, 2, &path("b")), "opened on this thread");
     let got = take_all(&mut opens);
-    assert!(matches!(&got[..], [(2, Ok(o))] if o.size == 3 && !o.fd.may_hang()));
+    assert!(matches!(&got[..], [(2, Ok(o))] if size_of(o) == 3 && !o.fd.may_hang()));
     // A link may lead anywhere: on a helper thread, and followed there.
     assert!(
         start(&mut opens, 3, &path("l")),
         "a link goes to a helper thread"
     );
     let got = take_all(&mut opens);
-    assert!(matches!(&got[..], [(3, Ok(o))] if o.size == 3), "{got:?}");
+    assert!(
+        matches!(&got[..], [(3, Ok(o))] if size_of(o) == 3),
+        "{got:?}"
+    );
     // A missing file of the local directory fails, naming itself.
     start(&mut opens, 4, &path("missing"));
     let got = take_all(&mut opens);
@@ -127,6 +140,10 @@ fn a_file_handed_in_on_a_mount_checked_local_is_sized_here() {
     assert_eq!(opened_size(&mut opens, 1, &a), Ok(2));
     assert!(opens.dirs.holds_file(&file), "the same mount");
     let opened = opens.open(handed_in(), false).unwrap();
-    assert_eq!(opened.size, 3);
+    assert_eq!(
+        opened.size,
+        Some(3),
+        "a file handed in is sized as it opens"
+    );
     assert!(!opened.fd.may_hang(), "known local");
 }

@@ -108,7 +108,7 @@ fn handed_in(
             fd: FdRef::new(Arc::new(file.sibling(reopened))).with_device(device),
             direct: true,
             opened_here: true,
-            size,
+            size: Some(size),
         });
     }
     let (size, device) = sys::size_and_device(file).map_err(|e| e.naming(name()))?;
@@ -124,6 +124,6 @@ fn handed_in(
         // A duplicate is counted, closed and, where the process has no descriptor to spare
         // (`EMFILE`), waited for or failed alone, as the files the reader opens are.
         opened_here: dup,
-        size,
+        size: Some(size),
     })
 }
