@@ -99,8 +99,7 @@ fn a_unix_socket_path_fails_alone_and_names_the_path() {
 #[test]
 fn a_character_device_path_fails_alone_and_names_the_path() {
     check_bad_path(Path::new("/dev/null"), |_| {});
-    // One that reads without end: whatever a first read of it gets is never handed out.
-    check_bad_path(Path::new("/dev/zero"), |_| {});
+    check_bad_path(Path::new("/dev/zero"), |_| {}); // What a first copy got is dropped.
 }
 
 #[test]
@@ -532,9 +531,8 @@ fn a_sysfs_file_shorter_than_its_size_reads_exactly() {
     }
 }
 
-/// A procfs file has size 0 whatever it holds. The reader sizes files before reading them, so
-/// it may read nothing of it; whatever it reads is a prefix of the content, without error, and
-/// the files around it read exactly.
+/// A procfs file has size 0 whatever it holds, so the reader may read nothing of it; whatever
+/// it reads is a prefix of the content, without error, and the files around it read exactly.
 #[test]
 fn a_proc_file_of_size_zero_reads_a_prefix_without_error() {
     let proc_file = Path::new("/proc/version");

@@ -15,7 +15,7 @@ use crate::pool::{Pool, Region};
 use crate::queue::{CacheUse, FileEntry, Queue};
 use crate::source::{FdRef, Source};
 use crate::stats::{self, Stats};
-use crate::sys::SizeError;
+use crate::sys::{self, SizeError};
 
 /// What the engine's other types work on: the backend, the pool, the queued files and the
 /// reads issued for them, and the counters. Each has its own interface; the methods here
@@ -123,10 +123,20 @@ impl<'a> Core<'a> {
         self.set_size(idx, size, 1);
     }
 
+    /// `size_open`, by `fstat` alone.
+    pub(super) fn size_by_fstat(&mut self, idx: usize) {
+        let entry = self.queue.get_mut(idx).expect("index from the queue");
+        let size = sys::size_and_device(entry.fd().expect("open").file()).map(|(size, _)| size);
+        self.set_size(idx, size, 1);
+    }
+
     /// Records the size of the open file at `idx` (its reads aligned to `align`), or fails
     /// it with the reason it cannot be sized; closes it where that leaves nothing to read.
     pub(super) fn set_size(&mut self, idx: usize, size: Result<u64, SizeError>, align: u64) {
         let entry = self.queue.get_mut(idx).expect("index from the queue");
+        if entry.error().is_some() {
+            return; // Failed while open (timed out): its error stays.
+        }
         let failed = match size {
             Ok(size) => entry.set_size(size, align),
             Err(e) => {

@@ -321,7 +321,8 @@ impl Opens {
         self.opened(core, idx, opened, limits);
     }
 
-    /// Opens and sizes the file at `idx` here, or records why it cannot be read.
+    /// Opens the file at `idx` here (sized, or left to be: see `Opened::size`), or records
+    /// why it cannot be read.
     ///
     /// Returns `false` where the process is out of descriptors (`EMFILE`/`ENFILE`) while the
     /// reader holds some: the file stays queued, and the reader keeps fewer open from then on.
@@ -367,8 +368,9 @@ fn set_opened<'a>(core: &mut Core<'a>, idx: usize, opened: Result<Opened<'a>, Er
     match opened.size {
         Some(size) => core.set_size(idx, Ok(size), align as u64),
         // Sized by its first copy from the page cache where it is copied whole (see
-        // `whole.rs`), else when its reads are issued; but a range now.
-        None if !entry.is_whole_file() => core.size_open(idx),
+        // `whole.rs`), else when its reads are issued; but a range now, and a file sized
+        // before and opened again (its descriptor was closed meanwhile), which reads on.
+        None if !entry.is_whole_file() || entry.status().is_sized() => core.size_open(idx),
         None => {}
     }
     if opened_here {

@@ -15,6 +15,7 @@ use super::completions::Completions;
 use super::scheduler::Scheduler;
 use super::{backend_error, Core, Limits, QueuedFile};
 use crate::error::Error;
+use crate::queue::FileEntry;
 use crate::source::Source;
 
 /// Reads ahead of the consumer: reaps completions, issues more as room opens, waits.
@@ -97,7 +98,8 @@ impl<'a> ReadAhead<'a> {
     pub(super) fn open_current(&mut self) -> io::Result<()> {
         self.open_front()?;
         let front = self.core.queue.front();
-        if front.is_some_and(|f| f.fd().is_some() && !f.status().is_sized()) {
+        let to_size = |f: &FileEntry<'_>| !f.status().is_sized() && f.error().is_none();
+        if front.is_some_and(|f| f.fd().is_some() && to_size(f)) {
             self.core.size_open(0); // Open, not sized yet (see `Opened::size`).
         }
         Ok(())

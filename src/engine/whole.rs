@@ -21,7 +21,7 @@ use crate::queue::FileEntry;
 /// finds the cache warm (and the reader copies whole at all: see `Policy::copy_whole`).
 pub(super) fn applies(policy: &Policy, entry: &FileEntry<'_>, most: usize) -> bool {
     let progress = entry.progress();
-    let left = match entry.status().is_sized() {
+    let left = match entry.status().is_sized() || entry.error().is_some() {
         true => entry.stop().saturating_sub(progress.consumed()),
         // Open and not sized yet (a whole file: see `Opened::size`): its first copy tells.
         false => 1,
@@ -83,24 +83,38 @@ pub(super) fn copy(ahead: &mut ReadAhead<'_>, spill: &mut Spill) -> io::Result<b
     if !sized && !size_by_copy(core, spill, (offset, len), &copied) {
         return Ok(false);
     }
-    let policy = ahead.sched.policy_mut();
+    Ok(took(core, ahead.sched.policy_mut(), (id, sized), copied))
+}
+
+/// Records the copy of the current file (`id`, sized before it or not): whether it copied
+/// any, else what the policy learns of it.
+fn took(
+    core: &mut Core<'_>,
+    policy: &mut Policy,
+    (id, sized): (u64, bool),
+    copied: Copied,
+) -> bool {
     match copied {
-        Copied::Bytes(0) => policy.not_whole(id), // it ends before its size: the usual way
+        // It ends before its size (or is empty): the usual way.
+        Copied::Bytes(0) => policy.not_whole(id),
         Copied::Bytes(n) => {
             let front = core.queue.front_mut().expect("the file copied");
             front.progress_mut().copied(n as u64);
             core.stats.read_sent(false, false);
             core.stats.read_cached();
             core.stats.read_in(n as u64);
-            return Ok(true);
+            return true;
         }
         Copied::Missed => {
             let consumed = core.stats.bytes_consumed;
             policy.found_cached(false, consumed, core.pool().capacity());
         }
+        // Refused for a file not sized before, whose size might have said not to try it
+        // (a file of `/proc`, sized 0): this file alone goes the usual way.
+        Copied::Refused if !sized => policy.not_whole(id),
         Copied::Refused => policy.copy_whole(false),
     }
-    Ok(false)
+    false
 }
 
 /// Sizes the current file, not sized before, after `copied`, a copy of up to `len` bytes
@@ -114,9 +128,12 @@ fn size_by_copy(
     (offset, len): (u64, usize),
     copied: &Copied,
 ) -> bool {
-    match end_told(offset, len, copied) {
-        Some(end) => core.set_size(0, Ok(end), 1),
-        None => core.size_open(0),
+    match (end_told(offset, len, copied), copied) {
+        (Some(end), _) => core.set_size(0, Ok(end), 1),
+        // Nothing at its start: empty, or not a file; `fstat` tells which (a seek to the
+        // end of an empty file says neither).
+        (None, Copied::Bytes(0)) if offset == 0 => core.size_by_fstat(0),
+        (None, _) => core.size_open(0),
     }
     let front = core.queue.front().expect("the file copied");
     let shrank = matches!(copied, Copied::Bytes(n) if offset + *n as u64 > front.stop());

@@ -51,8 +51,8 @@ pub(crate) fn size_local(file: &File) -> Result<u64, sys::SizeError> {
     }
 }
 
-/// Sizes a file just opened from `path` with `flags` from an [`Opener`], where direct I/O
-/// was asked (`direct`) or not. `local`: opened beneath a directory on a mount checked local
+/// Sets up a file just opened from `path` with `flags` from an [`Opener`], where direct I/O
+/// was asked (`direct`) or not: sized, but where `local` (see `Opened::size`). `local`: opened beneath a directory on a mount checked local
 /// (see `dirs.rs`), on this thread or by the ring; it keeps the `O_NONBLOCK` it was opened
 /// with, a system call a file saved (its reads do not need it cleared: the read of what is
 /// cached, with `RWF_NOWAIT`, and `pread` ignore it, the ring retries a read of a file that

@@ -17,7 +17,8 @@ use crate::error::{Error, FileName};
 /// Where one queued file stands.
 #[derive(Debug)]
 pub(crate) enum FileState {
-    /// Waiting to be opened (a path) or sized (a file handed in).
+    /// Waiting to be opened (a path) or sized (a file handed in, or a path opened from the
+    /// kernel's caches, which its first copy or a seek sizes: see `Opened::size`).
     Queued,
     /// The backend is opening it (a path).
     Opening,

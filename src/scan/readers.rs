@@ -32,7 +32,7 @@ impl<'a> Readers<'a> {
     }
 
     /// The bytes queued into the current reader, by the sizes it found when it opened its
-    /// paths ahead, one page a path until then.
+    /// paths ahead, one page a path until then (or until sized: see `Opened::size`).
     pub(super) fn queued_bytes(&self) -> u64 {
         self.current.as_ref().map_or(0, |r| r.queued_bytes())
     }
