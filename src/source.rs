@@ -167,23 +167,21 @@ impl Descriptor {
     }
 
     /// Closes the file: here, where its filesystem is known local (the `File` dropped), else
-    /// on a helper thread, never waited for. Only `Drop` and [`Spares`], which hold it alone.
+    /// on a helper thread, never waited for. Only `Drop`, which holds it alone.
     fn close(&mut self) {
-        if let Some(file) = self.file.take() {
-            if *self.may_hang.get_mut() {
-                helpers::close(file);
-            }
-        }
+        drop(self.take_local());
     }
 
-    /// Closes the file as [`close`](Self::close) does, but one on a filesystem known local
-    /// is handed to `local` to close later, with others (see [`Spares`]).
-    fn close_into(&mut self, local: &mut Vec<File>) {
-        match self.file.take() {
-            Some(file) if !*self.may_hang.get_mut() => local.push(file),
-            Some(file) => helpers::close(file),
-            None => {}
+    /// Lets go of the file: one that may hang is closed on a helper thread, never waited
+    /// for; one on a filesystem known local is handed back, for the caller to close
+    /// ([`close`](Self::close) drops it, [`Spares`] closes it later with others).
+    fn take_local(&mut self) -> Option<File> {
+        let file = self.file.take()?;
+        if *self.may_hang.get_mut() {
+            helpers::close(file);
+            return None;
         }
+        Some(file)
     }
 }
 
@@ -215,7 +213,7 @@ impl Spares {
         let mut file = fd.file;
         if self.kept.len() < Self::MOST {
             if let Some(descriptor) = Arc::get_mut(&mut file) {
-                descriptor.close_into(&mut self.closing);
+                self.closing.extend(descriptor.take_local());
                 self.kept.push(file);
                 if self.closing.len() >= Self::CLOSE_BATCH {
                     self.close_done();
@@ -254,7 +252,7 @@ impl Spares {
 
 impl Drop for Spares {
     fn drop(&mut self) {
-        sys::close_all(&mut self.closing);
+        self.close_done();
     }
 }
 

@@ -3,6 +3,7 @@
 //! files with them, continuing a read, and draining what is in flight before the pool goes.
 
 use std::collections::BTreeSet;
+use std::fs::File;
 use std::io;
 use std::mem;
 use std::time::Duration;
@@ -118,15 +119,18 @@ impl<'a> Core<'a> {
     /// Sizes the file at `idx`, open and left unsized by its open (see `Opened::size`): by a
     /// seek, or `fstat`, which fails it where it cannot be read ahead.
     pub(super) fn size_open(&mut self, idx: usize) {
-        let entry = self.queue.get_mut(idx).expect("index from the queue");
-        let size = size_local(entry.fd().expect("open").file());
-        self.set_size(idx, size, 1);
+        self.size_open_by(idx, size_local);
     }
 
     /// `size_open`, by `fstat` alone.
     pub(super) fn size_by_fstat(&mut self, idx: usize) {
+        self.size_open_by(idx, |file| sys::size_and_device(file).map(|(size, _)| size));
+    }
+
+    /// Sizes the open, unsized file at `idx` by `size` of its descriptor.
+    fn size_open_by(&mut self, idx: usize, size: impl FnOnce(&File) -> Result<u64, SizeError>) {
         let entry = self.queue.get_mut(idx).expect("index from the queue");
-        let size = sys::size_and_device(entry.fd().expect("open").file()).map(|(size, _)| size);
+        let size = size(entry.fd().expect("open").file());
         self.set_size(idx, size, 1);
     }
 

@@ -56,7 +56,6 @@ pub(super) fn copy(ahead: &mut ReadAhead<'_>, spill: &mut Spill) -> io::Result<b
         }
         ahead.open_front()?;
     }
-    let most = most(ahead.sched.limits(), ahead.core.pool().capacity());
     let core = &mut ahead.core;
     let Some(front) = core.queue.front() else {
         return Ok(false);
@@ -71,7 +70,7 @@ pub(super) fn copy(ahead: &mut ReadAhead<'_>, spill: &mut Spill) -> io::Result<b
     );
     let len = match sized {
         true => (front.stop() - offset) as usize,
-        false => most,
+        false => most(ahead.sched.limits(), core.pool().capacity()),
     };
     let fd = front.fd().expect("checked open").clone();
     let io = core.io_mut();

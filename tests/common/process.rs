@@ -16,6 +16,15 @@ pub fn open_fds() -> usize {
         .count()
 }
 
+/// What each descriptor of this process names, where `/proc/self/fd` tells (Linux).
+#[cfg(target_os = "linux")]
+pub fn open_fd_targets() -> Vec<std::path::PathBuf> {
+    std::fs::read_dir("/proc/self/fd")
+        .expect("list /proc/self/fd")
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .collect()
+}
+
 /// `count()` once it is `want`, or its last value after [`SETTLE`]: a file whose filesystem
 /// may hang (or is not known, as an owned file handed in and never reached) is closed on a
 /// helper thread, a moment after its reader let it go.

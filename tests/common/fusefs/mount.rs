@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use fuser::MountOption;
 
-use super::super::{content_at, next_seed};
+use super::super::{content_at, next_seed, open_fd_targets};
 use super::handlers::{Delayer, FaultFs};
 use super::inodes::{FileState, Held, State};
 use super::{file_name, FileSpec, FsStats, Serve};
@@ -168,11 +168,8 @@ impl FaultMount {
 
     /// How many descriptors of this process name a file under the mount point.
     pub fn open_fds(&self) -> usize {
-        std::fs::read_dir("/proc/self/fd")
-            .expect("list /proc/self/fd")
-            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-            .filter(|target| target.starts_with(&self.dir))
-            .count()
+        let targets = open_fd_targets();
+        targets.iter().filter(|t| t.starts_with(&self.dir)).count()
     }
 
     /// Whether `/proc/self/mounts` lists the mount point.
