@@ -4,9 +4,11 @@
 
 mod common;
 
-use std::io::{BufRead, Read};
+use std::io::{self, BufRead, Read};
 
+use common::scan_outcomes::*;
 use common::*;
+use readahead::{Outcome, Scan};
 
 /// Sizes of small files, a few empty and a few past what is copied whole.
 fn sizes() -> Vec<usize> {
@@ -35,17 +37,66 @@ fn small_cached_files_read_whole_byte_for_byte() {
 /// about what is copied whole, read byte for byte.
 #[test]
 fn files_sized_by_their_first_copy_or_not_read_byte_for_byte() {
-    let most = 128 << 10;
-    let mut sizes = vec![0, 1, 100];
-    for end in [4096, 8192, 65536, most, 2 * most] {
-        sizes.extend([end - 1, end, end + 1]);
-    }
-    let files = make_files(&sizes.repeat(3));
+    let files = make_files(&page_end_sizes().repeat(3));
     let want = oracle_all(&files.paths);
     for (name, b) in configs() {
         let mut r = reader_over(b, &files.paths);
         assert_files_eq(&read_all_ok(&mut r), &want, &name);
     }
+}
+
+/// A scan's closure knows its file's length before it reads, where the copy made for it
+/// sized the file (see `whole.rs`) as where a seek did: the sizes above, each length asked
+/// first, then the bytes read whole, in steps, or in records longer than the file.
+#[test]
+fn a_scan_s_files_know_their_length_before_their_first_read() {
+    let sizes = page_end_sizes().repeat(2);
+    let files = make_files(&sizes);
+    let want = oracle_all(&files.paths);
+    for (&backend, small) in backends_once().iter().flat_map(|b| [(b, false), (b, true)]) {
+        let what = format!("{backend:?}, small pool: {small}");
+        let scan = Scan::new(&files.paths)
+            .threads(2)
+            .reader(builder(backend, small));
+        let (outcomes, summary) = collect(scan, |file| {
+            let len = file.len();
+            // A copy made before the closure ran waits for its reads: nothing consumed yet.
+            assert_eq!(file.file_offset(), 0, "file #{}", file.index());
+            let bytes = match file.index() % 3 {
+                0 => read_all(file)?,
+                1 => read_in_steps(file, 1000)?,
+                _ => {
+                    // A record longer than the file where the small pool holds one.
+                    let n = (want[file.index()].len() + 1).min(32 << 10);
+                    let mut bytes = file.fill_buf_at_least(n)?.to_vec();
+                    file.consume(bytes.len());
+                    bytes.extend(read_all(file)?);
+                    bytes
+                }
+            };
+            io::Result::Ok((len, bytes))
+        });
+        for (i, outcome) in by_index(sizes.len(), outcomes).into_iter().enumerate() {
+            let Outcome::Done((len, bytes)) = outcome else {
+                panic!("{what}: file #{i}: {outcome:?}")
+            };
+            assert_eq!(len, Some(sizes[i] as u64), "{what}: file #{i}");
+            assert_bytes_eq(&bytes, &want[i], &format!("{what}: file #{i}"));
+        }
+        let total = sizes.iter().sum::<usize>() as u64;
+        assert_eq!(summary.progress.bytes, total, "{what}");
+        assert_eq!(summary.stats.bytes_consumed, total, "{what}");
+    }
+}
+
+/// Sizes at the ends of pages and one byte either side, and about what is copied whole.
+fn page_end_sizes() -> Vec<usize> {
+    let most = 128 << 10;
+    let mut sizes = vec![0, 1, 100];
+    for end in [4096, 8192, 65536, most, 2 * most] {
+        sizes.extend([end - 1, end, end + 1]);
+    }
+    sizes
 }
 
 #[test]

@@ -114,6 +114,22 @@ impl<'a> Engine<'a> {
         )
     }
 
+    /// Opens the current file if it is not yet, and sizes it (see `ReadAhead::open_current`):
+    /// a file to be copied whole (see `whole.rs`) by that copy, made now and left in the
+    /// spill for the first read, so that a scan's closure knows the length of a small cached
+    /// file before it reads, for no seek where the copy tells its end.
+    ///
+    /// # Errors
+    ///
+    /// The backend's (its ring failed), not the file's: a file that cannot be opened keeps
+    /// its error for reading it to report.
+    pub(crate) fn open_current(&mut self) -> io::Result<()> {
+        if self.spill.pending() == 0 && !self.stream.at_front_end() {
+            whole::copy(&mut self.stream.ahead, &mut self.spill)?;
+        }
+        self.stream.ahead.open_current()
+    }
+
     /// Drops the rest of the current file; whether another file is now current.
     pub(crate) fn move_to_next_file(&mut self) -> io::Result<bool> {
         self.spill.clear();

@@ -191,11 +191,6 @@ impl<'a> Engine<'a> {
         self.stream.current_index()
     }
 
-    /// Opens the current file if it is not yet; see `ReadAhead::open_current`.
-    pub(crate) fn open_current(&mut self) -> io::Result<()> {
-        self.stream.ahead.open_current()
-    }
-
     /// The bytes the queued files have left to read, as far as known (one page for a file
     /// not opened yet).
     pub(crate) fn queued_bytes(&self) -> u64 {

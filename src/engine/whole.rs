@@ -108,12 +108,20 @@ fn took(
             let consumed = core.stats.bytes_consumed;
             policy.found_cached(false, consumed, core.pool().capacity());
         }
-        // Refused for a file not sized before, whose size might have said not to try it
-        // (a file of `/proc`, sized 0): this file alone goes the usual way.
-        Copied::Refused if !sized => policy.not_whole(id),
+        // Refused for a file not sized before, which the seek after it sized 0: the size
+        // would have said not to try it (a file of `/proc`), so this file alone goes the
+        // usual way. A file with bytes refused as sized files are: the filesystem does not
+        // take the copy, and the reader's later files are not tried.
+        Copied::Refused if !sized && has_no_bytes(core) => policy.not_whole(id),
         Copied::Refused => policy.copy_whole(false),
     }
     false
+}
+
+/// Whether the current file was sized with no bytes (or failed).
+fn has_no_bytes(core: &Core<'_>) -> bool {
+    let front = core.queue.front().expect("the file copied");
+    front.status().sized_len().is_none_or(|len| len == 0)
 }
 
 /// Sizes the current file, not sized before, after `copied`, a copy of up to `len` bytes
