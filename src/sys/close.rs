@@ -11,38 +11,45 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// batches saves all but one close a run. Only descriptors `files` owns are named, so no
 /// other descriptor of the process is touched.
 pub(crate) fn close_all(files: &mut Vec<File>) {
-    static NO_CLOSE_RANGE: AtomicBool = AtomicBool::new(false);
     files.sort_unstable_by_key(|f| f.as_raw_fd());
-    let mut drained = files.drain(..);
-    while let Some(first) = drained.next() {
+    let mut rest = files.drain(..);
+    while let Some(first) = rest.next() {
         let start = first.as_raw_fd();
-        let follow = drained.as_slice().iter().zip(1..);
+        let follow = rest.as_slice().iter().zip(1..);
         let len = 1 + follow
             .take_while(|&(f, i)| f.as_raw_fd() == start + i)
             .count();
-        let closed = len > 1 && !NO_CLOSE_RANGE.load(Ordering::Relaxed) && {
-            let last = start + len as RawFd - 1;
-            // SAFETY: each descriptor from `start` to `last` belongs to a `File` of this
-            // run, which gives it up below where the call succeeds, so no descriptor of
-            // another owner is closed, and none twice. With no flags, the call closes the
-            // whole range, or fails having closed none of it.
-            let rc = unsafe { libc::syscall(libc::SYS_close_range, start, last, 0) };
-            rc == 0 || {
-                NO_CLOSE_RANGE.store(true, Ordering::Relaxed);
-                false
-            }
-        };
-        let mut next = Some(first);
-        for _ in 0..len {
-            let file = next
-                .take()
-                .or_else(|| drained.next())
-                .expect("counted in the run");
+        // SAFETY: the `len` descriptors from `start` are those of this run's `File`s,
+        // which give them up below where the call closed them.
+        let closed = len > 1 && unsafe { close_range(start, len) };
+        for file in std::iter::once(first).chain(rest.by_ref().take(len - 1)) {
             if closed {
-                _ = file.into_raw_fd(); // Closed by the call above.
+                _ = file.into_raw_fd(); // Closed by `close_range`.
             }
         }
     }
+}
+
+/// Closes the `len` descriptors from `start` with one `close_range(2)`; whether it did. Once
+/// the kernel refuses the call (before Linux 5.9, or a seccomp filter), it is not asked again.
+///
+/// # Safety
+///
+/// Every one of the descriptors belongs to the caller, as a `File` that gives it up where
+/// this returns `true` (and closes it where it returns `false`: the call closed none).
+unsafe fn close_range(start: RawFd, len: usize) -> bool {
+    static NO_CLOSE_RANGE: AtomicBool = AtomicBool::new(false);
+    if NO_CLOSE_RANGE.load(Ordering::Relaxed) {
+        return false;
+    }
+    let last = start + len as RawFd - 1;
+    // SAFETY: the caller's: no descriptor of another owner is closed, and none twice. With
+    // no flags, the call closes the whole range, or fails having closed none of it.
+    let rc = unsafe { libc::syscall(libc::SYS_close_range, start, last, 0) };
+    if rc != 0 {
+        NO_CLOSE_RANGE.store(true, Ordering::Relaxed);
+    }
+    rc == 0
 }
 
 #[cfg(test)]
