@@ -57,9 +57,10 @@ pub(crate) fn size_local(file: &File) -> Result<u64, sys::SizeError> {
 /// by the ring; it keeps the `O_NONBLOCK` it was opened with, a system call a file saved
 /// (its reads do not need it cleared: the read of what is cached, with `RWF_NOWAIT`, and
 /// `pread` ignore it, the ring retries a read of a file that can wait, Linux 5.11, and a
-/// ring read answered `EAGAIN` all the same clears it then: `made_blocking` in the engine). A file opened anywhere else has it cleared, and may hang
-/// until [`located`](Opened::located). Its descriptor takes an allocation of `spares` where
-/// there is one.
+/// ring read answered `EAGAIN` all the same clears it then: `made_blocking` in the engine).
+/// A file opened anywhere else has it cleared, and may hang until
+/// [`located`](Opened::located). Its descriptor takes an allocation of `spares` where there
+/// is one.
 pub(crate) fn finish_open(
     file: File,
     (flags, direct): (i32, bool),

@@ -195,10 +195,10 @@ impl<'a> SequentialFileReader<'a> {
     /// The reader reads it through a duplicate of its descriptor, made when the read-ahead
     /// reaches it and closed once its reads are done (on Linux with others, as
     /// [`max_open_files`](ReaderBuilder::max_open_files) says, counted against it): the
-    /// kernel may look a read's descriptor up only when it starts it, and so a reader leaked
-    /// with [`mem::forget`](std::mem::forget) never reads whatever file takes the number
-    /// after the caller closes `file`. Where the process has no descriptor left for the duplicate, the
-    /// file's error says so, as for a path that cannot be opened.
+    /// kernel may look a read's descriptor up only when it starts it, and so a reader
+    /// leaked with [`mem::forget`](std::mem::forget) never reads whatever file takes the
+    /// number after the caller closes `file`. Where the process has no descriptor left for
+    /// the duplicate, the file's error says so, as for a path that cannot be opened.
     ///
     /// A regular file or a block device. The reader reads at explicit offsets and never
     /// moves the file's position, not even for a moment (but on Windows, whose positional
