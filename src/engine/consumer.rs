@@ -124,7 +124,8 @@ impl<'a> Engine<'a> {
     /// The backend's (its ring failed), not the file's: a file that cannot be opened keeps
     /// its error for reading it to report.
     pub(crate) fn open_current(&mut self) -> io::Result<()> {
-        if self.spill.pending() == 0 && !self.stream.at_front_end() {
+        // A file at its end has nothing left to copy: `whole::copy` declines it.
+        if self.spill.pending() == 0 {
             whole::copy(&mut self.stream.ahead, &mut self.spill)?;
         }
         self.stream.ahead.open_current()
