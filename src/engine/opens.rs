@@ -248,6 +248,7 @@ impl Opens {
                 break;
             };
             if entry.wants_open() {
+                core.queue.prefetch_after(i);
                 match self.start_open(core, i, limits) {
                     Started::No => break,
                     Started::Later => started = true,

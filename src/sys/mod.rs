@@ -8,8 +8,10 @@
 //! - [`open`]: how paths are opened on Unix, and what the kernel refused.
 //! - `close`: closing many descriptors at once, on Linux.
 //! - [`windows`]: enough for the portable backend; no hints, no direct I/O.
+//! - `cpu`: a hint to the CPU itself (a prefetch), on every platform.
 //!
-//! Each platform file says `#![allow(unsafe_code)]` for its own calls; this file holds none.
+//! The files that call the kernel or the CPU directly (`unix`, `close`, `cpu`) say
+//! `#![allow(unsafe_code)]` for their own calls; this file holds none.
 
 use std::fs::File;
 use std::io;
@@ -37,6 +39,9 @@ pub(crate) use close::close_all;
 pub(crate) fn close_all(files: &mut Vec<File>) {
     files.clear();
 }
+
+mod cpu;
+pub(crate) use cpu::prefetch;
 
 #[cfg(windows)]
 mod windows;
