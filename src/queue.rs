@@ -1,5 +1,6 @@
 //! The FIFO of files: where each comes from, the range to read of it, where it stands, and
-//! how far it has been asked for and consumed. No syscalls here.
+//! how far it has been asked for and consumed. No syscalls here; `Queue::prefetch_after`
+//! hints the CPU's cache.
 //!
 //! Each file is in one [`FileState`] at a time, kept with its range in a [`Status`] (see
 //! `status.rs` for their invariants), and how far it was read and consumed in a
@@ -355,23 +356,27 @@ impl<'a> Queue<'a> {
 
     /// Brings into the CPU's cache, without waiting, what the open-ahead will look at of
     /// the files after `index`: the entry two on, and the path of the next (its entry
-    /// brought in by the call before). Files queued long ago have left the cache by the
-    /// time they are opened, and every open in a scan of small cached files would
-    /// otherwise wait on both loads.
+    /// brought in by the call before, where there was one). Files queued long ago have left
+    /// the cache by the time they are opened, and every open in a scan of small cached files
+    /// would otherwise wait on both loads. A hint: it changes nothing, and does nothing off
+    /// x86-64.
     pub(crate) fn prefetch_after(&self, index: usize) {
+        /// A cache line's bytes on x86-64.
+        const LINE: usize = 64;
         if let Some(entry) = self.files.get(index + 2) {
-            let at = (entry as *const FileEntry<'a>).cast::<u8>();
-            let len = size_of_val(entry);
-            for offset in (0..len).step_by(64).chain([len - 1]) {
-                sys::prefetch(at.wrapping_add(offset));
-            }
+            prefetch_bytes(
+                std::ptr::from_ref(entry).cast(),
+                size_of::<FileEntry<'_>>(),
+                LINE,
+            );
         }
         if let Some(FileEntry {
             source: Source::Path(path),
             ..
         }) = self.files.get(index + 1)
         {
-            sys::prefetch(path.as_os_str().as_encoded_bytes().as_ptr());
+            let bytes = path.as_os_str().as_encoded_bytes();
+            prefetch_bytes(bytes.as_ptr(), bytes.len(), LINE);
         }
     }
 
@@ -521,6 +526,15 @@ impl<'a> Queue<'a> {
     pub(crate) fn rewind(&mut self, index: usize) {
         self.files[index].rewind();
         self.cursor = self.cursor.min(index);
+    }
+}
+
+/// Prefetches every cache line of `len` bytes at `at` (lines of `line` bytes).
+fn prefetch_bytes(at: *const u8, len: usize, line: usize) {
+    if len > 0 {
+        for offset in (0..len).step_by(line).chain([len - 1]) {
+            sys::prefetch(at.wrapping_add(offset));
+        }
     }
 }
 

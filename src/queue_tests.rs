@@ -211,3 +211,18 @@ fn read_and_consume(progress: &mut super::progress::FileProgress, read: u64, con
     progress.read_up_to(read);
     progress.consume(consumed);
 }
+
+#[test]
+fn prefetching_past_the_end_or_a_file_handed_in_changes_nothing() {
+    let file = tempfile::tempfile().unwrap();
+    let mut q = Queue::default();
+    q.prefetch_after(0);
+    q.push(path("a"), 0, 10);
+    q.push(Source::Borrowed(&file), 0, 10);
+    q.push(path(""), 0, 10);
+    for index in 0..5 {
+        q.prefetch_after(index);
+    }
+    assert_eq!(q.len(), 3);
+    assert_eq!(q.get_mut(0).unwrap().name(), FileName::Path("a".into()));
+}

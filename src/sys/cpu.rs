@@ -4,7 +4,6 @@
 /// Asks the CPU to bring the cache line at `p` into its caches, without waiting for it. A
 /// hint: it reads nothing the program sees and never faults, whatever `p` points at. A
 /// no-op off x86-64.
-#[inline]
 pub(crate) fn prefetch<T>(p: *const T) {
     // SAFETY: `_mm_prefetch` needs SSE, which every x86-64 CPU has; it dereferences nothing
     // (an address outside the process is ignored).

@@ -1,5 +1,5 @@
 //! Every system call outside the ring: opening, sizing, descriptor flags, page-cache hints
-//! and questions, positional reads, and the pool's memory. The rest of the crate calls only
+//! and questions, positional reads, and the pool's memory; and one hint to the CPU. The rest of the crate calls only
 //! the functions here, whatever the platform; which file implements them is chosen by `cfg`:
 //!
 //! - [`unix`]: every Unix, with what differs between them (`O_NOATIME` and `cachestat` on
@@ -8,7 +8,7 @@
 //! - [`open`]: how paths are opened on Unix, and what the kernel refused.
 //! - `close`: closing many descriptors at once, on Linux.
 //! - [`windows`]: enough for the portable backend; no hints, no direct I/O.
-//! - `cpu`: a hint to the CPU itself (a prefetch), on every platform.
+//! - `cpu`: a hint to the CPU itself (a prefetch), on every platform (a no-op off x86-64).
 //!
 //! The files that call the kernel or the CPU directly (`unix`, `close`, `cpu`) say
 //! `#![allow(unsafe_code)]` for their own calls; this file holds none.
