@@ -361,14 +361,8 @@ impl<'a> Queue<'a> {
     /// would otherwise wait on both loads. A hint: it changes nothing, and does nothing off
     /// x86-64.
     pub(crate) fn prefetch_after(&self, index: usize) {
-        /// A cache line's bytes on x86-64.
-        const LINE: usize = 64;
         if let Some(entry) = self.files.get(index + 2) {
-            prefetch_bytes(
-                std::ptr::from_ref(entry).cast(),
-                size_of::<FileEntry<'_>>(),
-                LINE,
-            );
+            prefetch_bytes(std::ptr::from_ref(entry).cast(), size_of::<FileEntry<'_>>());
         }
         if let Some(FileEntry {
             source: Source::Path(path),
@@ -376,7 +370,7 @@ impl<'a> Queue<'a> {
         }) = self.files.get(index + 1)
         {
             let bytes = path.as_os_str().as_encoded_bytes();
-            prefetch_bytes(bytes.as_ptr(), bytes.len(), LINE);
+            prefetch_bytes(bytes.as_ptr(), bytes.len());
         }
     }
 
@@ -529,10 +523,13 @@ impl<'a> Queue<'a> {
     }
 }
 
-/// Prefetches every cache line of `len` bytes at `at` (lines of `line` bytes).
-fn prefetch_bytes(at: *const u8, len: usize, line: usize) {
+/// A cache line's bytes on x86-64, the one CPU `sys::prefetch` asks.
+const LINE: usize = 64;
+
+/// Prefetches every cache line of the `len` bytes at `at`.
+fn prefetch_bytes(at: *const u8, len: usize) {
     if len > 0 {
-        for offset in (0..len).step_by(line).chain([len - 1]) {
+        for offset in (0..len).step_by(LINE).chain([len - 1]) {
             sys::prefetch(at.wrapping_add(offset));
         }
     }

@@ -1,6 +1,7 @@
 //! Every system call outside the ring: opening, sizing, descriptor flags, page-cache hints
-//! and questions, positional reads, and the pool's memory; and one hint to the CPU. The rest of the crate calls only
-//! the functions here, whatever the platform; which file implements them is chosen by `cfg`:
+//! and questions, positional reads, and the pool's memory; and one hint to the CPU. The
+//! rest of the crate calls only the functions here, whatever the platform; which file
+//! implements them is chosen by `cfg`:
 //!
 //! - [`unix`]: every Unix, with what differs between them (`O_NOATIME` and `cachestat` on
 //!   Linux, `O_DIRECT` where it exists, `F_NOCACHE` and `F_GETPATH` on macOS)
