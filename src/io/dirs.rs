@@ -17,11 +17,11 @@
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::id_map::IdMap;
 use crate::source::Descriptor;
-use crate::sys;
+use crate::sys::{self, CoarseInstant};
 
 /// How long the handle of the last directory is used for its path: a directory renamed and
 /// replaced under the same path is not read from for longer.
@@ -50,8 +50,9 @@ struct Dir {
     /// mount up. (The handle keeps the mount mounted, so that its id names it meanwhile.)
     local: bool,
     /// Until when the handle is used for its path (`HANDLE_FOR` after it was opened): an
-    /// instant to compare, not a duration to work out, each file.
-    until: Instant,
+    /// instant to compare, not a duration to work out, each file, of the coarse clock, which
+    /// costs a file less to read.
+    until: CoarseInstant,
 }
 
 #[derive(Debug)]
@@ -152,7 +153,7 @@ impl Dirs {
     /// one's, where it is `dir`'s and younger than [`HANDLE_FOR`]; else one opened from the
     /// kernel's caches, which becomes the last (`None` where they do not hold it).
     fn handle(&mut self, dir: &Path) -> Option<(Arc<Descriptor>, u64, bool)> {
-        let now = Instant::now();
+        let now = CoarseInstant::now();
         if let Some(last) = &self.last {
             let same = last.path.as_os_str() == dir.as_os_str();
             if same && now < last.until {

@@ -2,10 +2,11 @@
 
 use std::mem;
 use std::sync::mpsc::SyncSender;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::outcome::Outcome;
 use super::state::ScanState;
+use crate::sys::CoarseInstant;
 
 /// An outcome on its way to the caller, with its index in the input.
 pub(super) type Sent<T, E> = (usize, Outcome<T, E>);
@@ -29,8 +30,10 @@ pub(super) struct Outbox<'t, T, E> {
     state: &'t ScanState,
     batch: Batch<T, E>,
     /// `SEND_AFTER` past when the batch's first outcome was gathered: an instant to compare
-    /// with each outcome's, not a duration to work out.
-    send_by: Option<Instant>,
+    /// with each outcome's, not a duration to work out, of the coarse clock, which costs a
+    /// file less to read (its steps of a few milliseconds only make a batch wait a tick
+    /// longer or shorter).
+    send_by: Option<CoarseInstant>,
 }
 
 impl<'t, T, E> Outbox<'t, T, E> {
@@ -45,7 +48,7 @@ impl<'t, T, E> Outbox<'t, T, E> {
 
     pub(super) fn push(&mut self, index: usize, outcome: Outcome<T, E>) {
         self.batch.push((index, outcome));
-        let now = Instant::now();
+        let now = CoarseInstant::now();
         let send_by = *self.send_by.get_or_insert_with(|| now + SEND_AFTER);
         if self.batch.len() >= SEND_BATCH || now >= send_by {
             self.flush();

@@ -10,8 +10,10 @@
 //! - `close`: closing many descriptors at once, on Linux.
 //! - [`windows`]: enough for the portable backend; no hints, no direct I/O.
 //! - `cpu`: a hint to the CPU itself (a prefetch), on every platform (a no-op off x86-64).
+//! - `clock`: a clock cheap enough to read for every file (`CoarseInstant`), on every
+//!   platform.
 //!
-//! The files that call the kernel or the CPU directly (`unix`, `close`, `cpu`) say
+//! The files that call the kernel or the CPU directly (`unix`, `close`, `cpu`, `clock`) say
 //! `#![allow(unsafe_code)]` for their own calls; this file holds none.
 
 use std::fs::File;
@@ -43,6 +45,9 @@ pub(crate) fn close_all(files: &mut Vec<File>) {
 
 mod cpu;
 pub(crate) use cpu::prefetch;
+
+mod clock;
+pub(crate) use clock::CoarseInstant;
 
 #[cfg(windows)]
 mod windows;
