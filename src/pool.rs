@@ -21,6 +21,8 @@
 //! - Bytes are written only through a loan, and every loan is counted as it is made
 //!   ([`Pool::lend`]): a `Span` checked before the count last moved is read no more, so a
 //!   region freed and taken again is never read through an old span while it is written.
+//!   (`lend` also writes a byte of each page no region reached before, in the region it
+//!   lends: the 0 a new mapping holds already, so no byte's value changes.)
 //! - The allocation is freed only when no loan is outstanding; a pool dropped with loans out
 //!   leaks its memory instead, since the kernel may still write into it.
 #![allow(unsafe_code)]
@@ -144,13 +146,19 @@ pub(crate) struct Pool {
     mapping: Option<sys::Mapping>,
     /// Loans made so far: a [`Span`] checked before the last one may no longer be read.
     loans: u64,
+    /// How far into the allocation its pages were written first here (`first_touch`): every
+    /// region ever lent ends at or below it. A mark, not a set: the engine lends each region
+    /// as it takes it, so the regions lent follow each other from the allocation's start,
+    /// and no page below it was skipped (one that was is faulted by the kernel instead).
+    touched: usize,
 }
 
 /// A run of bytes checked once to lie in live regions that are not lent, readable through
 /// [`Pool::span_bytes`] without checking the regions again until the pool lends a region:
 /// what the consumer's record after record is read from, as std's `BufReader` reads its
-/// buffer. Only lent regions are ever written, so bytes that were not lent when checked
-/// stay as they were until the next loan.
+/// buffer. Only lent regions are ever written (but for the 0s `lend` writes where they
+/// are already), so bytes that were not lent when checked stay as they were until the
+/// next loan.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Span {
     /// The pool it was checked in (0 for none), and that pool's loans then.
@@ -206,6 +214,7 @@ impl Pool {
             regions: Regions::default(),
             mapping: Some(mapping),
             loans: 0,
+            touched: 0,
         })
     }
 
@@ -349,8 +358,8 @@ impl Pool {
         );
         assert!(from <= span.len, "past the span's end");
         // SAFETY: when `span` was made, every byte of it lay inside the allocation, in live
-        // regions that were not lent (checked by `span`); bytes are written only through loans,
-        // and no loan was made since (`loans` unchanged), so nothing writes them while the
+        // regions that were not lent (checked by `span`); bytes are written only through loans
+        // (and by `lend`, which cannot run while `self` is borrowed), and no loan was made since (`loans` unchanged), so nothing writes them while the
         // shared borrow of `self` lives; the mapping is zero-filled, so every byte is
         // initialised.
         unsafe {
@@ -363,12 +372,36 @@ impl Pool {
     pub(crate) fn lend(&mut self, region: Region) -> Loan {
         let i = self.index_of(&region, false);
         let phys = self.phys(&region);
+        self.first_touch(phys, region.len);
         self.regions.set_lent(i, true);
         self.loans += 1;
         // SAFETY: `phys < capacity` (checked by `phys`), so the pointer stays inside the
         // allocation.
         let ptr = unsafe { NonNull::new_unchecked(self.ptr.as_ptr().add(phys)) };
         Loan { ptr, region }
+    }
+
+    /// Writes a byte of each page of the region at `phys` of `len` bytes that no region
+    /// lent before reached, before the region is lent, so that the reader's thread takes
+    /// the page's first fault. Taken in the kernel instead (as it copies a read into the
+    /// page, or a helper thread's `pread` does), the fault locks the process's memory map
+    /// (`mmap_lock`, shared), and queues behind any thread that maps or unmaps memory
+    /// meanwhile (a new thread's stack, the allocator's arenas, another reader's pool); from
+    /// user space, Linux (6.4 and later) takes it under the lock of its own mapping alone.
+    /// On 64 threads of small cold files, the readers' faults queued so 1,300 times a run.
+    /// A pool registered with the ring (its pages pinned, so in memory) or on Windows
+    /// (written as it is made) takes no fault here.
+    fn first_touch(&mut self, phys: usize, len: usize) {
+        let end = phys + len;
+        for page in (self.touched.max(phys)..end).step_by(PAGE) {
+            // SAFETY: `page` lies inside the allocation (`phys + len <= capacity`, checked by
+            // `phys`), in the region about to be lent, past every region lent before
+            // (`touched`): no loan or kernel operation reaches it, and no slice of the pool's
+            // bytes is out while `self` is borrowed mutably. The byte holds 0 already (a new
+            // mapping, never written since), so even a span checked over it reads the same.
+            unsafe { self.ptr.as_ptr().add(page).write_volatile(0) };
+        }
+        self.touched = self.touched.max(end);
     }
 
     /// Takes back a region whose backend is done with it (its completion was reaped).

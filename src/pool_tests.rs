@@ -237,3 +237,68 @@ fn churn_keeps_accounting() {
     }
     assert_eq!(p.used(), 0);
 }
+
+/// Which of the `pages` pages from `at` are in memory (`mincore(2)`).
+#[cfg(target_os = "linux")]
+fn resident(at: *mut u8, pages: usize) -> Vec<bool> {
+    let mut vec = vec![0u8; pages];
+    // SAFETY: `at` is page-aligned and the `pages` pages from it are mapped (the pool's);
+    // `vec` has a byte for each.
+    let rc = unsafe { libc::mincore(at.cast(), pages * PAGE, vec.as_mut_ptr()) };
+    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+    vec.iter().map(|b| b & 1 == 1).collect()
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn lending_a_region_faults_its_new_pages_in_first() {
+    let mut p = Pool::with_capacity(64 * PAGE, false).unwrap();
+    let base = p.as_raw_parts().0;
+    // Small pages, whatever the system's default for transparent huge pages: one huge page
+    // would bring every page of the pool in at the first write.
+    // SAFETY: advice on the pool's own mapping, which changes neither its addresses nor its
+    // contents.
+    unsafe { libc::madvise(base.cast(), 64 * PAGE, libc::MADV_NOHUGEPAGE) };
+    assert!(
+        resident(base, 8).iter().all(|r| !r),
+        "a new pool is not in memory"
+    );
+    let a = p.alloc(3 * PAGE).unwrap();
+    assert!(
+        resident(base, 3).iter().all(|r| !r),
+        "taking a region touches nothing"
+    );
+    let loan = p.lend(a);
+    assert_eq!(resident(base, 4), [true, true, true, false]);
+    let a = p.reclaim(loan);
+    let b = p.alloc(2 * PAGE).unwrap();
+    let loan = p.lend(b);
+    assert_eq!(resident(base, 6), [true, true, true, true, true, false]);
+    let b = p.reclaim(loan);
+    p.free(a);
+    p.free(b);
+}
+
+#[test]
+fn lending_again_leaves_the_bytes_of_pages_written_before() {
+    let mut p = Pool::with_capacity(4 * PAGE, false).unwrap();
+    let a = p.alloc(2 * PAGE).unwrap();
+    let mut loan = p.lend(a);
+    loan.as_mut_slice()[2 * PAGE - 1] = 7;
+    loan.as_mut_slice()[0] = 9;
+    let a = p.reclaim(loan);
+    let b = p.alloc(PAGE).unwrap();
+    let loan = p.lend(b);
+    let b = p.reclaim(loan);
+    assert_eq!(p.bytes(&a, 0..1), [9]);
+    p.free(a);
+    p.free(b);
+    // Taken from the start again (the pool is empty), the region's page keeps its byte.
+    let c = p.alloc(2 * PAGE).unwrap();
+    assert_eq!(p.phys(&c), 0);
+    let mut loan = p.lend(c);
+    assert_eq!(loan.as_mut_slice()[0], 9);
+    assert_eq!(loan.as_mut_slice()[2 * PAGE - 1], 7);
+    let c = p.reclaim(loan);
+    p.free(c);
+}

@@ -1,7 +1,8 @@
 //! What a scan's readers may hold together, whatever the number of threads: pool memory (a
 //! total, shared out among the threads), buffered reads from the device (likewise, past two
 //! threads), io_uring kernel workers (a cap on each thread's), and open descriptors (a share
-//! of the process's limit each).
+//! of the process's limit each, with room made for them all at once in the process's table
+//! of descriptors).
 
 use crate::config::ReaderBuilder;
 use crate::consts::PAGE;
@@ -65,6 +66,18 @@ fn share_memory(builder: ReaderBuilder, memory: usize, threads: usize) -> Reader
     // Whole pages, so that two reads still fit once each is rounded up to one.
     let read_size = builder.read_size.min(share / 2 / PAGE * PAGE).max(PAGE);
     builder.buffer_size(share).read_size(read_size)
+}
+
+/// Descriptors a reader holds beside the files it opens ahead: its ring, directory handles
+/// and the mounts' it checked, the helper threads' wake-up.
+const OTHER_DESCRIPTORS: usize = 8;
+
+/// Makes room in the process's table of descriptors, at once, for those `threads` readers
+/// built from `builder` may hold together (see `sys::reserve_descriptors`: each growth of
+/// the table as they open would stall every open of the process).
+pub(super) fn reserve_descriptors(builder: &ReaderBuilder, threads: usize) {
+    let each = builder.max_open_files.saturating_add(OTHER_DESCRIPTORS);
+    sys::reserve_descriptors(threads.saturating_mul(each));
 }
 
 /// `builder` with its cap on open descriptors lowered to each reader's share of half what

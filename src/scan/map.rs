@@ -137,6 +137,7 @@ where
         let work = Work::new(scan.entries);
         let state = &*scan.handle.state;
         let base = budget::share(scan.builder, scan.memory, threads);
+        budget::reserve_descriptors(&base, threads);
         let builders = Builders::new(base, scan.memory);
         let worker = Worker {
             work: &work,

@@ -7,13 +7,13 @@
 //!   Linux, `O_DIRECT` where it exists, `F_NOCACHE` and `F_GETPATH` on macOS)
 //!   marked per function.
 //! - [`open`]: how paths are opened on Unix, and what the kernel refused.
-//! - `close`: closing many descriptors at once, on Linux.
+//! - `fd`: descriptors in bulk, on Linux: many closed at once, the table grown at once.
 //! - [`windows`]: enough for the portable backend; no hints, no direct I/O.
 //! - `cpu`: a hint to the CPU itself (a prefetch), on every platform (a no-op off x86-64).
 //! - `clock`: a clock cheap enough to read for every file (`CoarseInstant`), on every
 //!   platform.
 //!
-//! The files that call the kernel or the CPU directly (`unix`, `close`, `cpu`, `clock`) say
+//! The files that call the kernel or the CPU directly (`unix`, `fd`, `cpu`, `clock`) say
 //! `#![allow(unsafe_code)]` for their own calls; this file holds none.
 
 use std::fs::File;
@@ -33,15 +33,19 @@ mod open;
 pub(crate) use open::*;
 
 #[cfg(target_os = "linux")]
-mod close;
+mod fd;
 #[cfg(target_os = "linux")]
-pub(crate) use close::close_all;
+pub(crate) use fd::{close_all, reserve_descriptors};
 
 /// Off Linux, files close one by one.
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn close_all(files: &mut Vec<File>) {
     files.clear();
 }
+
+/// Off Linux, the table of descriptors is left to grow as descriptors are opened.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn reserve_descriptors(_count: usize) {}
 
 mod cpu;
 pub(crate) use cpu::prefetch;
