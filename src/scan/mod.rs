@@ -299,7 +299,9 @@ where
     ///
     /// The pools are most of what a scan holds: with `O_DIRECT` every byte of them is
     /// written (and pinned, with [`registered_buffers`](ReaderBuilder::registered_buffers)),
-    /// while buffered reads of cold files touch only a few MiB of each.
+    /// while buffered reads of cold files touch only a few MiB of each. Beside its pool, each
+    /// reader keeps a buffer for cached files copied whole, of up to 1 MiB (no larger than
+    /// its pool), which this budget does not count.
     ///
     /// # Examples
     ///
