@@ -109,17 +109,13 @@ impl ReaderBuilder {
     /// 4096 bytes. [`SequentialFileReader::capacity`](crate::SequentialFileReader::capacity)
     /// says what it is, as does the reader's `Debug`. A pool that holds one read at a time
     /// reads one read at a time: give it room for many (the default holds 64) to read ahead.
-    /// Beside the pool, the reader keeps a buffer for cached files copied whole, of up to 1
-    /// MiB and no larger than the pool (see the crate's docs, "The pool").
     pub fn buffer_size(mut self, bytes: usize) -> Self {
         self.buffer_size = bytes;
         self
     }
 
     /// The largest single read, in bytes, at least a page (4 KiB: a smaller size is taken as
-    /// 4 KiB). A file smaller than this takes only what it needs. But for a read of 64 KiB or
-    /// more that finds the file in the page cache, and is copied at once on the reader's
-    /// thread: one of up to 1 MiB costs one call, as std's `BufReader` of 1 MiB reads.
+    /// 4 KiB). A file smaller than this takes only what it needs.
     ///
     /// Default [`DEFAULT_READ_SIZE`]. With [`direct_io`](Self::direct_io) it is rounded up to
     /// a multiple of 4 KiB, and so are the reads of a file that [`uncached`](Self::uncached)

@@ -61,14 +61,9 @@ pub(crate) const OFFLOAD_DEPTH: usize = 2;
 pub(crate) const OFFLOAD_MIN: usize = 64 << 10;
 /// Files with at most this many bytes left, while reads find the page cache warm, are not
 /// read ahead: the consumer copies each whole, when it gets to it, into a buffer of its own
-/// that stays in the CPU's cache, as std's `BufReader` of 1 MiB reuses its buffer (see the
-/// engine's `whole.rs`). A file the reader has not sized yet is first copied with this much
-/// room: one call for a file of up to 1 MiB, as std's first `read`, where less room split a
-/// larger file's first MiB over two calls and a seek (BENCHMARKS.md has the measurements).
-pub(crate) const COPY_WHOLE_MAX: usize = 1 << 20;
-/// `COPY_WHOLE_MAX` where kernel workers copy large cached reads (`offload(true)`): a larger
-/// file's reads go to them, and their copies overlap the consumer's work.
-pub(crate) const COPY_WHOLE_MAX_OFFLOAD: usize = 128 << 10;
+/// that stays in the CPU's cache, as std's `BufReader` reuses its buffer (see the engine's
+/// `whole.rs`). Above it, the read-ahead's copies cost no more than one of this size.
+pub(crate) const COPY_WHOLE_MAX: usize = 128 << 10;
 /// How often reads below `OFFLOAD_MIN` ask whether the page cache holds what they read (a
 /// system call): often enough to notice a change within a few files.
 pub(crate) const SMALL_READS_PER_HINT: u64 = 16;

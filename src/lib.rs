@@ -52,11 +52,6 @@
 //!
 //! A region handed to the kernel is not touched again until its completion is reaped; the
 //! consumer sees only the bytes a completed read wrote.
-//!
-//! Beside the pool, each reader keeps one buffer of its own, the spill: a cached file of up
-//! to 1 MiB (128 KiB with `offload(true)`; no more than the pool) copied whole as the
-//! consumer gets to it, or a record's bytes that do not lie together in the pool. It grows to
-//! what it held at most, and is reused.
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, missing_debug_implementations)]

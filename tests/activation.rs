@@ -22,8 +22,7 @@ fn activating_a_queued_file_drops_the_files_ahead_of_it() {
     let (_files, f, want) = four();
     for (name, b) in configs() {
         let mut r = reader_over_files(b, &f);
-        // Part of the first file read, so that the files behind it are read ahead, or held
-        // back to be copied whole where they are cached and small.
+        // Part of the first file read, so that reads are in flight or waiting for all of them.
         r.read_exact(&mut [0; 1000]).unwrap();
         r.activate_file(&f[2], u64::MAX).unwrap();
         assert_eq!(r.file_offset(), 0, "{name}");

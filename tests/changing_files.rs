@@ -20,9 +20,8 @@ use std::path::Path;
 use common::*;
 use readahead::{ReaderBuilder, SequentialFileReader, DEFAULT_MAX_OPEN_FILES};
 
-/// The changing file's size before the change: many reads of the small pool, and past what
-/// a reader copies whole from the page cache (1 MiB), so that it is read ahead too.
-const OLD_LEN: usize = (1 << 20) + 4097;
+/// The changing file's size before the change: many reads of the small pool.
+const OLD_LEN: usize = 1 << 20;
 /// Bytes of the changing file consumed before an in-flight change.
 const POS: usize = 200_000;
 

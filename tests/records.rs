@@ -139,9 +139,7 @@ fn records_in_adjacent_regions_are_not_copied() {
     let dir = tempdir();
     let (paths, bytes) = record_files(dir.path());
     for (backend, b) in builders() {
-        // Reads below `OFFLOAD_MIN` (64 KiB): the files are read ahead into the pool, not
-        // copied whole (a reader of larger reads copies a cached file of up to 1 MiB whole).
-        let mut r = reader_over(b.buffer_size(32 << 20).read_size(60 << 10), &paths);
+        let mut r = reader_over(b.buffer_size(32 << 20).read_size(64 << 10), &paths);
         let got: Vec<_> = (0..paths.len())
             .map(|_| {
                 let records = parse(&mut r, "adjacent");

@@ -122,9 +122,7 @@ impl Spill {
     /// are from it. The first page is where the new allocation's first page starts (see
     /// `base`).
     fn grow(&mut self, len: usize) {
-        // A page more than asked: a copy as large, placed later at its offset's place in a
-        // page (`start_at`), still fits without growing again.
-        let room = (len + PAGE).max(2 * self.buf.len().saturating_sub(self.base));
+        let room = len.max(2 * self.buf.len().saturating_sub(self.base));
         let mut buf = vec![0; room + PAGE];
         let base = (buf.as_ptr() as usize).wrapping_neg() % PAGE;
         let (pos, end) = (self.pos, self.end);

@@ -11,7 +11,7 @@ use std::io;
 use super::policy::Policy;
 use super::spill::Spill;
 use super::{Core, Limits, ReadAhead};
-use crate::consts::{COPY_WHOLE_MAX, COPY_WHOLE_MAX_OFFLOAD, OFFLOAD_MIN, PAGE};
+use crate::consts::{COPY_WHOLE_MAX, PAGE};
 use crate::io::Copied;
 use crate::queue::FileEntry;
 
@@ -35,19 +35,10 @@ pub(super) fn applies(policy: &Policy, entry: &FileEntry<'_>, most: usize) -> bo
         && progress.next_read() == progress.consumed()
 }
 
-/// The most bytes a file may have left to be copied whole: `COPY_WHOLE_MAX`, as a cached
-/// read of `OFFLOAD_MIN` or more is made as large as the inline window, so that a file of
-/// up to 1 MiB costs one call; a reader of smaller reads (a reader built small, a parser of
-/// small records) copies no more than one (`read_size`), and where kernel workers copy the
-/// larger cached reads (`offload(true)`), `COPY_WHOLE_MAX_OFFLOAD` at most, so that they
-/// still get them. Never more than the pool (`pool`).
+/// The most bytes a file may have left to be copied whole: `COPY_WHOLE_MAX`, but never more
+/// than one read (`read_size`) or the pool (`pool`), which a reader built small is held to.
 pub(super) fn most(limits: &Limits, pool: usize) -> usize {
-    let most = match limits.offload {
-        true => COPY_WHOLE_MAX_OFFLOAD.min(limits.read_size),
-        false if limits.read_size >= OFFLOAD_MIN => COPY_WHOLE_MAX,
-        false => limits.read_size,
-    };
-    most.min(pool)
+    COPY_WHOLE_MAX.min(limits.read_size).min(pool)
 }
 
 /// Copies the current file's bytes from the consumer on into `spill` where `applies` says

@@ -92,8 +92,7 @@ impl<'r, 'a> ScanFile<'r, 'a> {
     /// closure runs, so this is known from the start; `None` only for a file that could not
     /// be opened (reading it gives its error).
     ///
-    /// A small file found in the page cache is sized by copying it (up to 1 MiB; 128 KiB with
-    /// `offload(true)`; no more than the pool; a larger one has as much copied) before
+    /// A small file found in the page cache is sized by copying it (up to 128 KiB) before
     /// the closure runs, where that copy tells its end, rather than by a seek: its bytes
     /// then wait for the closure's first read, and a closure that skips them or returns
     /// without reading has had them copied all the same.

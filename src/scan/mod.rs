@@ -299,9 +299,7 @@ where
     ///
     /// The pools are most of what a scan holds: with `O_DIRECT` every byte of them is
     /// written (and pinned, with [`registered_buffers`](ReaderBuilder::registered_buffers)),
-    /// while buffered reads of cold files touch only a few MiB of each. Beside its pool, each
-    /// reader keeps a buffer for cached files copied whole, of up to 1 MiB (no larger than
-    /// its pool), which this budget does not count.
+    /// while buffered reads of cold files touch only a few MiB of each.
     ///
     /// # Examples
     ///

@@ -336,24 +336,3 @@ pub(super) fn limits(read_size: usize, warm_window: usize) -> Limits {
         open_depth: crate::consts::OPEN_DEPTH,
     }
 }
-
-#[test]
-fn files_are_copied_whole_up_to_1_mib_one_small_read_or_what_offloading_leaves() {
-    let most = |read_size, offload, pool| {
-        let limits = Limits {
-            offload,
-            ..limits(read_size, 4 << 20)
-        };
-        super::super::whole::most(&limits, pool)
-    };
-    let pool = 32 << 20;
-    assert_eq!(most(512 << 10, false, pool), 1 << 20);
-    assert_eq!(most(OFFLOAD_MIN, false, pool), 1 << 20);
-    // A reader of small reads copies one at most.
-    assert_eq!(most(16 << 10, false, pool), 16 << 10);
-    // Kernel workers get the larger cached files.
-    assert_eq!(most(512 << 10, true, pool), 128 << 10);
-    assert_eq!(most(OFFLOAD_MIN, true, pool), OFFLOAD_MIN);
-    // Never more than the pool.
-    assert_eq!(most(512 << 10, false, 256 << 10), 256 << 10);
-}
