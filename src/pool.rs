@@ -359,9 +359,9 @@ impl Pool {
         assert!(from <= span.len, "past the span's end");
         // SAFETY: when `span` was made, every byte of it lay inside the allocation, in live
         // regions that were not lent (checked by `span`); bytes are written only through loans
-        // (and by `lend`, which cannot run while `self` is borrowed), and no loan was made since (`loans` unchanged), so nothing writes them while the
-        // shared borrow of `self` lives; the mapping is zero-filled, so every byte is
-        // initialised.
+        // (and by `lend`, which cannot run while `self` is borrowed), and no loan was made
+        // since (`loans` unchanged), so nothing writes them while the shared borrow of `self`
+        // lives; the mapping is zero-filled, so every byte is initialised.
         unsafe {
             std::slice::from_raw_parts(self.ptr.as_ptr().add(span.phys + from), span.len - from)
         }
