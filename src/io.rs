@@ -458,8 +458,8 @@ pub(crate) trait Io<'a>: Send {
         None
     }
     /// Opens under way that do not count against the reader's depth of opens: those so slow
-    /// that they most likely hung (see `ThreadOpens::slow`), and those of kernel workers,
-    /// which the ring's cap on its workers bounds already.
+    /// that they most likely hung (see `ThreadOpens::slow`), and the ring's, which its depth,
+    /// the cap on its workers and the cap on descriptors bound already.
     fn uncounted_opens(&self) -> usize {
         self.thread_opens().map_or(0, ThreadOpens::slow)
     }

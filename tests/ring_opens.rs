@@ -1,7 +1,7 @@
 //! Small files whose inodes the kernel dropped, in a directory the reader already found local:
-//! io_uring opens them on its kernel workers (not on helper threads), and every byte read must
-//! be what `std::fs::read` reads, a symbolic link among them followed (it is opened on a helper
-//! thread).
+//! io_uring opens them (its kernel workers, as the try in the submission finds them not cached;
+//! not helper threads), and every byte read must be what `std::fs::read` reads, a symbolic
+//! link among them followed (it is opened on a helper thread).
 //!
 //! Linux only, io_uring only; skipped, saying why, where io_uring is refused or the inodes
 //! cannot be dropped (`/proc/sys/vm/drop_caches` needs root).

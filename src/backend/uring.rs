@@ -24,10 +24,10 @@
 //! Where a file is opened, [`ThreadOpens`] decides, as for the `pread` backend (`io/dirs.rs`
 //! has the rule): an `IORING_OP_OPENAT` first tries the open on the submitting thread, which
 //! a FUSE mount's open can block for good. Only a path in a directory on a mount checked
-//! local, which the kernel cannot open from its caches at once, is opened through the ring,
-//! on a kernel worker (`IOSQE_ASYNC`, never tried on this thread), staying beneath the
-//! directory on its mount: a helper thread's hand-off cost more than the open itself
-//! (`in_flight/ring_opens.rs`).
+//! local is opened through the ring, staying beneath the directory on its mount: in the
+//! submission where the kernel has it cached (never waiting there), else on a kernel worker;
+//! a helper thread's hand-off cost more than the open itself, and a system call of its own
+//! more than a place in the next submission (`in_flight/ring_opens.rs`).
 //!
 //! The ring is three types, each in its own file with the state it owns: `Ring` (here), the
 //! [`Io`] interface, which delegates to the two others (and opens files on helper threads)
@@ -125,13 +125,17 @@ impl<'a> Ring<'a> {
     }
 }
 
-/// The ring's kernel workers, as a place to open files (see [`RingOpen`]).
-struct KernelOpens<'r, 'a> {
+/// The ring, as a place to open files (see [`RingOpen`]).
+struct RingPlace<'r, 'a> {
     kernel: &'r mut Kernel,
     flight: &'r mut InFlight<'a>,
 }
 
-impl RingOpen for KernelOpens<'_, '_> {
+impl RingOpen for RingPlace<'_, '_> {
+    fn opens_in_submission(&self) -> bool {
+        !self.kernel.polled()
+    }
+
     fn open_in(
         &mut self,
         file: u64,
@@ -180,7 +184,7 @@ impl<'a> Io<'a> for Ring<'a> {
     }
 
     fn start_open(&mut self, file: u64, path: &Path, direct: bool) -> OpenStart<'a> {
-        let mut ring = KernelOpens {
+        let mut ring = RingPlace {
             kernel: &mut self.kernel,
             flight: &mut self.flight,
         };
@@ -193,7 +197,9 @@ impl<'a> Io<'a> for Ring<'a> {
     }
 
     fn wait_opens(&mut self) -> bool {
-        // Opens the kernel has complete with the reads: `reap` waits for them.
+        // Opens the kernel made in the submission are answered already: collected, not
+        // waited for. Those it has still complete with the reads: `reap` waits for them.
+        self.flight.drain_ready(self.kernel.completions());
         if self.opens.any_answered() || self.flight.any_open_answered() {
             return true;
         }
@@ -201,8 +207,8 @@ impl<'a> Io<'a> for Ring<'a> {
     }
 
     fn uncounted_opens(&self) -> usize {
-        // The kernel's: as many workers make them as make the reads (`io_workers`), however
-        // many are queued, and at most `depth` are.
+        // The kernel's: made in the submission or by as many workers as make the reads
+        // (`io_workers`), however many are queued, and at most `depth` are.
         self.opens.slow() + self.flight.opens_len()
     }
 

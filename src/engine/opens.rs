@@ -151,8 +151,8 @@ impl Opens {
 
     /// Whether the reader holds or is opening as many descriptors as it may now, or has as
     /// many opens under way as it may have (`Limits::open_depth`, not counting those so slow that
-    /// they most likely hung, so that the opens behind them go on, nor the ring's, which its
-    /// kernel workers make: see `Io::uncounted_opens`).
+    /// they most likely hung, so that the opens behind them go on, nor the ring's, which the
+    /// kernel makes in the submission or on its workers: see `Io::uncounted_opens`).
     pub(super) fn at_cap(&self, core: &mut Core<'_>, limits: &Limits) -> bool {
         self.at_cap_with(core, limits, 0)
     }
@@ -239,7 +239,8 @@ impl Opens {
     /// Starts opening the paths queued after the read-ahead, so that their opening overlaps,
     /// while the cap on descriptors allows (those answered on the spot count against the
     /// depth of opens as those under way do, so that a pass opens no further ahead of the
-    /// reads than where opens take their time); whether it started any.
+    /// reads than where opens take their time; the ring's, which go in one submission, count
+    /// only against the cap); whether it started any.
     pub(super) fn open_ahead(&mut self, core: &mut Core<'_>, limits: &Limits) -> bool {
         let mut i = core.queue.open_from();
         let (mut started, mut answered) = (false, 0);

@@ -155,10 +155,11 @@ impl Scheduler {
     fn schedule_up_to(&mut self, core: &mut Core<'_>, in_flight: usize) -> io::Result<()> {
         let in_flight = in_flight.min(self.limits.depth);
         let (mut issued, mut started) = (false, false);
-        // Files opened as their opens start (the kernel had them cached: opened on this
-        // thread) and opens answered meanwhile get their reads in another round, so that
-        // those go out in this submission: else each submission would carry the reads of
-        // as many files as opens may be under way (a few).
+        // Files opened as their opens start (without a ring, the kernel had them cached:
+        // opened on this thread) and opens answered meanwhile (the ring's, in the last
+        // submission) get their reads in another round, so that those go out in this
+        // submission: else each submission would carry the reads of as many files as opens
+        // may be under way (a few).
         for _ in 0..MAX_OPEN_ROUNDS {
             let (i, s) = self.issue_up_to(core, in_flight);
             (issued, started) = (issued | i, started | s);

@@ -1,9 +1,12 @@
 //! Where a queued file is opened and sized (`ThreadOpens`), for both backends: the one
 //! place that decides it, by the rule in `dirs.rs`. A path in a directory on a mount checked
-//! local is opened on the reader's thread where the kernel can open it from its caches; else
-//! (a cold inode) by the ring's kernel workers, where there is a ring, without leaving that
-//! mount either. Everything else is opened on a helper thread (see `helpers`), so that an
-//! open on a hung mount holds a helper thread, never the reader's: each is waited for at
+//! local is opened through the ring, where there is one, without leaving that mount: the
+//! kernel opens it in the submission, on the reader's thread, where it has it cached, else on
+//! one of its workers, and the opens of the read-ahead go in one submission. Without a ring
+//! (or where a kernel thread submits: `sq_poll`), it is opened on the reader's thread where
+//! the kernel can open it from its caches, else by the ring's workers where there is a ring.
+//! Everything else is opened on a helper thread (see `helpers`), so that an open on a hung
+//! mount holds a helper thread, never the reader's: each is waited for at
 //! most the reader's `drain_timeout` from its start; past it, the file fails with
 //! `TimedOut`, naming itself, and whatever the open brings later is closed unseen (on the
 //! helper thread). Opens started together time out together, so ten hung opens cost one
@@ -30,10 +33,6 @@ use crate::sys::{self, Opener};
 /// the opens behind hung ones start, and hang or not, while the hung ones wait out their
 /// timeout together.
 const MAX_SLOW: usize = 16;
-/// After an inode the kernel did not have cached, how many of the next paths of a local
-/// directory go to the ring without first trying an open from the caches on this thread:
-/// the files of a scan mostly went cold together, and a try that fails costs a system call.
-const COLD_RUN: u8 = 7;
 
 /// What a helper thread sends back: the file's id, what came of its open, and the opener
 /// with what the kernel refused of its flags; or what it found of a directory's mount.
@@ -46,16 +45,20 @@ enum HelperAnswer {
 enum Local {
     /// Made on this thread, from the kernel's caches: its answer.
     Here(OpenResult<'static>),
-    /// To the ring's kernel workers.
+    /// To the ring.
     Ring,
     /// Neither: it goes to a helper thread.
     Helper,
 }
 
-/// The ring's kernel workers, as a place to open a path of a local directory.
+/// The ring, as a place to open a path of a local directory.
 pub(crate) trait RingOpen {
+    /// Whether the kernel first tries an open in the submission, on the reader's thread,
+    /// from its caches: not where a kernel thread of the ring's submits (`sq_poll`), which
+    /// other readers may share, and which no open may hold; each goes to a worker there.
+    fn opens_in_submission(&self) -> bool;
     /// Hands the open of `path` (`dir`: its directory's handle and its name there) for file
-    /// `file` to the kernel's workers, with `opener`'s flags; whether it did. Its answer
+    /// `file` to the ring, with `opener`'s flags; whether it did. Its answer
     /// comes back through [`ThreadOpens::answer_from_ring`].
     fn open_in(
         &mut self,
@@ -89,8 +92,6 @@ pub(crate) struct ThreadOpens {
     answered: Vec<(u64, Result<Opened<'static>, Error>)>,
     /// Directories, and the mounts checked local.
     dirs: Dirs,
-    /// Paths of a local directory still to go to the ring first (see [`COLD_RUN`]).
-    cold_run: u8,
     /// Told of each answer a helper thread sends (see `helpers::Wake`).
     wake: helpers::Wake,
     /// The allocations of descriptors closed, for those opened here next.
@@ -110,7 +111,6 @@ impl ThreadOpens {
             out: 0,
             answered: Vec::new(),
             dirs: Dirs::default(),
-            cold_run: 0,
             last_now: u64::MAX,
             wake: helpers::Wake::default(),
             spares: Spares::default(),
@@ -142,9 +142,10 @@ impl ThreadOpens {
     }
 
     /// Starts opening `path` for file `file`, where the rule says (see the module docs): the
-    /// one place that decides it. An open made on this thread from the kernel's caches is
-    /// answered here (`Some`), not queued: the caller has the file at once, for no more than
-    /// a plain open costs. Any other answer is taken with [`take`](Self::take).
+    /// one place that decides it. An open made on this thread from the kernel's caches (where
+    /// the ring does not take it) is answered here (`Some`), not queued: the caller has the
+    /// file at once, for no more than a plain open costs. Any other answer, the ring's
+    /// included, is taken with [`take`](Self::take).
     ///
     /// # Errors
     ///
@@ -185,8 +186,11 @@ impl ThreadOpens {
         }
     }
 
-    /// Opens `path` of a local directory here, from the kernel's caches, or else hands it to
-    /// the ring (first, for a few paths after a cold one); where it went.
+    /// Hands the open of `path` of a local directory to the ring where the kernel tries it
+    /// in the submission, which costs a cached open no system call of its own: the opens
+    /// started before the next submission go together (BENCHMARKS.md, "Tiny files"). Else,
+    /// or where the ring takes no more opens now, opens it here from the kernel's caches,
+    /// and a cold one goes to the ring's workers where a kernel thread submits; where it went.
     fn start_local(
         &mut self,
         file: u64,
@@ -196,30 +200,27 @@ impl ThreadOpens {
         mut ring: Option<&mut dyn RingOpen>,
     ) -> Local {
         let opener = self.opener;
+        let in_submission = ring.as_deref().is_some_and(|r| r.opens_in_submission());
         let mut to_ring = |dir: LocalDir<'_>| {
             let ring = ring.as_deref_mut();
             ring.is_some_and(|r| r.open_in(file, path, dir, &opener, direct))
         };
-        if self.cold_run > 0 {
-            self.cold_run -= 1;
-            if to_ring((dir.0.clone(), dir.1)) {
-                return Local::Ring;
-            }
+        if in_submission && to_ring((dir.0.clone(), dir.1)) {
+            return Local::Ring;
         }
         if let Some(opened) = self.open_here(path, &dir, direct) {
             return Local::Here(opened);
         }
-        if !to_ring(dir) {
-            return Local::Helper;
+        match !in_submission && to_ring(dir) {
+            true => Local::Ring,
+            false => Local::Helper,
         }
-        self.cold_run = COLD_RUN;
-        Local::Ring
     }
 
     /// Opens `path` by its name in its local directory `dir`, on this thread, where the
     /// kernel can do it from its caches without leaving the directory's mount; `None` where
-    /// not (a cold inode, a link, a mount point, a missing file: any failure, which the
-    /// ring or a helper thread then meets and reports).
+    /// not (a cold inode, a link, a mount point, a missing file: any failure, which a helper
+    /// thread then meets and reports).
     fn open_here(
         &mut self,
         path: &Path,

@@ -147,3 +147,60 @@ fn a_file_handed_in_on_a_mount_checked_local_is_sized_here() {
     );
     assert!(!opened.fd.may_hang(), "known local");
 }
+
+/// A ring that takes up to `room` opens and records each it was offered, with whether the
+/// kernel would try them in the submission (`in_submission`: no kernel thread submits).
+struct FakeRing {
+    in_submission: bool,
+    room: usize,
+    offered: Vec<u64>,
+}
+
+impl RingOpen for FakeRing {
+    fn opens_in_submission(&self) -> bool {
+        self.in_submission
+    }
+
+    fn open_in(&mut self, file: u64, _: &Path, _: LocalDir<'_>, _: &Opener, _: bool) -> bool {
+        self.offered.push(file);
+        self.offered.len() <= self.room
+    }
+}
+
+/// A path of a directory checked local goes to the ring first where the kernel tries it in
+/// the submission; where the ring takes no more, it is opened here from the caches. Where a
+/// kernel thread submits (`sq_poll`), it is opened here, and never offered to the ring while
+/// the caches have it.
+#[test]
+fn a_local_path_goes_to_the_ring_first_unless_a_kernel_thread_submits() {
+    let dir = crate::tests::disk_tempdir();
+    let path = |name: &str| dir.path().join(name);
+    for name in ["a", "b", "c"] {
+        std::fs::write(path(name), name).unwrap();
+    }
+    let mut opens = ThreadOpens::new(Duration::from_secs(30));
+    assert!(opened_size(&mut opens, 1, &path("a")).is_ok()); // The mount is checked now.
+    let mut ring = FakeRing {
+        in_submission: true,
+        room: 1,
+        offered: Vec::new(),
+    };
+    let to_ring = opens.start(2, &path("b"), false, Some(&mut ring)).unwrap();
+    assert!(to_ring.is_none(), "the ring took it");
+    let here = opens.start(3, &path("c"), false, Some(&mut ring)).unwrap();
+    assert!(
+        matches!(here, Some(Ok(_))),
+        "the ring was full: opened here"
+    );
+    assert_eq!(ring.offered, [2, 3]);
+    let mut polled = FakeRing {
+        in_submission: false,
+        room: usize::MAX,
+        offered: Vec::new(),
+    };
+    let here = opens
+        .start(4, &path("b"), false, Some(&mut polled))
+        .unwrap();
+    assert!(matches!(here, Some(Ok(_))), "opened here from the caches");
+    assert!(polled.offered.is_empty(), "a kernel thread never tries it");
+}

@@ -49,6 +49,12 @@ impl Kernel {
         &mut self.ring
     }
 
+    /// Whether a kernel thread of the ring's submits its entries (`sq_poll`), not the
+    /// reader's thread in `io_uring_enter`.
+    pub(super) fn polled(&self) -> bool {
+        self.ring.params().is_setup_sqpoll()
+    }
+
     /// Whether the pool is registered with the ring.
     pub(super) fn fixed(&self) -> bool {
         self.fixed

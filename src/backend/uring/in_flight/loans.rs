@@ -37,7 +37,8 @@ impl<'a> InFlight<'a> {
         }
     }
 
-    /// Hands the kernel an open of `path` for file `file`, on one of its workers, by its
+    /// Hands the kernel an open of `path` for file `file` (tried in the submission, else on
+    /// one of its workers; on a worker straight away where a kernel thread submits), by its
     /// name in its local directory's handle (`dir`), with `opener`'s flags; `false` where it
     /// is to be opened elsewhere.
     pub(in crate::backend::uring) fn open(
@@ -51,7 +52,8 @@ impl<'a> InFlight<'a> {
             return false;
         }
         let how = (direct, opener);
-        let Some((entry, open)) = self.opens.prepare(file, dir, how, self.depth) else {
+        let depth = (self.depth, kernel.polled());
+        let Some((entry, open)) = self.opens.prepare(file, dir, how, depth) else {
             return false;
         };
         // SAFETY: the entry names the name's bytes and the `open_how`, both on the heap,

@@ -1,10 +1,14 @@
-//! Opens the ring hands to the kernel's workers (`RingOpens`): only of paths in a directory
-//! on a mount checked local whose inode the kernel does not have cached, which a helper
-//! thread would cost a wake-up or two apiece for (`io/dirs.rs` has the rule). Each is sent
-//! with `IOSQE_ASYNC`, so that the kernel never tries it on the submitting thread first, by
-//! its name in a handle of its directory, staying beneath it on its mount (a link may lead
-//! to a hung mount, and a file bind-mounted into the directory may lie on one: such a file
-//! fails with `ELOOP` or `EXDEV`, and is opened on a helper thread instead).
+//! Opens the ring hands to the kernel (`RingOpens`): only of paths in a directory on a mount
+//! checked local (`io/dirs.rs` has the rule), by its name in a handle of its directory,
+//! staying beneath it on its mount (a link may lead to a hung mount, and a file bind-mounted
+//! into the directory may lie on one: such a file fails with `ELOOP` or `EXDEV`, and is
+//! opened on a helper thread instead). The kernel first tries each in the submission, on the
+//! submitting thread, from its caches alone (`LOOKUP_CACHED`, `O_NONBLOCK`: it never waits
+//! there), as `RESOLVE_CACHED` does on the reader's thread; what it does not have cached goes
+//! to one of its workers. So a cached open costs no system call of its own, and the opens
+//! started before a submission go in it together. Where a kernel thread submits (`sq_poll`,
+//! shared between readers), each is sent with `IOSQE_ASYNC`, straight to a worker: that
+//! thread never opens a file.
 //!
 //! No `unsafe` here: pushing the entry, and turning a new descriptor into a `File`, happen
 //! in `loans.rs`, which alone hands the kernel what it names.
@@ -58,18 +62,18 @@ pub(super) struct Pending {
 }
 
 impl RingOpens {
-    /// The entry that opens `path` for file `file` with `opener`'s flags, on a kernel worker,
-    /// by its name in its local directory's handle (`dir`), staying beneath it on its mount
-    /// (a file bind-mounted there from a hung mount would hold the worker), and what it
+    /// The entry that opens `path` for file `file` with `opener`'s flags, by its name in its
+    /// local directory's handle (`dir`), staying beneath it on its mount (a file
+    /// bind-mounted there from a hung mount would hold the thread or worker), and what it
     /// names, to hand to `sent` once pushed; `None` where the ring does not open it (`depth`
     /// opens are in flight, the id reaches the tags, or the name has a NUL byte, which an
-    /// open on a helper thread reports).
+    /// open on a helper thread reports). `to_worker`: sent straight to a kernel worker.
     pub(super) fn prepare(
         &self,
         (file, path): (u64, &Path),
         (dir, name): LocalDir<'_>,
         (direct, opener): (bool, &Opener),
-        depth: usize,
+        (depth, to_worker): (usize, bool),
     ) -> Option<(squeue::Entry, Pending)> {
         if file >= OPEN || self.in_kernel.len() >= depth {
             return None;
@@ -85,10 +89,14 @@ impl RingOpens {
             !self.in_kernel.contains_key(&user_data),
             "file {file} is already being opened"
         );
-        let entry = opcode::OpenAt2::new(types::Fd(at), name.as_ptr(), &*how)
-            .build()
-            .flags(squeue::Flags::ASYNC)
-            .user_data(user_data);
+        // `BENEATH` has no `RESOLVE_CACHED`: what the kernel does not have cached goes to a
+        // worker, where with it the open would fail with `EAGAIN` and be retried.
+        let entry = opcode::OpenAt2::new(types::Fd(at), name.as_ptr(), &*how).build();
+        let entry = match to_worker {
+            true => entry.flags(squeue::Flags::ASYNC),
+            false => entry,
+        };
+        let entry = entry.user_data(user_data);
         let open = Pending {
             user_data,
             path: path.to_path_buf(),
