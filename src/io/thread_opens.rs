@@ -6,10 +6,9 @@
 //! (or where a kernel thread submits: `sq_poll`), it is opened on the reader's thread where
 //! the kernel can open it from its caches, else by the ring's workers where there is a ring.
 //! Everything else is opened on a helper thread (see `helpers`), so that an open on a hung
-//! mount holds a helper thread, never the reader's: each is waited for at
-//! most the reader's `drain_timeout` from its start; past it, the file fails with
-//! `TimedOut`, naming itself, and whatever the open brings later is closed unseen (on the
-//! helper thread). Opens started together time out together, so ten hung opens cost one
+//! mount holds a helper thread, never the reader's: each is waited for at most the reader's
+//! `drain_timeout` from its start; past it, the file fails with `TimedOut`, naming itself,
+//! and whatever the open brings later is closed unseen (on the helper thread). Opens started together time out together, so ten hung opens cost one
 //! timeout, not ten. A directory on a mount not yet checked has its mount checked by a
 //! helper job of its own, so that the next files there open without one, unless the kernel's
 //! table of mounts names it a kind known local (see `dirs.rs`).
@@ -58,8 +57,8 @@ pub(crate) trait RingOpen {
     /// other readers may share, and which no open may hold; each goes to a worker there.
     fn opens_in_submission(&self) -> bool;
     /// Hands the open of `path` (`dir`: its directory's handle and its name there) for file
-    /// `file` to the ring, with `opener`'s flags; whether it did. Its answer
-    /// comes back through [`ThreadOpens::answer_from_ring`].
+    /// `file` to the ring, with `opener`'s flags; whether it did. Its answer comes back
+    /// through [`ThreadOpens::answer_from_ring`].
     fn open_in(
         &mut self,
         file: u64,
@@ -219,8 +218,8 @@ impl ThreadOpens {
 
     /// Opens `path` by its name in its local directory `dir`, on this thread, where the
     /// kernel can do it from its caches without leaving the directory's mount; `None` where
-    /// not (a cold inode, a link, a mount point, a missing file: any failure, which a helper
-    /// thread then meets and reports).
+    /// not (a cold inode, a link, a mount point, a missing file: any failure, which the ring,
+    /// with `sq_poll`, or a helper thread then meets and reports).
     fn open_here(
         &mut self,
         path: &Path,

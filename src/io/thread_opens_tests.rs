@@ -203,4 +203,29 @@ fn a_local_path_goes_to_the_ring_first_unless_a_kernel_thread_submits() {
         .unwrap();
     assert!(matches!(here, Some(Ok(_))), "opened here from the caches");
     assert!(polled.offered.is_empty(), "a kernel thread never tries it");
+    // What the caches cannot open here (a missing name) goes to the ring's workers there,
+    // and to a helper thread where the ring is full: offered once either way.
+    let missing = path("missing");
+    assert!(opens
+        .start(5, &missing, false, Some(&mut polled))
+        .unwrap()
+        .is_none());
+    assert_eq!(polled.offered, [5], "to the workers, once");
+    assert!(
+        start_with(&mut opens, 6, &missing, &mut ring),
+        "on a helper thread"
+    );
+    assert_eq!(
+        ring.offered,
+        [2, 3, 6],
+        "offered once, then a helper thread"
+    );
+    let got = take_all(&mut opens);
+    assert!(matches!(&got[..], [(6, Err(e))] if e.to_string().contains("missing")));
+}
+
+/// Starts opening `path` as file `id` with `ring`; whether on a helper thread.
+fn start_with(opens: &mut ThreadOpens, id: u64, path: &Path, ring: &mut FakeRing) -> bool {
+    assert!(opens.start(id, path, false, Some(ring)).unwrap().is_none());
+    opens.started.contains_key(&id)
 }

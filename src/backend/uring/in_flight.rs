@@ -43,7 +43,7 @@ impl<'a> InFlight<'a> {
     }
 
     /// Moves the completions in `cq` to the ready ones, to be collected later: while a busy
-    /// kernel holds a submission back.
+    /// kernel holds a submission back, or to see which opens the last submission answered.
     pub(super) fn drain_ready(&mut self, cq: CompletionQueue<'_>) {
         let mut ready = self.reads.lend_ready();
         self.drain(cq, &mut ready);

@@ -89,8 +89,8 @@ impl RingOpens {
             !self.in_kernel.contains_key(&user_data),
             "file {file} is already being opened"
         );
-        // `BENEATH` has no `RESOLVE_CACHED`: what the kernel does not have cached goes to a
-        // worker, where with it the open would fail with `EAGAIN` and be retried.
+        // `BENEATH` has no `RESOLVE_CACHED`, so that the kernel hands what it does not have
+        // cached to a worker: with it, the ring would answer such an open `EAGAIN` instead.
         let entry = opcode::OpenAt2::new(types::Fd(at), name.as_ptr(), &*how).build();
         let entry = match to_worker {
             true => entry.flags(squeue::Flags::ASYNC),
