@@ -56,9 +56,12 @@ impl<'a> InFlight<'a> {
         let Some((entry, open)) = self.opens.prepare(file, dir, how, depth) else {
             return false;
         };
-        // SAFETY: the entry names the name's bytes and the `open_how`, both on the heap,
-        // owned by the `CString` and the `Box` in `open` (moving it does not move them), and
-        // the directory's descriptor, kept open by the `Arc` in `open`; `open` goes
+        // SAFETY: the entry names the name's bytes (the last of the path's, NUL-ended) and
+        // the `open_how`, both on the heap, owned by the `Vec` and an `Arc` in `open`
+        // (moving it does not move them, and nothing changes the `Vec` before `completed`,
+        // once this open's completion is reaped; the `open_how` is only ever read, and this
+        // `Arc` keeps it, leaked with `open` by `leak`, whoever else drops theirs), and the
+        // directory's descriptor, kept open by the `Arc` in `open`; `open` goes
         // into `opens` right below and stays there until `drain` reaps this open's completion
         // (or is leaked with the ring); its tag is free among opens (`prepare` checks it) and
         // above every read id.

@@ -13,11 +13,10 @@
 //! No `unsafe` here: pushing the entry, and turning a new descriptor into a `File`, happen
 //! in `loans.rs`, which alone hands the kernel what it names.
 
-use std::ffi::CString;
 use std::fs::File;
 use std::mem;
 use std::os::fd::AsRawFd;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -41,21 +40,26 @@ pub(super) struct RingOpens {
     in_kernel: IdMap<Pending>,
     /// Opens completed and not yet collected.
     answered: Vec<RingAnswer>,
+    /// The `open_how` of each set of flags met (four at most), shared by the opens made with
+    /// them, so that an open costs one allocation (its path's), not one for each thing the
+    /// kernel reads: 2% of a cached small file's time (BENCHMARKS.md, "Tiny files").
+    hows: Vec<(i32, Arc<types::OpenHow>)>,
 }
 
 /// An open about to be pushed: what must live until its completion is reaped.
 #[derive(Debug)]
 #[expect(
     dead_code,
-    reason = "the kernel reads `name`, `how` and `dir`; they are kept only to live as long"
+    reason = "the kernel reads `how` and `dir`; they are kept only to live as long"
 )]
 pub(super) struct Pending {
     user_data: u64,
-    /// The whole path, to name the file and to open it elsewhere if the ring cannot.
-    path: PathBuf,
-    /// What the kernel reads: the file's name in `dir`, and how to open it.
-    name: CString,
-    how: Box<types::OpenHow>,
+    /// The whole path and a NUL after it, its bytes on the heap: to name the file and to open
+    /// it elsewhere if the ring cannot, and what the kernel reads, the file's name in `dir`,
+    /// the path's last bytes (see `dirs::split`).
+    path: Vec<u8>,
+    /// What the kernel reads: how to open it.
+    how: Arc<types::OpenHow>,
     /// The directory's handle, open until the kernel is done with it.
     dir: Arc<Descriptor>,
     flags: i32,
@@ -66,10 +70,11 @@ impl RingOpens {
     /// local directory's handle (`dir`), staying beneath it on its mount (a file
     /// bind-mounted there from a hung mount would hold the thread or worker), and what it
     /// names, to hand to `sent` once pushed; `None` where the ring does not open it (`depth`
-    /// opens are in flight, the id reaches the tags, or the name has a NUL byte, which an
-    /// open on a helper thread reports). `to_worker`: sent straight to a kernel worker.
+    /// opens are in flight, the id reaches the tags, the path has a NUL byte, which an open on
+    /// a helper thread reports, or does not end with the name, which `dirs::split` never
+    /// gives). `to_worker`: sent straight to a kernel worker.
     pub(super) fn prepare(
-        &self,
+        &mut self,
         (file, path): (u64, &Path),
         (dir, name): LocalDir<'_>,
         (direct, opener): (bool, &Opener),
@@ -78,10 +83,18 @@ impl RingOpens {
         if file >= OPEN || self.in_kernel.len() >= depth {
             return None;
         }
-        let name = CString::new(name.as_os_str().as_bytes()).ok()?;
+        let (path_nul, name_at) = nul_ended(path, name)?;
+        let name = path_nul[name_at..].as_ptr().cast();
         let flags = opener.flags(direct);
         let at = dir.as_raw_fd();
-        let how = Box::new(types::OpenHow::new().flags(flags as u64).resolve(BENEATH));
+        let how = match self.hows.iter().find(|(f, _)| *f == flags) {
+            Some((_, how)) => how.clone(),
+            None => {
+                let how = Arc::new(types::OpenHow::new().flags(flags as u64).resolve(BENEATH));
+                self.hows.push((flags, how.clone()));
+                how
+            }
+        };
         let user_data = OPEN | file;
         // A second open of the same file in flight would drop the first one's path (in
         // `sent`) while the kernel may still read it. Checked in every build, before the push.
@@ -91,7 +104,7 @@ impl RingOpens {
         );
         // `BENEATH` has no `RESOLVE_CACHED`, so that the kernel hands what it does not have
         // cached to a worker: with it, the ring would answer such an open `EAGAIN` instead.
-        let entry = opcode::OpenAt2::new(types::Fd(at), name.as_ptr(), &*how).build();
+        let entry = opcode::OpenAt2::new(types::Fd(at), name, &*how).build();
         let entry = match to_worker {
             true => entry.flags(squeue::Flags::ASYNC),
             false => entry,
@@ -99,8 +112,7 @@ impl RingOpens {
         let entry = entry.user_data(user_data);
         let open = Pending {
             user_data,
-            path: path.to_path_buf(),
-            name,
+            path: path_nul,
             how,
             dir,
             flags,
@@ -118,8 +130,12 @@ impl RingOpens {
     /// turns into a `File`, or `-errno`): its path is freed, the kernel done with it, and
     /// what came of it waits to be collected.
     pub(super) fn completed(&mut self, user_data: u64, result: i32, own: impl FnOnce(i32) -> File) {
-        let Pending { path, flags, .. } =
-            (self.in_kernel.remove(&user_data)).expect("a completion for an open in flight");
+        let Pending {
+            mut path, flags, ..
+        } = (self.in_kernel.remove(&user_data)).expect("a completion for an open in flight");
+        let nul = path.pop();
+        debug_assert_eq!(nul, Some(0), "the NUL after the path");
+        let path = PathBuf::from(std::ffi::OsString::from_vec(path));
         let result = if result >= 0 {
             Ok(own(result))
         } else {
@@ -165,10 +181,60 @@ impl RingOpens {
     }
 }
 
+/// `path`'s bytes and a NUL after them, in one allocation, and where `name` (its last
+/// component, as `dirs::split` gives it) starts in them: the kernel reads the name, NUL-ended,
+/// and the answer names the file by the path. `None` where the path has a NUL byte, or does
+/// not end with `name`.
+fn nul_ended(path: &Path, name: &Path) -> Option<(Vec<u8>, usize)> {
+    let (path, name) = (path.as_os_str().as_bytes(), name.as_os_str().as_bytes());
+    if !path.ends_with(name) || path.contains(&0) {
+        return None;
+    }
+    let mut nul_ended = Vec::with_capacity(path.len() + 1);
+    nul_ended.extend_from_slice(path);
+    nul_ended.push(0);
+    Some((nul_ended, path.len() - name.len()))
+}
+
 /// Hands the opens the kernel answered over to `opens`, to be taken with the others (see
 /// `ThreadOpens::answer_from_ring`).
 pub(in crate::backend::uring) fn hand_over(answers: Vec<RingAnswer>, opens: &mut ThreadOpens) {
     for (file, path, flags, result) in answers {
         opens.answer_from_ring((file, &path), flags, result);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The name the kernel reads is the path's last bytes, NUL-ended; a path with a NUL in
+    /// it, or one that does not end with the name, is not sent.
+    #[test]
+    fn the_name_is_read_from_the_path_s_own_bytes() {
+        let (bytes, at) = nul_ended(Path::new("/d/sub/file.bin"), Path::new("file.bin")).unwrap();
+        assert_eq!(&bytes[..], b"/d/sub/file.bin\0");
+        assert_eq!(&bytes[at..], b"file.bin\0");
+        let (bytes, at) = nul_ended(Path::new("f"), Path::new("f")).unwrap();
+        assert_eq!((&bytes[..], at), (&b"f\0"[..], 0));
+        assert!(nul_ended(Path::new("/d/a\0b"), Path::new("a\0b")).is_none());
+        assert!(nul_ended(Path::new("/d/a"), Path::new("b")).is_none());
+    }
+
+    /// An answer names its file by the very path the open was asked for, bytes that are no
+    /// UTF-8 included.
+    #[test]
+    fn an_answer_names_the_path_asked_for() {
+        let path = Path::new(std::ffi::OsStr::from_bytes(b"/d/\xff\xfe.bin"));
+        let dir = Arc::new(Descriptor::new(File::open("/").unwrap()));
+        let name = Path::new(std::ffi::OsStr::from_bytes(b"\xff\xfe.bin"));
+        let mut opens = RingOpens::default();
+        let opener = Opener::default();
+        let (_, open) = (opens.prepare((7, path), (dir, name), (false, &opener), (4, false)))
+            .expect("prepared");
+        opens.sent(open);
+        opens.completed(OPEN | 7, -libc::ENOENT, |_| unreachable!("no descriptor"));
+        let answers = opens.take();
+        assert!(matches!(&answers[..], [(7, p, _, Err(libc::ENOENT))] if p == path));
     }
 }
