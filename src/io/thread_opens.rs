@@ -1,17 +1,18 @@
 //! Where a queued file is opened and sized (`ThreadOpens`), for both backends: the one
-//! place that decides it, by the rule in `dirs.rs`. A path in a directory on a mount checked
-//! local is opened through the ring, where there is one, without leaving that mount: the
-//! kernel opens it in the submission, on the reader's thread, where it has it cached, else on
-//! one of its workers, and the opens of the read-ahead go in one submission. Without a ring
-//! (or where a kernel thread submits: `sq_poll`), it is opened on the reader's thread where
-//! the kernel can open it from its caches, else by the ring's workers where there is a ring.
-//! Everything else is opened on a helper thread (see `helpers`), so that an open on a hung
-//! mount holds a helper thread, never the reader's: each is waited for at most the reader's
-//! `drain_timeout` from its start; past it, the file fails with `TimedOut`, naming itself,
-//! and whatever the open brings later is closed unseen (on the helper thread). Opens started together time out together, so ten hung opens cost one
-//! timeout, not ten. A directory on a mount not yet checked has its mount checked by a
-//! helper job of its own, so that the next files there open without one, unless the kernel's
-//! table of mounts names it a kind known local (see `dirs.rs`).
+//! place that decides it, by the rule in `dirs.rs`. A path in a directory on a mount
+//! checked local is opened through the ring, where there is one, without leaving that
+//! mount: the kernel opens it in the submission, on the reader's thread, where it has it
+//! cached, else on one of its workers, and the opens of the read-ahead go in one
+//! submission. Without a ring (or where a kernel thread submits: `sq_poll`), it is opened
+//! on the reader's thread where the kernel can open it from its caches, else by the ring's
+//! workers where there is a ring. Everything else is opened on a helper thread (see
+//! `helpers`), so that an open on a hung mount holds a helper thread, never the reader's:
+//! each is waited for at most the reader's `drain_timeout` from its start; past it, the
+//! file fails with `TimedOut`, naming itself, and whatever the open brings later is closed
+//! unseen (on the helper thread). Opens started together time out together, so ten hung
+//! opens cost one timeout, not ten. A directory on a mount not yet checked has its mount
+//! checked by a helper job of its own, so that the next files there open without one,
+//! unless the kernel's table of mounts names it a kind known local (see `dirs.rs`).
 
 use std::io;
 use std::path::Path;

@@ -87,14 +87,7 @@ impl RingOpens {
         let name = path_nul[name_at..].as_ptr().cast();
         let flags = opener.flags(direct);
         let at = dir.as_raw_fd();
-        let how = match self.hows.iter().find(|(f, _)| *f == flags) {
-            Some((_, how)) => how.clone(),
-            None => {
-                let how = Arc::new(types::OpenHow::new().flags(flags as u64).resolve(BENEATH));
-                self.hows.push((flags, how.clone()));
-                how
-            }
-        };
+        let how = self.how(flags);
         let user_data = OPEN | file;
         // A second open of the same file in flight would drop the first one's path (in
         // `sent`) while the kernel may still read it. Checked in every build, before the push.
@@ -104,12 +97,14 @@ impl RingOpens {
         );
         // `BENEATH` has no `RESOLVE_CACHED`, so that the kernel hands what it does not have
         // cached to a worker: with it, the ring would answer such an open `EAGAIN` instead.
-        let entry = opcode::OpenAt2::new(types::Fd(at), name, &*how).build();
-        let entry = match to_worker {
-            true => entry.flags(squeue::Flags::ASYNC),
-            false => entry,
+        let worker = match to_worker {
+            true => squeue::Flags::ASYNC,
+            false => squeue::Flags::empty(),
         };
-        let entry = entry.user_data(user_data);
+        let entry = opcode::OpenAt2::new(types::Fd(at), name, &*how)
+            .build()
+            .flags(worker)
+            .user_data(user_data);
         let open = Pending {
             user_data,
             path: path_nul,
@@ -118,6 +113,16 @@ impl RingOpens {
             flags,
         };
         Some((entry, open))
+    }
+
+    /// The `open_how` for `flags` (see `hows`), made the first time they are met.
+    fn how(&mut self, flags: i32) -> Arc<types::OpenHow> {
+        if let Some((_, how)) = self.hows.iter().find(|(f, _)| *f == flags) {
+            return how.clone();
+        }
+        let how = Arc::new(types::OpenHow::new().flags(flags as u64).resolve(BENEATH));
+        self.hows.push((flags, how.clone()));
+        how
     }
 
     /// The kernel has the open now: what it names stays here until its completion is reaped.
