@@ -59,10 +59,11 @@ pub(crate) const OFFLOAD_DEPTH: usize = 2;
 /// them to a kernel worker costs more than copying them, and they go in batches through the
 /// ring, one submission for many.
 pub(crate) const OFFLOAD_MIN: usize = 64 << 10;
-/// Files with at most this many bytes left, while reads find the page cache warm, are not
-/// read ahead: the consumer copies each whole, when it gets to it, into a buffer of its own
-/// that stays in the CPU's cache, as std's `BufReader` reuses its buffer (see the engine's
-/// `whole.rs`). Above it, the read-ahead's copies cost no more than one of this size.
+/// Files with at most this many bytes left, while reads find the page cache warm, are
+/// copied whole when the consumer gets to them, into a buffer of its own that stays in the
+/// CPU's cache, as std's `BufReader` reuses its buffer (see the engine's `whole.rs`); larger
+/// ones in copies of `INLINE_WINDOW`. A file not sized yet is copied with this much room
+/// first.
 pub(crate) const COPY_WHOLE_MAX: usize = 128 << 10;
 /// How often reads below `OFFLOAD_MIN` ask whether the page cache holds what they read (a
 /// system call): often enough to notice a change within a few files.

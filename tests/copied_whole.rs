@@ -99,6 +99,49 @@ fn page_end_sizes() -> Vec<usize> {
     sizes
 }
 
+/// Large cached files, copied on the consumer's thread in reads of the inline window (see
+/// `whole.rs`), some evicted so that the read-ahead takes over where a copy finds the cache
+/// cold: sizes about the window's, read in steps across the copies' ends, in `read`s, and
+/// with skips past them, `file_offset` checked.
+#[test]
+fn large_cached_files_copied_in_reads_byte_for_byte() {
+    let mib = 1 << 20;
+    let sizes = [mib - 1, mib, mib + 1, 3 * mib + 4_097, 200_000, 2 * mib + 5];
+    let files = make_files(&sizes);
+    let want = oracle_all(&files.paths);
+    for (name, b) in configs() {
+        // Files 3 and 5 from the disk: the copy finds them cold, the read-ahead reads them.
+        for i in [3, 5] {
+            evict_from_page_cache(&files.paths[i]);
+        }
+        let mut r = reader_over(b, &files.paths);
+        for (i, w) in want.iter().enumerate() {
+            let what = format!("{name}: file {i}");
+            let got = match i % 3 {
+                0 => consume_in_sizes(&mut r, &[4_097, 300_000, 1, 700_000]),
+                1 => read_in_sizes(&mut r, &[65_536, 1_000_000]),
+                _ => {
+                    let mut head = vec![0; 1_000];
+                    r.read_exact(&mut head).unwrap();
+                    let skipped = r.skip((mib + 10) as u64).unwrap() as usize;
+                    assert_eq!(skipped, (mib + 10).min(w.len() - 1_000), "{what}");
+                    assert_eq!(r.file_offset(), (1_000 + skipped) as u64, "{what}");
+                    head.resize(1_000 + skipped, 0);
+                    head[1_000..].copy_from_slice(&w[1_000..1_000 + skipped]);
+                    head.extend(rest_of_file(&mut r).unwrap());
+                    head
+                }
+            };
+            assert_bytes_eq(&got, w, &what);
+            assert_eq!(
+                r.move_to_next_file().unwrap(),
+                i + 1 < sizes.len(),
+                "{what}"
+            );
+        }
+    }
+}
+
 #[test]
 fn records_skips_and_offsets_hold_in_files_copied_whole() {
     let files = make_files(&sizes());

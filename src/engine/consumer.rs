@@ -124,8 +124,11 @@ impl<'a> Engine<'a> {
     /// The backend's (its ring failed), not the file's: a file that cannot be opened keeps
     /// its error for reading it to report.
     pub(crate) fn open_current(&mut self) -> io::Result<()> {
-        // A file at its end has nothing left to copy: `whole::copy` declines it.
-        if self.spill.pending() == 0 {
+        // A file at its end has nothing left to copy: `whole::copy` declines it. A sized
+        // file has nothing to learn from a copy now: it waits for the closure's first read,
+        // which may be a record parser's, whose large files are read ahead.
+        let sized = (self.stream.ahead.core.queue.front()).is_some_and(|f| f.status().is_sized());
+        if self.spill.pending() == 0 && !sized {
             whole::copy(&mut self.stream.ahead, &mut self.spill)?;
         }
         self.stream.ahead.open_current()

@@ -194,8 +194,9 @@ impl<'a> Engine<'a> {
     /// The bytes the queued files have left to read, as far as known (one page for a file
     /// not opened yet).
     pub(crate) fn queued_bytes(&self) -> u64 {
+        // The spill's bytes are past the consumer's place in their file, but not yet read.
         let left = self.core().queue.bytes_left(crate::consts::PAGE as u64);
-        left - self.stream.unsettled() as u64
+        left - self.stream.unsettled() as u64 + self.spill.pending() as u64
     }
 
     /// The current file's length in bytes once it is open: its range's, cut at the size it

@@ -6,9 +6,12 @@
 //! - a large buffered read is first copied at once on the consumer's thread, as far as the
 //!   page cache holds it ([`Io::read_if_cached`](crate::io::Io::read_if_cached)); what is not
 //!   cached goes to the device through the backend, and so do the file's next large reads;
-//! - while reads are found cached, the read-ahead holds one read (the region just consumed,
-//!   still in the CPU's cache, is the next one written), or the small window for small reads,
-//!   or for a record parser two reads of `read_size` at least, within the inline window;
+//! - while reads are found cached, files on a local filesystem are not read ahead at all:
+//!   the consumer's thread copies them when it gets there (see `whole.rs`); where the
+//!   read-ahead copies cached reads itself, it holds one read (the region just consumed,
+//!   still in the CPU's cache, is the next one written), or the small window for small
+//!   reads, or for a record parser two reads of `read_size` at least, within the inline
+//!   window;
 //! - once a read went to the device, the read-ahead holds the cold window for a pool's worth
 //!   of bytes, so that the device has depth; `O_DIRECT` reads may fill the pool;
 //! - kernel workers copy large cached reads only where the reader was built with
@@ -97,6 +100,11 @@ impl Policy {
     /// The consumer reads records: the reads it copies are of `read_size` (see `records`).
     pub(super) fn set_records(&mut self) {
         self.records = true;
+    }
+
+    /// Whether the consumer reads records (see `records`).
+    pub(super) fn records(&self) -> bool {
+        self.records
     }
 
     /// The run the consumer needs at once, if any: the current file's reads may then use

@@ -123,10 +123,10 @@ impl Scheduler {
         self.schedule(core)
     }
 
-    /// Whether `entry` is to be copied whole when the consumer gets to it (`pool`: the
-    /// pool's bytes), not read ahead.
+    /// Whether `entry` is to be copied on the consumer's thread when it gets there
+    /// (`pool`: the pool's bytes), not read ahead (see `whole.rs`).
     pub(super) fn copies_whole(&self, entry: &FileEntry<'_>, pool: usize) -> bool {
-        whole::applies(&self.policy, entry, whole::most(&self.limits, pool))
+        whole::applies(&self.policy, entry, &self.limits, pool)
     }
 
     /// Rather than block while kernel workers copy, copies one more cached read itself (at
@@ -207,8 +207,9 @@ impl Scheduler {
                 return self.issue_read(core, idx);
             }
             // Open, not sized yet: the current file's first copy sizes it where it is to be
-            // copied whole. A file further on is sized now, so that a large one is read
-            // ahead while the consumer is still before it.
+            // copied on the consumer's thread. A file further on is sized now, so that a
+            // large one can be read ahead (where the cache is cold) while the consumer is
+            // still before it.
             if idx == 0 && self.copies_whole(entry, pool) {
                 return Step::Blocked;
             }

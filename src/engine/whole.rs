@@ -1,25 +1,38 @@
-//! Small files copied whole: while reads find the page cache warm, a file with at most
-//! `COPY_WHOLE_MAX` bytes left is not read ahead into the pool. When the consumer gets to
-//! it, it is copied at once from the page cache into the spill, which the consumer reads
-//! first: one `preadv2` into a buffer that stays in the CPU's cache, with no region, chunk,
-//! submission or completion. A cached read costs no less done ahead of the consumer than
-//! when it gets there, and this is the loop std's `BufReader` runs. What the cache does not
-//! hold (`Copied::Missed`) turns the policy cold, and the read-ahead takes over again.
+//! Cached files copied on the consumer's thread: while reads find the page cache warm, a
+//! file is not read ahead into the pool. When the consumer gets to it, it is copied at once
+//! from the page cache into the spill, which the consumer reads first: a file with at most
+//! `COPY_WHOLE_MAX` bytes left in one `preadv2`, a larger one in calls of `INLINE_WINDOW`
+//! (1 MiB, what std's `BufReader` of 1 MiB reads in a call), each into the same
+//! buffer, which stays in the CPU's cache, with no region, chunk, submission or completion.
+//! A cached read costs no less done ahead of the consumer than when it gets there, and this
+//! is the loop std's `BufReader` runs. What the cache does not hold (`Copied::Missed`) turns
+//! the policy cold, and the read-ahead takes over again, from where the consumer is.
+//!
+//! A record parser's large files are read ahead as before (their records would straddle
+//! the ends of the copies and be copied again: in the pool, adjacent reads hold them in
+//! place), and so are those of a reader whose kernel workers copy large reads
+//! (`offload(true)`).
 
 use std::io;
 
 use super::policy::Policy;
 use super::spill::Spill;
 use super::{Core, Limits, ReadAhead};
-use crate::consts::{COPY_WHOLE_MAX, PAGE};
+use crate::consts::{COPY_WHOLE_MAX, INLINE_WINDOW, PAGE};
 use crate::io::Copied;
 use crate::queue::FileEntry;
 
-/// Whether `entry`, where its consumer is, is to be copied whole when the consumer gets to
-/// it rather than read ahead: open on a filesystem known not to hang, buffered, nothing of
-/// it issued past the consumer, at most `most` bytes left (see `most`), while the policy
-/// finds the cache warm (and the reader copies whole at all: see `Policy::copy_whole`).
-pub(super) fn applies(policy: &Policy, entry: &FileEntry<'_>, most: usize) -> bool {
+/// Whether `entry`, where its consumer is, is to be copied on the consumer's thread when it
+/// gets there rather than read ahead: open on a filesystem known not to hang, buffered,
+/// nothing of it issued past the consumer, bytes left (at most `most`, unless it is copied
+/// in reads: see `in_reads`), while the policy finds the cache warm (and the reader copies
+/// at all: see `Policy::copy_whole`). `pool`: the pool's bytes.
+pub(super) fn applies(
+    policy: &Policy,
+    entry: &FileEntry<'_>,
+    limits: &Limits,
+    pool: usize,
+) -> bool {
     let progress = entry.progress();
     let left = match entry.status().is_sized() || entry.error().is_some() {
         true => entry.stop().saturating_sub(progress.consumed()),
@@ -27,7 +40,8 @@ pub(super) fn applies(policy: &Policy, entry: &FileEntry<'_>, most: usize) -> bo
         false => 1,
     };
     // How much is left first: the cheapest test, and the one a file at its end fails.
-    (1..=most as u64).contains(&left)
+    left > 0
+        && (left <= most(limits, pool) as u64 || in_reads(policy, limits))
         && policy.copies_whole(entry.id)
         && entry.fd().is_some_and(|fd| !fd.may_hang())
         && !entry.direct()
@@ -37,12 +51,27 @@ pub(super) fn applies(policy: &Policy, entry: &FileEntry<'_>, most: usize) -> bo
 
 /// The most bytes a file may have left to be copied whole: `COPY_WHOLE_MAX`, but never more
 /// than one read (`read_size`) or the pool (`pool`), which a reader built small is held to.
-pub(super) fn most(limits: &Limits, pool: usize) -> usize {
+/// A file not sized yet is copied with this much room first.
+fn most(limits: &Limits, pool: usize) -> usize {
     COPY_WHOLE_MAX.min(limits.read_size).min(pool)
 }
 
+/// Whether a sized file with more than `most` bytes left is copied on the consumer's
+/// thread too, in calls of `read_len`: not for a record parser, nor where kernel workers
+/// copy large reads (see the module's doc).
+fn in_reads(policy: &Policy, limits: &Limits) -> bool {
+    !policy.records() && !limits.offload
+}
+
+/// The bytes of one copy of a sized file: `INLINE_WINDOW` (what std's `BufReader` of 1 MiB
+/// reads in a call), whatever `read_size` is, never less than `most` nor more than the pool.
+fn read_len(limits: &Limits, pool: usize) -> usize {
+    INLINE_WINDOW.max(most(limits, pool)).min(pool)
+}
+
 /// Copies the current file's bytes from the consumer on into `spill` where `applies` says
-/// so (the file opened first, if it is not yet); whether it copied any. Nothing copied
+/// so (the file opened first, if it is not yet): all it has left, or `read_len` of them;
+/// whether it copied any. Nothing copied
 /// leaves the file to the read-ahead. A file not sized yet is sized by the copy where it
 /// tells the end (see `end_told`), else by a seek after it.
 pub(super) fn copy(ahead: &mut ReadAhead<'_>, spill: &mut Spill) -> io::Result<bool> {
@@ -60,7 +89,8 @@ pub(super) fn copy(ahead: &mut ReadAhead<'_>, spill: &mut Spill) -> io::Result<b
     let Some(front) = core.queue.front() else {
         return Ok(false);
     };
-    if !ahead.sched.copies_whole(front, core.pool().capacity()) {
+    let (limits, pool) = (ahead.sched.limits(), core.pool().capacity());
+    if !ahead.sched.copies_whole(front, pool) {
         return Ok(false);
     }
     let (id, offset, sized) = (
@@ -69,8 +99,8 @@ pub(super) fn copy(ahead: &mut ReadAhead<'_>, spill: &mut Spill) -> io::Result<b
         front.status().is_sized(),
     );
     let len = match sized {
-        true => (front.stop() - offset) as usize,
-        false => most(ahead.sched.limits(), core.pool().capacity()),
+        true => ((front.stop() - offset) as usize).min(read_len(limits, pool)),
+        false => most(limits, pool),
     };
     let fd = front.fd().expect("checked open").clone();
     let io = core.io_mut();
