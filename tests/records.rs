@@ -278,15 +278,42 @@ fn files_queued_mid_scan_start_at_once() {
         r.fill_buf().unwrap();
         assert_eq!(fds_on(second), 0);
         r.push(second).unwrap();
-        let opened = (0..500).any(|_| {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-            fds_on(second) > 0
-        });
+        let opened = opened_soon(second);
         assert!(
             opened,
             "{backend:?}: the second file was not opened when queued"
         );
     }
+}
+
+/// The same while the file being read is cached and copied on the consumer's thread, in
+/// copies of 1 MiB, nothing read ahead (see the engine's `whole.rs`): a small file read first
+/// tells the reader that the page cache holds the files, and the large one queued then is
+/// held back from the read-ahead.
+#[test]
+fn files_queued_while_a_cached_file_is_copied_start_at_once() {
+    let files = make_files(&[5_000, 3 << 20, 30_000]);
+    let queued = files.paths[2].as_path();
+    for (backend, b) in builders() {
+        let mut r = reader_over(b, &files.paths[..1]);
+        rest_of_file(&mut r).unwrap();
+        r.push(&files.paths[1]).unwrap();
+        assert!(r.move_to_next_file().unwrap());
+        r.fill_buf().unwrap();
+        assert_eq!(fds_on(queued), 0);
+        r.push(queued).unwrap();
+        let opened = opened_soon(queued);
+        assert!(opened, "{backend:?}: the file was not opened when queued");
+    }
+}
+
+/// Whether a descriptor of this process is open on `path` within 5 s (an open the ring makes
+/// is installed without the consumer calling again).
+fn opened_soon(path: &std::path::Path) -> bool {
+    (0..500).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        fds_on(path) > 0
+    })
 }
 
 /// Descriptors of this process open on `path`.

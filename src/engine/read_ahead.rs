@@ -70,7 +70,7 @@ impl<'a> ReadAhead<'a> {
             // Scheduling now would do what the last pass did: nothing reaches the new file.
             return Ok(());
         }
-        let scheduled = self.sched.schedule_unless_ahead(&mut self.core);
+        let scheduled = self.sched.schedule_queued(&mut self.core);
         if scheduled.is_err() {
             self.core.drop_back_file(id);
         }

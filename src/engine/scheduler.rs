@@ -99,15 +99,30 @@ impl Scheduler {
         waiting <= self.opens.max_open(&self.limits)
     }
 
+    /// Issues what the pipeline has room for, unless enough is read ahead already, for a
+    /// file just queued: opened at once, even where the current file is copied on the
+    /// consumer's thread and nothing is under way (where `schedule_unless_ahead` makes no
+    /// pass), so that its open is under way while the consumer reads the current one.
+    pub(super) fn schedule_queued(&mut self, core: &mut Core<'_>) -> io::Result<()> {
+        if self.ahead_enough(core) {
+            return Ok(());
+        }
+        self.schedule(core)
+    }
+
+    /// Whether enough is read ahead already (see `Policy::ahead_enough`).
+    fn ahead_enough(&self, core: &Core<'_>) -> bool {
+        let ready = core.pool().ready_bytes();
+        self.policy
+            .ahead_enough(&self.limits, ready, core.chunks.len())
+    }
+
     /// Issues what the pipeline has room for, unless enough is read ahead already.
     /// The current file, copied whole when the consumer gets to it (see `whole.rs`), holds
     /// back the reads of the files behind it: with nothing else under way, there is nothing
     /// to issue.
     pub(super) fn schedule_unless_ahead(&mut self, core: &mut Core<'_>) -> io::Result<()> {
-        if self
-            .policy
-            .ahead_enough(&self.limits, core.pool().ready_bytes(), core.chunks.len())
-        {
+        if self.ahead_enough(core) {
             return Ok(());
         }
         let idle = core.io().in_flight() == 0 && self.opens.in_flight() == 0;

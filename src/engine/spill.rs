@@ -117,13 +117,18 @@ impl Spill {
         &mut self.buf[self.base + self.end..self.base + self.end + len]
     }
 
-    /// Room for at least `len` bytes from the first page on (twice as much as before, so
-    /// that growing costs amortized linear time), keeping the bytes that wait where they
-    /// are from it. The first page is where the new allocation's first page starts (see
-    /// `base`).
+    /// Room for at least `len` bytes from the first page on (twice as much as before, and a
+    /// power of two, so that growing costs amortized linear time and copies of a cached
+    /// file's rest, of any length up to `INLINE_WINDOW`, find room at once), keeping the
+    /// bytes that wait where they are from it. The first page is where the new allocation's
+    /// first page starts (see `base`); a page more is room for a copy that starts further
+    /// into its page than the one the spill grew for (`start_at`), where each growth would
+    /// otherwise double it, and first touch its memory anew.
     fn grow(&mut self, len: usize) {
-        let room = len.max(2 * self.buf.len().saturating_sub(self.base));
-        let mut buf = vec![0; room + PAGE];
+        let room = len
+            .next_power_of_two()
+            .max(2 * self.buf.len().saturating_sub(self.base));
+        let mut buf = vec![0; room + 2 * PAGE];
         let base = (buf.as_ptr() as usize).wrapping_neg() % PAGE;
         let (pos, end) = (self.pos, self.end);
         buf[base + pos..base + end].copy_from_slice(&self.buf[self.base + pos..self.base + end]);
