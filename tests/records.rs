@@ -300,6 +300,14 @@ fn files_queued_while_a_cached_file_is_copied_start_at_once() {
         r.push(&files.paths[1]).unwrap();
         assert!(r.move_to_next_file().unwrap());
         r.fill_buf().unwrap();
+        // The case to test: the large file copied on this thread, nothing of it read ahead.
+        // A kernel that cannot tell whether the cache holds the small file (`cachestat`, Linux
+        // 6.5) has the large one read ahead, which makes the pass that opens the next.
+        let read = r.stats().bytes_read;
+        if read > 5_000 + (1 << 20) {
+            println!("{backend:?}: skipped: the large file was read ahead ({read} bytes read)");
+            continue;
+        }
         assert_eq!(fds_on(queued), 0);
         r.push(queued).unwrap();
         let opened = opened_soon(queued);

@@ -239,8 +239,9 @@ impl Policy {
         self.whole && self.warm() && self.not_whole != Some(file)
     }
 
-    /// Whether small files may be copied whole at all; `false` for good once a copy was
-    /// refused (the kernel or a filesystem cannot copy only what is cached).
+    /// Whether files may be copied on the consumer's thread at all (see `whole.rs`); `false`
+    /// for good once a copy was refused (the kernel or a filesystem cannot copy only what is
+    /// cached).
     pub(super) fn copy_whole(&mut self, whole: bool) {
         self.whole = whole;
     }

@@ -40,7 +40,7 @@ impl<'a> ReadAhead<'a> {
     pub(super) fn new(core: Core<'a>, limits: Limits) -> Self {
         let mut sched = Scheduler::new(limits);
         // Direct reads pass the page cache by, and uncached ones must not leave theirs in it:
-        // neither copies a small file whole (see `whole.rs`).
+        // neither copies a file on the consumer's thread (see `whole.rs`).
         let whole = core.io().copies_cached() && !limits.direct && !limits.uncached;
         sched.policy_mut().copy_whole(whole);
         ReadAhead {

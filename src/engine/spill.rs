@@ -1,11 +1,12 @@
 //! The spill: bytes of the current file the consumer reads before the pool's, in a buffer
 //! of the engine's own: a record's bytes copied out of the pool where they do not lie
-//! together, or a small file copied whole from the page cache (see `whole.rs`).
+//! together, or a cached file's copied from the page cache on the consumer's thread, whole
+//! or 1 MiB at a time (see `whole.rs`).
 
 use crate::consts::PAGE;
 
 /// Bytes of the current file the consumer reads before the pool's: a record's, copied out
-/// because they straddle the pool's end or regions that are not adjacent, or a small cached
+/// because they straddle the pool's end or regions that are not adjacent, or a cached
 /// file's, copied at once. While any wait, the consumer reads them first.
 ///
 /// Invariants: `base + end <= buf.len()`, `pos <= end`, `exposed <= pending()`; the bytes
@@ -117,18 +118,18 @@ impl Spill {
         &mut self.buf[self.base + self.end..self.base + self.end + len]
     }
 
-    /// Room for at least `len` bytes from the first page on (twice as much as before, and a
-    /// power of two, so that growing costs amortized linear time and copies of a cached
-    /// file's rest, of any length up to `INLINE_WINDOW`, find room at once), keeping the
-    /// bytes that wait where they are from it. The first page is where the new allocation's
-    /// first page starts (see `base`); a page more is room for a copy that starts further
-    /// into its page than the one the spill grew for (`start_at`), where each growth would
-    /// otherwise double it, and first touch its memory anew.
+    /// Room for at least `len` bytes from the first page on, keeping the bytes that wait
+    /// where they are from it: twice as much as before, so that growing costs amortized
+    /// linear time, and past a copy's place within the first page (see `start_at`), a power
+    /// of two and a page, so that copies of a cached file's rest, of any length up to
+    /// `INLINE_WINDOW`, wherever they start in a page, find room at once (each growth first
+    /// touches new memory). The first page is where the new allocation's first page starts
+    /// (see `base`).
     fn grow(&mut self, len: usize) {
-        let room = len
-            .next_power_of_two()
-            .max(2 * self.buf.len().saturating_sub(self.base));
-        let mut buf = vec![0; room + 2 * PAGE];
+        let past = len.saturating_sub(PAGE - 1).max(1);
+        let rounded = past.checked_next_power_of_two().map_or(len, |p| p + PAGE);
+        let room = (rounded.max(len)).max(2 * self.buf.len().saturating_sub(self.base));
+        let mut buf = vec![0; room + PAGE];
         let base = (buf.as_ptr() as usize).wrapping_neg() % PAGE;
         let (pos, end) = (self.pos, self.end);
         buf[base + pos..base + end].copy_from_slice(&self.buf[self.base + pos..self.base + end]);
@@ -184,5 +185,32 @@ mod tests {
             );
             grown = spill;
         }
+    }
+
+    /// Copies of up to 1 MiB, wherever they start in a page, find room in a spill grown once
+    /// for a copy of more than 512 KiB: it grows no more, so touches no memory anew, and
+    /// never to 2 MiB.
+    #[test]
+    fn copies_of_a_mib_anywhere_in_a_page_grow_the_spill_once() {
+        let mib = 1 << 20;
+        let mut spill = Spill::default();
+        let mut lens = Vec::new();
+        for (offset, len) in [(0, 128 << 10), (0, 905_640), (4000, mib), (mib as u64, mib)] {
+            spill.start_at(offset);
+            spill.extend_with(len, |room| (room.len(), ()));
+            assert_eq!(spill.pending(), len, "offset {offset}");
+            lens.push(spill.buf.len());
+            spill.clear();
+        }
+        spill.start_at(4095);
+        spill.extend_with(mib, |room| (room.len(), ()));
+        lens.push(spill.buf.len());
+        assert!(lens[1] < 2 * mib, "{lens:?}");
+        assert!(lens[2..].iter().all(|&len| len == lens[1]), "{lens:?}");
+        // A first copy that starts into its page (a range, or a skip first) alike.
+        let mut fresh = Spill::default();
+        fresh.start_at(4000);
+        fresh.extend_with(mib, |room| (room.len(), ()));
+        assert!(fresh.buf.len() < 2 * mib, "{}", fresh.buf.len());
     }
 }
