@@ -124,7 +124,10 @@ impl Spill {
     /// of two and a page, so that copies of a cached file's rest, of any length up to
     /// `INLINE_WINDOW`, wherever they start in a page, find room at once (each growth first
     /// touches new memory). The first page is where the new allocation's first page starts
-    /// (see `base`).
+    /// (see `base`). Out of line: a spill grows a few times in a reader's life, and its
+    /// copies run through `room` once a file.
+    #[cold]
+    #[inline(never)]
     fn grow(&mut self, len: usize) {
         let past = len.saturating_sub(PAGE - 1).max(1);
         let rounded = past.checked_next_power_of_two().map_or(len, |p| p + PAGE);
