@@ -35,6 +35,24 @@ fn main() {
     println!("batched_opens: io_uring is Linux's; nothing to measure here");
 }
 
+// The scan example's: its list of files, its CPU clock and its light consumer.
+#[cfg(target_os = "linux")]
+#[allow(dead_code)] // Only `Partial` is light's.
+#[path = "scan/checksum.rs"]
+mod checksum;
+#[cfg(target_os = "linux")]
+#[path = "scan/files.rs"]
+mod files;
+// Benches build with `cfg(test)` but not their `#[test]`s: its tests' helper goes unused.
+#[cfg(target_os = "linux")]
+#[allow(dead_code)]
+#[path = "scan/light.rs"]
+mod light;
+#[cfg(target_os = "linux")]
+#[allow(dead_code)] // Only its CPU clock is used here.
+#[path = "scan/system.rs"]
+mod system;
+
 #[cfg(target_os = "linux")]
 mod linux {
     use std::collections::HashMap;
@@ -49,6 +67,10 @@ mod linux {
     use std::time::Instant;
 
     use io_uring::{opcode, squeue, types, IoUring};
+
+    use super::files::collect_files;
+    use super::light::Light;
+    use super::system::cpu_seconds;
 
     /// Bytes each file's first read has room for: a file that fills it is read on a MiB a call.
     const ROOM: usize = 128 << 10;
@@ -124,9 +146,7 @@ mod linux {
 
     impl Files {
         fn walk(dir: &Path) -> io::Result<Files> {
-            let mut paths = Vec::new();
-            walk(dir, &mut paths)?;
-            paths.sort();
+            let paths = collect_files(&[dir.to_path_buf()]).paths;
             let (mut index, mut dirs, mut at) = (HashMap::new(), Vec::new(), Vec::new());
             for path in &paths {
                 let parent = path.parent().unwrap_or(Path::new("."));
@@ -143,18 +163,6 @@ mod linux {
             }
             Ok(Files { paths, at, dirs })
         }
-    }
-
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
-        for entry in std::fs::read_dir(dir)? {
-            let entry = entry?;
-            if entry.file_type()?.is_dir() {
-                walk(&entry.path(), out)?;
-            } else {
-                out.push(entry.path());
-            }
-        }
-        Ok(())
     }
 
     /// A ring that reads files a batch a submission, with a direct descriptor and `ROOM`
@@ -292,17 +300,17 @@ mod linux {
                 return std_file(path);
             }
             let len = usize::try_from(len).map_err(|_| io::Error::from_raw_os_error(-len))?;
-            let mut sum = light(&self.bufs.get()[at * ROOM..at * ROOM + len]);
+            let mut sum = Light::default();
+            sum.update(&self.bufs.get()[at * ROOM..at * ROOM + len]);
             if len == ROOM {
                 self.larger += 1;
-                sum = sum.wrapping_add(self.read_rest(slot, ROOM as u64)?);
+                self.read_rest(slot, ROOM as u64, &mut sum)?;
             }
-            Ok(sum)
+            Ok(sum.finish())
         }
 
-        /// The sum of the bytes of descriptor `slot` from `offset` to its end.
-        fn read_rest(&mut self, slot: u32, mut offset: u64) -> io::Result<u64> {
-            let mut sum = 0u64;
+        /// Adds the bytes of descriptor `slot` from `offset` to its end to `sum`.
+        fn read_rest(&mut self, slot: u32, mut offset: u64, sum: &mut Light) -> io::Result<()> {
             loop {
                 let read = opcode::Read::new(
                     types::Fixed(slot),
@@ -324,9 +332,9 @@ mod linux {
                 let n = usize::try_from(cqe.result())
                     .map_err(|_| io::Error::from_raw_os_error(-cqe.result()))?;
                 if n == 0 {
-                    return Ok(sum);
+                    return Ok(());
                 }
-                sum = sum.wrapping_add(light(&self.rest.get()[..n]));
+                sum.update(&self.rest.get()[..n]);
                 offset += n as u64;
             }
         }
@@ -364,28 +372,16 @@ mod linux {
     /// The sum of `path`'s bytes, read through std's `BufReader`.
     fn std_file(path: &Path) -> io::Result<u64> {
         let mut reader = BufReader::with_capacity(STD_BUFFER, File::open(path)?);
-        let mut sum = 0u64;
+        let mut sum = Light::default();
         loop {
             let bytes = reader.fill_buf()?;
             if bytes.is_empty() {
-                return Ok(sum);
+                return Ok(sum.finish());
             }
-            sum = sum.wrapping_add(light(bytes));
+            sum.update(bytes);
             let n = bytes.len();
             reader.consume(n);
         }
-    }
-
-    /// A wrapping sum of little-endian u64 words, the last one padded with zeros: the same
-    /// for a file's bytes in any pieces of whole words.
-    fn light(bytes: &[u8]) -> u64 {
-        let mut words = bytes.chunks_exact(8);
-        let sum = words.by_ref().fold(0u64, |acc, w| {
-            acc.wrapping_add(u64::from_le_bytes(w.try_into().expect("8 bytes")))
-        });
-        let mut tail = [0u8; 8];
-        tail[..words.remainder().len()].copy_from_slice(words.remainder());
-        sum.wrapping_add(u64::from_le_bytes(tail))
     }
 
     /// What `f` returned, with its wall and CPU seconds (the process's, every thread's).
@@ -393,17 +389,6 @@ mod linux {
         let (cpu0, start) = (cpu_seconds(), Instant::now());
         let out = f()?;
         Ok((out, start.elapsed().as_secs_f64(), cpu_seconds() - cpu0))
-    }
-
-    fn cpu_seconds() -> f64 {
-        // SAFETY: `getrusage` writes the struct it is given, and nothing else.
-        let usage = unsafe {
-            let mut usage: libc::rusage = std::mem::zeroed();
-            libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-            usage
-        };
-        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-        secs(usage.ru_utime) + secs(usage.ru_stime)
     }
 
     fn median(v: &mut [f64]) -> f64 {
