@@ -130,9 +130,8 @@ impl Spill {
     #[inline(never)]
     fn grow(&mut self, len: usize) {
         let past = len.saturating_sub(PAGE - 1).max(1);
-        // At least `past` and a page: more than `len` (`len` where no power of two is).
         let rounded = past.checked_next_power_of_two().map_or(len, |p| p + PAGE);
-        let room = rounded.max(2 * self.buf.len().saturating_sub(self.base));
+        let room = (rounded.max(len)).max(2 * self.buf.len().saturating_sub(self.base));
         let mut buf = vec![0; room + PAGE];
         let base = (buf.as_ptr() as usize).wrapping_neg() % PAGE;
         let (pos, end) = (self.pos, self.end);
