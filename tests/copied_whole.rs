@@ -10,6 +10,8 @@ use common::scan_outcomes::*;
 use common::*;
 use readahead::{Outcome, Scan};
 
+const MIB: usize = 1 << 20;
+
 /// Sizes of small files, a few empty and a few past what is copied whole.
 fn sizes() -> Vec<usize> {
     (0..300)
@@ -28,6 +30,32 @@ fn small_cached_files_read_whole_byte_for_byte() {
         // Just written, so cached: most files come from the cache in one copy each.
         if cfg!(target_os = "linux") {
             assert!(stats.reads_cached > 100, "{backend:?}: {stats:?}");
+        }
+    }
+}
+
+/// A reader over cached files asks the page cache about its first file before any read
+/// (`cachestat`), and copies every file on the consumer's thread, its pool never touched:
+/// files small and large, the first of 3 MiB and a few bytes.
+#[test]
+fn cached_files_are_copied_from_the_first_on() {
+    let mut sizes = vec![3 * MIB + 5];
+    sizes.extend([10_000, 1, 200_000, 0, 1 << 20, 4096]);
+    let files = make_files(&sizes);
+    let want = oracle_all(&files.paths);
+    #[cfg(target_os = "linux")]
+    if cache_stat(&files.paths[0]).is_none_or(|(cached, _, pages)| cached < pages) {
+        skip_refused(
+            "cachestat",
+            "the kernel cannot tell what is cached (Linux 6.5)",
+        );
+        return;
+    }
+    for (backend, b) in builders() {
+        let mut r = reader_over(b, &files.paths);
+        assert_files_eq(&read_all_ok(&mut r), &want, &format!("{backend:?}"));
+        if cfg!(target_os = "linux") {
+            assert_eq!(r.stats().peak_pool_bytes, 0, "{backend:?}: {:?}", r.stats());
         }
     }
 }

@@ -133,12 +133,22 @@ fn records_parse_whole_in_every_configuration() {
 }
 
 /// With reads a multiple of the page size, consecutive reads of a file lie side by side in
-/// the pool: in a pool that never wraps, no record is copied.
+/// the pool: in a pool that never wraps, no record is copied. The files are cold, so that
+/// they are read ahead: a cached file's first bytes are copied on the consumer's thread, and
+/// the record across that copy's end is copied once (see the engine's `whole.rs`).
 #[test]
 fn records_in_adjacent_regions_are_not_copied() {
     let dir = tempdir();
     let (paths, bytes) = record_files(dir.path());
     for (backend, b) in builders() {
+        paths.iter().for_each(|p| evict_from_page_cache(p));
+        if !paths
+            .iter()
+            .all(|p| evicted(p) || std::fs::metadata(p).unwrap().len() == 0)
+        {
+            skip_refused("a cold read", "the files stay cached");
+            continue;
+        }
         let mut r = reader_over(b.buffer_size(32 << 20).read_size(64 << 10), &paths);
         let got: Vec<_> = (0..paths.len())
             .map(|_| {

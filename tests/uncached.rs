@@ -39,41 +39,6 @@ fn kept_pages(path: &Path) -> Option<(u64, u64)> {
     cache_stat(path).map(|(cached, evicted, pages)| (cached + evicted, pages))
 }
 
-/// `cachestat(2)` of the whole of `path`: pages cached, pages evicted (by reclaim), and its
-/// pages; `None` where the kernel cannot tell.
-fn cache_stat(path: &Path) -> Option<(u64, u64, u64)> {
-    #[repr(C)]
-    struct Range {
-        off: u64,
-        len: u64,
-    }
-    #[repr(C)]
-    #[derive(Default)]
-    struct CacheStat {
-        nr_cache: u64,
-        nr_dirty: u64,
-        nr_writeback: u64,
-        nr_evicted: u64,
-        nr_recently_evicted: u64,
-    }
-    let file = File::open(path).ok()?;
-    let len = file.metadata().ok()?.len();
-    let range = Range { off: 0, len };
-    let mut stat = CacheStat::default();
-    // SAFETY: the kernel reads `range` and writes `stat`, both live and laid out as
-    // `cachestat(2)` defines, for the call; the descriptor is open (`file`).
-    let ret = unsafe {
-        libc::syscall(
-            451, // cachestat, on every architecture the tests run on
-            file.as_raw_fd(),
-            &range as *const Range,
-            &mut stat as *mut CacheStat,
-            0u32,
-        )
-    };
-    (ret == 0).then_some((stat.nr_cache, stat.nr_evicted, len.div_ceil(4096)))
-}
-
 /// Whether `path`'s filesystem takes `RWF_DONTCACHE` (one page read with it); why not.
 fn dontcache_taken(path: &Path) -> Result<(), String> {
     let file = File::open(path).map_err(|e| e.to_string())?;

@@ -9,6 +9,7 @@ use std::io;
 use super::spill::Spill;
 use super::whole;
 use super::{front, Engine, ReadAhead, Stream};
+use crate::source::raw_fd;
 
 /// How a run of `n` bytes from the consumer's position can be had.
 enum Gather {
@@ -142,8 +143,22 @@ impl<'a> Engine<'a> {
 
     /// Makes the caller's `(file, limit)` current; see `SequentialFileReader::activate_file`.
     pub(crate) fn activate(&mut self, file: &'a File, limit: u64) -> io::Result<()> {
+        if self.spill.pending() > 0 && self.untouched(file, limit) {
+            // The current file again, none of it taken: its bytes in the spill are kept, as
+            // its regions read ahead would be (see `Stream::activate`).
+            self.spill.hide();
+            self.stream.settle();
+            return Ok(());
+        }
         self.spill.clear();
         self.stream.activate(file, limit)
+    }
+
+    /// Whether `(file, limit)` is the current file, and the caller has taken none of it.
+    fn untouched(&self, file: &File, limit: u64) -> bool {
+        let queue = &self.stream.ahead.core.queue;
+        let start = queue.front().map(|f| f.status().start());
+        queue.position(raw_fd(file), limit) == Some(0) && start == Some(self.file_offset())
     }
 }
 

@@ -41,8 +41,9 @@ pub(super) struct Policy {
     small_reads: u64,
     /// Whether the last read scheduled was below `OFFLOAD_MIN`.
     small_last: bool,
-    /// Whether the last read that found out was served by the page cache; `None` before
-    /// any did. Reads go by it until they find out themselves.
+    /// Whether the last read that found out was served by the page cache (or the first
+    /// file, asked before any read: see `whole::learn_from_front`); `None` before any did.
+    /// Reads go by it until they find out themselves.
     cached: Option<bool>,
     /// The last read that asked the backend whether it is cached: (file id, offset).
     asked: Option<(u64, u64)>,
@@ -95,6 +96,16 @@ impl Policy {
     /// Whether the last read that found out was served by the page cache.
     pub(super) fn warm(&self) -> bool {
         self.cached == Some(true)
+    }
+
+    /// Whether any read found out whether the page cache serves it.
+    pub(super) fn known(&self) -> bool {
+        self.cached.is_some()
+    }
+
+    /// Whether files may be copied on the consumer's thread at all (see `copy_whole`).
+    pub(super) fn may_copy(&self) -> bool {
+        self.whole
     }
 
     /// The consumer reads records: the reads it copies are of `read_size` (see `records`).

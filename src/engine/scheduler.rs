@@ -215,6 +215,9 @@ impl Scheduler {
 
     /// Opens the file at `idx` (the earliest with work) or issues its next read.
     fn step(&mut self, core: &mut Core<'_>, idx: usize) -> Step {
+        if idx == 0 && !self.policy.known() {
+            whole::learn_from_front(&mut self.policy, core);
+        }
         let pool = core.pool().capacity();
         let entry = core.queue.get_mut(idx).expect("index from the queue");
         if entry.fd().is_some() {

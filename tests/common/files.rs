@@ -219,3 +219,40 @@ pub fn evicted(path: &Path) -> bool {
     unsafe { libc::munmap(addr, len) };
     rc == 0 && resident.iter().all(|b| b & 1 == 0)
 }
+
+#[cfg(target_os = "linux")]
+/// `cachestat(2)` of the whole of `path`: pages cached, pages evicted (by reclaim), and its
+/// pages; `None` where the kernel cannot tell (or is not Linux).
+pub fn cache_stat(path: &Path) -> Option<(u64, u64, u64)> {
+    #[repr(C)]
+    struct Range {
+        off: u64,
+        len: u64,
+    }
+    #[repr(C)]
+    #[derive(Default)]
+    struct CacheStat {
+        nr_cache: u64,
+        nr_dirty: u64,
+        nr_writeback: u64,
+        nr_evicted: u64,
+        nr_recently_evicted: u64,
+    }
+    use std::os::fd::AsRawFd;
+    let file = File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    let range = Range { off: 0, len };
+    let mut stat = CacheStat::default();
+    // SAFETY: the kernel reads `range` and writes `stat`, both live and laid out as
+    // `cachestat(2)` defines, for the call; the descriptor is open (`file`).
+    let ret = unsafe {
+        libc::syscall(
+            451, // cachestat, on every architecture the tests run on
+            file.as_raw_fd(),
+            &range as *const Range,
+            &mut stat as *mut CacheStat,
+            0u32,
+        )
+    };
+    (ret == 0).then_some((stat.nr_cache, stat.nr_evicted, len.div_ceil(4096)))
+}
