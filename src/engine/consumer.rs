@@ -154,10 +154,14 @@ impl<'a> Engine<'a> {
         self.stream.activate(file, limit)
     }
 
-    /// Whether `(file, limit)` is the current file, and the caller has taken none of it.
+    /// Whether `(file, limit)` is the current file, without an error, and the caller has
+    /// taken none of it.
     fn untouched(&self, file: &File, limit: u64) -> bool {
         let queue = &self.stream.ahead.core.queue;
-        let start = queue.front().map(|f| f.status().start());
+        let start = queue
+            .front()
+            .filter(|f| f.error().is_none())
+            .map(|f| f.status().start());
         queue.position(raw_fd(file), limit) == Some(0) && start == Some(self.file_offset())
     }
 }

@@ -45,6 +45,8 @@ pub(super) struct Policy {
     /// file, asked before any read: see `whole::learn_from_front`); `None` before any did.
     /// Reads go by it until they find out themselves.
     cached: Option<bool>,
+    /// Whether the first file was asked about the page cache (see `cached`).
+    first_asked: bool,
     /// The last read that asked the backend whether it is cached: (file id, offset).
     asked: Option<(u64, u64)>,
     /// The file of the read being scheduled: the scheduler asks `should_ask` of every
@@ -98,9 +100,16 @@ impl Policy {
         self.cached == Some(true)
     }
 
-    /// Whether any read found out whether the page cache serves it.
+    /// Whether any read found out whether the page cache serves it, or the first file was
+    /// asked (see `whole::learn_from_front`), whatever the answer.
     pub(super) fn known(&self) -> bool {
-        self.cached.is_some()
+        self.cached.is_some() || self.first_asked
+    }
+
+    /// The first file was asked about the page cache: it is not asked again, even where
+    /// the kernel could not tell.
+    pub(super) fn first_asked(&mut self) {
+        self.first_asked = true;
     }
 
     /// Whether files may be copied on the consumer's thread at all (see `copy_whole`).

@@ -213,7 +213,9 @@ impl Scheduler {
         (issued, started)
     }
 
-    /// Opens the file at `idx` (the earliest with work) or issues its next read.
+    /// Opens the file at `idx` (the earliest with work) or issues its next read; the first
+    /// file open, before any read found out, is asked about the page cache first (see
+    /// `whole::learn_from_front`).
     fn step(&mut self, core: &mut Core<'_>, idx: usize) -> Step {
         if idx == 0 && !self.policy.known() {
             whole::learn_from_front(&mut self.policy, core);

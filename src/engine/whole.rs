@@ -67,6 +67,7 @@ pub(super) fn learn_from_front(policy: &mut Policy, core: &mut Core<'_>) {
     if front.direct() {
         return;
     }
+    policy.first_asked();
     // Its first page: the copy finds out about the rest, and a range past the file's end,
     // which is not known yet, would count pages that do not exist.
     let offset = front.progress().next_read();
@@ -113,6 +114,8 @@ pub(super) fn copy(ahead: &mut ReadAhead<'_>, spill: &mut Spill) -> io::Result<b
             return Ok(false);
         }
         ahead.open_front()?;
+        // Where its open was answered without a scheduling step for it.
+        learn_from_front(ahead.sched.policy_mut(), &mut ahead.core);
     }
     let core = &mut ahead.core;
     let Some(front) = core.queue.front() else {
