@@ -66,6 +66,34 @@ fn activating_the_untouched_front_file_uses_what_was_read_ahead() {
     }
 }
 
+/// The current file handed out (`fill_buf`) and not consumed, then activated again: the
+/// same bytes from byte zero, taken in steps across what the first fill held, and every byte
+/// read once, whether the file was read ahead or copied on the caller's thread (cached).
+#[test]
+fn activating_the_front_file_handed_out_and_not_consumed_keeps_its_bytes() {
+    let (_files, f, want) = four();
+    for (name, b) in configs() {
+        let mut r = reader_over_files(b, &f);
+        let first = r.fill_buf().unwrap().to_vec();
+        r.activate_file(&f[0], u64::MAX).unwrap();
+        assert_eq!(r.file_offset(), 0, "{name}");
+        assert_eq!(r.fill_buf().unwrap(), &first[..], "{name}");
+        let mut got = Vec::new();
+        for step in [1, 4095, first.len(), 100_000] {
+            let mut part = vec![0; step.min(want[0].len() - got.len())];
+            r.read_exact(&mut part).unwrap();
+            got.extend_from_slice(&part);
+            assert_eq!(r.file_offset(), got.len() as u64, "{name}");
+        }
+        r.read_to_end(&mut got).unwrap();
+        assert_eq!(got, want[0], "{name}");
+        r.move_to_next_file().unwrap();
+        assert_files_eq(&read_all_ok(&mut r), &want[1..], &name);
+        let total: u64 = want.iter().map(|w| w.len() as u64).sum();
+        assert_eq!(r.stats().bytes_read, total, "{name}: every byte read once");
+    }
+}
+
 #[test]
 fn activating_a_partly_read_file_starts_it_again_from_byte_zero() {
     let (_files, f, want) = four();
