@@ -6,8 +6,9 @@
 //! - a large buffered read is first copied at once on the consumer's thread, as far as the
 //!   page cache holds it ([`Io::read_if_cached`](crate::io::Io::read_if_cached)); what is not
 //!   cached goes to the device through the backend, and so do the file's next large reads;
-//! - while reads are found cached, files on a local filesystem are not read ahead at all:
-//!   the consumer's thread copies them when it gets there (see `whole.rs`); where the
+//! - while reads are found cached (or, before any read found out, the first file's next
+//!   page), files on a local filesystem are not read ahead at all: the consumer's thread
+//!   copies them when it gets there (see `whole.rs`); where the
 //!   read-ahead copies cached reads itself, it holds one read (the region just consumed,
 //!   still in the CPU's cache, is the next one written), or the small window for small
 //!   reads, or for a record parser two reads of `read_size` at least, within the inline

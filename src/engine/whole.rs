@@ -6,7 +6,9 @@
 //! buffer, which stays in the CPU's cache, with no region, chunk, submission or completion.
 //! A cached read costs no less done ahead of the consumer than when it gets there, and this
 //! is the loop std's `BufReader` runs. What the cache does not hold (`Copied::Missed`) turns
-//! the policy cold, and the read-ahead takes over again, from where the consumer is.
+//! the policy cold, and the read-ahead takes over again, from where the consumer is. Before
+//! any read found out, the first file is asked (`learn_from_front`), so that a reader over
+//! cached files copies from its first file on.
 //!
 //! A record parser's large files are read ahead as before (their records would straddle
 //! the ends of the copies and be copied again: in the pool, adjacent reads hold them in
