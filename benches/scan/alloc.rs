@@ -19,6 +19,12 @@
 //! glibc's heap once it has raised its threshold for mapping a block on its own, which a
 //! block asked aligned never raises (each file's buffer was otherwise 256 pages mapped and
 //! first touched anew).
+//!
+//! A large block asked zeroed is zeroed only where it is a kept one: a new mapping is zero
+//! already, page by page as it is first touched, and glibc's `calloc` does not clear a block
+//! it maps on its own either. (Cleared each time, the reader's 1 MiB buffer for cached files,
+//! asked zeroed, was written whole before its first use: 256 pages touched and 1 MiB set in a
+//! run that std's buffer, asked uninitialized, never paid.)
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::{Mutex, PoisonError};
@@ -107,6 +113,11 @@ mod large_blocks {
         at.cast()
     }
 
+    /// A new block of `size` bytes, zeroed, or null: a new mapping is.
+    pub fn map_zeroed(size: usize) -> *mut u8 {
+        map(size)
+    }
+
     /// Unmaps the block at `ptr` of `size` bytes.
     ///
     /// # Safety
@@ -150,6 +161,11 @@ mod large_blocks {
         unsafe { System.alloc(layout(size)) }
     }
 
+    pub fn map_zeroed(size: usize) -> *mut u8 {
+        // SAFETY: a large size is non-zero.
+        unsafe { System.alloc_zeroed(layout(size)) }
+    }
+
     /// # Safety
     ///
     /// `ptr` came from `map` for `size`, and is not used again.
@@ -171,9 +187,24 @@ mod large_blocks {
 // SAFETY: a large block (`large`: at most page-aligned, at least `LARGE` bytes) comes from
 // `large_blocks`, page-aligned, and goes back there with its size; it is kept on release and
 // handed out again only for a layout of the same size, and large. Every other block is
-// `System`'s, with the caller's layout. `alloc_zeroed` is the trait's: `alloc`, then zeroes,
-// so that a kept block is zeroed too.
+// `System`'s, with the caller's layout. `alloc_zeroed` zeroes a kept block, and hands out a
+// new one as `large_blocks` made it, zeroed.
 unsafe impl GlobalAlloc for PageAlignedLarge {
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if !large(layout) {
+            // SAFETY: the caller's layout, of non-zero size (`GlobalAlloc`).
+            return unsafe { System.alloc_zeroed(layout) };
+        }
+        match take_kept(layout.size()) {
+            Some(ptr) => {
+                // SAFETY: a kept block of this size, taken out of `KEPT`: no one else has it.
+                unsafe { ptr.write_bytes(0, layout.size()) };
+                ptr
+            }
+            None => large_blocks::map_zeroed(layout.size()),
+        }
+    }
+
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if !large(layout) {
             // SAFETY: the caller's layout, of non-zero size (`GlobalAlloc`).
