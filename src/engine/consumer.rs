@@ -157,12 +157,12 @@ impl<'a> Engine<'a> {
     /// Whether `(file, limit)` is the current file, without an error, and the caller has
     /// taken none of it.
     fn untouched(&self, file: &File, limit: u64) -> bool {
-        let queue = &self.stream.ahead.core.queue;
-        let start = queue
-            .front()
-            .filter(|f| f.error().is_none())
-            .map(|f| f.status().start());
-        queue.position(raw_fd(file), limit) == Some(0) && start == Some(self.file_offset())
+        let front = self.stream.ahead.core.queue.front();
+        front.is_some_and(|f| {
+            f.matches(raw_fd(file), limit)
+                && f.error().is_none()
+                && f.status().start() == self.file_offset()
+        })
     }
 }
 

@@ -101,21 +101,17 @@ impl Policy {
         self.cached == Some(true)
     }
 
-    /// Whether any read found out whether the page cache serves it, or the first file was
-    /// asked (see `whole::learn_from_front`), whatever the answer.
-    pub(super) fn known(&self) -> bool {
-        self.cached.is_some() || self.first_asked
+    /// Whether the first file is yet to be asked about the page cache (see
+    /// `whole::learn_from_front`): no read found out, it was not asked, whatever the answer,
+    /// and files may be copied on the consumer's thread at all (see `copy_whole`).
+    pub(super) fn may_learn(&self) -> bool {
+        self.cached.is_none() && !self.first_asked && self.whole
     }
 
     /// The first file was asked about the page cache: it is not asked again, even where
     /// the kernel could not tell.
     pub(super) fn first_asked(&mut self) {
         self.first_asked = true;
-    }
-
-    /// Whether files may be copied on the consumer's thread at all (see `copy_whole`).
-    pub(super) fn may_copy(&self) -> bool {
-        self.whole
     }
 
     /// The consumer reads records: the reads it copies are of `read_size` (see `records`).

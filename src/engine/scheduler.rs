@@ -217,7 +217,7 @@ impl Scheduler {
     /// file open, before any read found out, is asked about the page cache first (see
     /// `whole::learn_from_front`).
     fn step(&mut self, core: &mut Core<'_>, idx: usize) -> Step {
-        if idx == 0 && !self.policy.known() {
+        if idx == 0 && self.policy.may_learn() {
             whole::learn_from_front(&mut self.policy, core);
         }
         let pool = core.pool().capacity();

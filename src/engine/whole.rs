@@ -57,7 +57,7 @@ pub(super) fn applies(
 /// touched for it (in a reader of one cached file of 1 MiB, the first touch of the pool's
 /// pages cost half its time). A backend that cannot tell leaves the reads to find out.
 pub(super) fn learn_from_front(policy: &mut Policy, core: &mut Core<'_>) {
-    if policy.known() || !policy.may_copy() {
+    if !policy.may_learn() {
         return;
     }
     let Some(front) = core.queue.front() else {
@@ -112,7 +112,7 @@ pub(super) fn copy(ahead: &mut ReadAhead<'_>, spill: &mut Spill) -> io::Result<b
     if front.fd().is_none() && !front.status().is_sized() && front.error().is_none() {
         // Before any read found out, its open asks the cache (see `learn_from_front`).
         let policy = ahead.sched.policy();
-        if !policy.copies_whole(front.id) && (policy.known() || !policy.may_copy()) {
+        if !policy.copies_whole(front.id) && !policy.may_learn() {
             return Ok(false);
         }
         ahead.open_front()?;
