@@ -32,6 +32,11 @@ mod open;
 #[cfg(unix)]
 pub(crate) use open::*;
 
+#[cfg(unix)]
+mod mounts;
+#[cfg(unix)]
+pub(crate) use mounts::{mount_id, mount_known_local};
+
 #[cfg(target_os = "linux")]
 mod fd;
 #[cfg(target_os = "linux")]

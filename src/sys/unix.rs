@@ -250,44 +250,19 @@ pub(super) fn fcntl(file: &File, cmd: i32, arg: i32) -> io::Result<i32> {
     Ok(ret)
 }
 
-/// Filesystems on local devices or in memory: their `f_type` (`linux/magic.h`), and the
-/// names the kernel gives their mounts (`/proc/self/mountinfo`). See `may_hang` and
-/// `mount_known_local`. Overlayfs is local by its `f_type` alone: `fstatfs` of it asks its
-/// upper layer, so one on a hung server is never found local, while its name says nothing of
-/// where its layers lie.
+/// Whether `file` has a priority event (`POLLPRI`) waiting, or `poll` fails: asked without
+/// waiting. `/proc/self/mountinfo` has one once a mount or unmount changed it.
 #[cfg(target_os = "linux")]
-const LOCAL: [(i64, &[&str]); 24] = [
-    (0xef53, &["ext2", "ext3", "ext4"]),
-    (0x5846_5342, &["xfs"]),
-    (0x9123_683e, &["btrfs"]),
-    (0x0102_1994, &["tmpfs"]),
-    (0x8584_58f6, &["ramfs"]),
-    (0x9584_58f6, &["hugetlbfs"]),
-    (0xf2f5_2010, &["f2fs"]),
-    (0x2fc1_2fc1, &["zfs"]),
-    (0xca45_1a4e, &["bcachefs"]),
-    (0x3153_464a, &["jfs"]),
-    (0x5265_4973, &["reiserfs"]),
-    (0x4d44, &["vfat", "msdos"]),
-    (0x2011_bab0, &["exfat"]),
-    (0x5346_544e, &["ntfs", "ntfs3"]),
-    (0x7371_7368, &["squashfs"]),
-    (0xe0f5_e1e2, &["erofs"]),
-    (0x9660, &["iso9660"]),
-    (0x1501_3346, &["udf"]),
-    (0x3434, &["nilfs2"]),
-    (0x482b, &["hfsplus"]),
-    (0x794c_7630, &[]),
-    (0x9fa0, &["proc"]),
-    (0x6265_6572, &["sysfs"]),
-    (0x28cd_3d45, &["cramfs"]),
-];
-
-/// Whether `kind`, a filesystem's name in the kernel's table of mounts, is one known to be
-/// local (see `may_hang`).
-#[cfg(target_os = "linux")]
-pub(crate) fn local_kind(kind: &str) -> bool {
-    LOCAL.iter().any(|(_, names)| names.contains(&kind))
+pub(crate) fn priority_event(file: &File) -> bool {
+    let mut poll = libc::pollfd {
+        fd: file.as_raw_fd(),
+        events: libc::POLLPRI,
+        revents: 0,
+    };
+    // SAFETY: the kernel writes `revents` of the one `pollfd` borrowed for the call; the
+    // descriptor is open (`file`). A timeout of 0: it never waits.
+    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+    ready != 0 || poll.revents != 0
 }
 
 /// Whether `file` may lie where calls wait on a server or daemon for good: anywhere but a
@@ -305,7 +280,9 @@ pub(crate) fn may_hang(file: &File) -> bool {
     // `f_type`'s integer type differs between the C libraries.
     #[allow(clippy::unnecessary_cast)]
     let f_type = fs.f_type as i64 & 0xffff_ffff;
-    !LOCAL.iter().any(|&(magic, _)| magic == f_type)
+    !super::mounts::LOCAL
+        .iter()
+        .any(|&(magic, _)| magic == f_type)
 }
 
 /// `openat2(2)` (Linux 5.6): opens `path` in the directory `dir` (else from the working

@@ -1,0 +1,324 @@
+//! Which mount a descriptor lies on, and whether the kernel's table of mounts names that
+//! mount's filesystem one known to be local: asked of the VFS and of `/proc`, never of the
+//! filesystem, so that a reader's thread may ask it of any directory (`Dirs::place`).
+//!
+//! The table is read once a process, and again only after a mount or unmount changed it:
+//! writing it out costs the kernel tens of µs for a few dozen mounts (far more on a host with
+//! hundreds), which every reader paid before its first open.
+
+use std::fs::File;
+
+/// The mount a descriptor lies on (`mnt_id` in `/proc/self/fdinfo`): the VFS answers it, not
+/// the filesystem (`statx`, even with `AT_STATX_DONT_SYNC`, may ask a 9p or CIFS server), so
+/// the reader's thread may ask it of any descriptor. `None` without `/proc`, or off Linux.
+pub(crate) fn mount_id(file: &File) -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::io::Read;
+        use std::os::fd::AsRawFd;
+        // Every descriptor's fdinfo starts with `pos`, `flags` and `mnt_id`, written in one
+        // piece, in well under this: one read, where a whole file would take a size check
+        // and reads that double from 32 bytes.
+        let mut info = [0; 256];
+        let path = format!("/proc/self/fdinfo/{}", file.as_raw_fd());
+        let n = File::open(path).and_then(|mut f| f.read(&mut info)).ok()?;
+        mnt_id(&info[..n])
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = file;
+        None
+    }
+}
+
+/// The `mnt_id` of `info`, the start of a descriptor's fdinfo: a whole line of its own.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+fn mnt_id(info: &[u8]) -> Option<u64> {
+    let mut lines = info.split(|&b| b == b'\n');
+    lines.next_back(); // The last, unless empty, may be cut short.
+    let line = lines.find_map(|l| l.strip_prefix(b"mnt_id:"))?;
+    std::str::from_utf8(line).ok()?.trim().parse().ok()
+}
+
+/// The longest table of mounts read (`mount_known_local`): a few hundred mounts. A host with
+/// thousands (a container host) has its mounts checked on helper threads, as before.
+#[cfg(target_os = "linux")]
+const MOUNT_TABLE_MAX: u64 = 64 << 10;
+
+/// Whether the mount `mount` (an id from [`mount_id`]) is of a kind of filesystem known to
+/// be local (see `may_hang`), as the kernel's table of mounts names it
+/// (`/proc/self/mountinfo`). The kernel writes that table from what each mounted filesystem
+/// holds in memory, under the lock of the mount table, asking no server or daemon, so the
+/// reader's thread may read it, and no helper thread need check the mount. `false` where it
+/// cannot tell (no `/proc`, a table longer than `MOUNT_TABLE_MAX`, a kind not listed, off
+/// Linux): the mount is then checked on a helper thread.
+///
+/// The table is read again only once the kernel says it changed (`Table::changed`), so that
+/// a mount's id, which the kernel gives again once its mount is gone, never finds the kind
+/// of the mount it named before.
+pub(crate) fn mount_known_local(mount: u64) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        use std::sync::{Mutex, PoisonError};
+        static TABLE: Mutex<Option<Table>> = Mutex::new(None);
+        let mut table = TABLE.lock().unwrap_or_else(PoisonError::into_inner);
+        if table.as_ref().is_none_or(Table::changed) {
+            *table = Table::read();
+        }
+        table.as_ref().is_some_and(|t| t.local(mount))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = mount;
+        false
+    }
+}
+
+/// The kernel's table of mounts as last read: each mount's id and whether its kind is known
+/// local, with the table kept open to ask whether it changed since.
+#[cfg(target_os = "linux")]
+struct Table {
+    /// `/proc/self/mountinfo`, open since before it was read: `poll` marks it `POLLPRI` once
+    /// a mount or unmount in the process's mount namespace changed it since the open, or
+    /// since the last `poll` that said so.
+    file: File,
+    /// Empty where the table was longer than `MOUNT_TABLE_MAX`.
+    mounts: Vec<(u64, bool)>,
+}
+
+#[cfg(target_os = "linux")]
+impl Table {
+    /// The table as it is now; `None` where it cannot be read (no `/proc`).
+    fn read() -> Option<Table> {
+        use std::io::Read;
+        let file = File::open("/proc/self/mountinfo").ok()?;
+        let mut text = Vec::new();
+        (&file)
+            .take(MOUNT_TABLE_MAX + 1)
+            .read_to_end(&mut text)
+            .ok()?;
+        let mounts = if text.len() as u64 > MOUNT_TABLE_MAX {
+            Vec::new()
+        } else {
+            let local = |line: &[u8]| {
+                let (id, kind) = id_and_kind(line)?;
+                Some((id, local_kind(kind)))
+            };
+            text.split(|&b| b == b'\n').filter_map(local).collect()
+        };
+        Some(Table { file, mounts })
+    }
+
+    /// Whether a mount or unmount changed the table since it was read, or the kernel cannot
+    /// tell.
+    fn changed(&self) -> bool {
+        super::unix::priority_event(&self.file)
+    }
+
+    fn local(&self, mount: u64) -> bool {
+        self.mounts.iter().any(|&(id, local)| id == mount && local)
+    }
+}
+
+/// Filesystems on local devices or in memory: their `f_type` (`linux/magic.h`), and the
+/// names the kernel gives their mounts (`/proc/self/mountinfo`). See `may_hang` and
+/// `mount_known_local`. Overlayfs is local by its `f_type` alone: `fstatfs` of it asks its
+/// upper layer, so one on a hung server is never found local, while its name says nothing of
+/// where its layers lie.
+#[cfg(target_os = "linux")]
+pub(super) const LOCAL: [(i64, &[&str]); 24] = [
+    (0xef53, &["ext2", "ext3", "ext4"]),
+    (0x5846_5342, &["xfs"]),
+    (0x9123_683e, &["btrfs"]),
+    (0x0102_1994, &["tmpfs"]),
+    (0x8584_58f6, &["ramfs"]),
+    (0x9584_58f6, &["hugetlbfs"]),
+    (0xf2f5_2010, &["f2fs"]),
+    (0x2fc1_2fc1, &["zfs"]),
+    (0xca45_1a4e, &["bcachefs"]),
+    (0x3153_464a, &["jfs"]),
+    (0x5265_4973, &["reiserfs"]),
+    (0x4d44, &["vfat", "msdos"]),
+    (0x2011_bab0, &["exfat"]),
+    (0x5346_544e, &["ntfs", "ntfs3"]),
+    (0x7371_7368, &["squashfs"]),
+    (0xe0f5_e1e2, &["erofs"]),
+    (0x9660, &["iso9660"]),
+    (0x1501_3346, &["udf"]),
+    (0x3434, &["nilfs2"]),
+    (0x482b, &["hfsplus"]),
+    (0x794c_7630, &[]),
+    (0x9fa0, &["proc"]),
+    (0x6265_6572, &["sysfs"]),
+    (0x28cd_3d45, &["cramfs"]),
+];
+
+/// Whether `kind`, a filesystem's name in the kernel's table of mounts, is one known to be
+/// local (see `may_hang`).
+#[cfg(target_os = "linux")]
+fn local_kind(kind: &str) -> bool {
+    LOCAL.iter().any(|(_, names)| names.contains(&kind))
+}
+
+/// The id and kind of filesystem of a mount, from its line in `/proc/self/mountinfo`: its id
+/// first, its kind the first field after ` - ` (the fields before it escape their spaces, so
+/// ` - ` appears nowhere else). Bytes: a path in the table need not be UTF-8; an id and a
+/// kind are ASCII.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+fn id_and_kind(line: &[u8]) -> Option<(u64, &str)> {
+    let first = line.split(|&b| b == b' ').next()?;
+    let id = std::str::from_utf8(first).ok()?.parse().ok()?;
+    let at = line.windows(3).position(|w| w == b" - ")?;
+    let kind = line[at + 3..].split(|&b| b == b' ').next()?;
+    Some((id, std::str::from_utf8(kind).ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kind of mount `mount` in `table`, as `Table::read` finds it.
+    fn kind_of(table: &[u8], mount: u64) -> Option<&str> {
+        let lines = table.split(|&b| b == b'\n').filter_map(id_and_kind);
+        let mut lines = lines;
+        lines.find(|&(id, _)| id == mount).map(|(_, kind)| kind)
+    }
+
+    #[test]
+    fn a_mount_s_kind_is_the_field_after_the_separator_of_its_own_line() {
+        let table = b"\
+22 1 0:21 / /proc rw,nosuid shared:5 - proc proc rw
+98 22 8:1 /a\\040-\\040b /mnt/x\\040-\\040y\xff rw master:1 - ext4 /dev/sda1 rw
+980 22 0:55 / /mnt/f rw,nosuid - fuse.sshfs host:/ rw,user_id=0
+981 22 0:56 / /mnt/g rw
+";
+        assert_eq!(kind_of(table, 22), Some("proc"));
+        assert_eq!(
+            kind_of(table, 98),
+            Some("ext4"),
+            "escaped spaces, a path not UTF-8, optional fields"
+        );
+        assert_eq!(kind_of(table, 980), Some("fuse.sshfs"));
+        assert_eq!(kind_of(table, 981), None, "no separator");
+        assert_eq!(
+            kind_of(table, 9),
+            None,
+            "an id that is only a prefix of another"
+        );
+        assert_eq!(kind_of(table, 7), None, "not in the table");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn no_kind_that_may_hang_is_named_local() {
+        for kind in ["ext4", "xfs", "btrfs", "tmpfs"] {
+            assert!(local_kind(kind), "{kind}");
+        }
+        // Overlay is local by `fstatfs` alone, which asks its upper layer (see `LOCAL`).
+        let may_hang = [
+            "fuse",
+            "fuseblk",
+            "fuse.ext4",
+            "nfs",
+            "nfs4",
+            "cifs",
+            "smb3",
+            "9p",
+            "ceph",
+            "overlay",
+            "devtmpfs",
+            "",
+        ];
+        for kind in may_hang {
+            assert!(!local_kind(kind), "{kind}");
+        }
+    }
+
+    #[test]
+    fn a_mount_id_is_read_from_its_whole_line_alone() {
+        assert_eq!(
+            mnt_id(b"pos:\t0\nflags:\t012200000\nmnt_id:\t27\nino:\t5\n"),
+            Some(27)
+        );
+        assert_eq!(
+            mnt_id(b"pos:\t0\nmnt_id:\t27\n"),
+            Some(27),
+            "the last line, whole"
+        );
+        assert_eq!(
+            mnt_id(b"pos:\t0\nmnt_id:\t27"),
+            None,
+            "cut short: 27 may be 271"
+        );
+        assert_eq!(mnt_id(b"pos:\t0\nflags:\t0\n"), None);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_mount_of_a_local_directory_is_known_local_where_proc_says_so() {
+        let dir = File::open(std::env::temp_dir()).unwrap();
+        let Some(mount) = mount_id(&dir) else {
+            return eprintln!("skipped: no /proc/self/fdinfo");
+        };
+        let local = !super::super::unix::may_hang(&dir);
+        // Never local where `fstatfs` says it may hang; local where both can tell.
+        assert!(!mount_known_local(mount) || local);
+        let table = std::fs::read("/proc/self/mountinfo").unwrap_or_default();
+        let Some(kind) = kind_of(&table, mount) else {
+            return eprintln!("skipped: the temporary directory's mount is not in the table");
+        };
+        let listed = super::local_kind(kind);
+        assert!(!mount_known_local(mount) || listed, "{kind}");
+        if table.len() as u64 <= MOUNT_TABLE_MAX {
+            assert_eq!(mount_known_local(mount), listed && local, "{kind}");
+        }
+    }
+
+    /// Mounts `kind` (a filesystem that needs no device) on `dir`; whether it could (root,
+    /// with `mount(8)`).
+    #[cfg(target_os = "linux")]
+    fn mount(kind: &str, dir: &std::path::Path) -> bool {
+        let mount = std::process::Command::new("mount")
+            .args(["-t", kind, kind])
+            .arg(dir)
+            .stderr(std::process::Stdio::null())
+            .status();
+        mount.is_ok_and(|status| status.success())
+    }
+
+    #[cfg(target_os = "linux")]
+    fn unmount(dir: &std::path::Path) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(dir)
+            .status();
+    }
+
+    /// The table read once is read again after a mount or unmount: a mount made after it,
+    /// where one the table knew as local was, perhaps under the same id, is not taken for it.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_mount_made_after_the_table_was_read_is_known_by_its_own_kind() {
+        let dir = std::env::temp_dir().join(format!("readahead-mounts-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        if !mount("tmpfs", &dir) {
+            let _ = std::fs::remove_dir(&dir);
+            return eprintln!("skipped: cannot mount a tmpfs here (root, with mount(8))");
+        }
+        let id = |dir: &std::path::Path| mount_id(&File::open(dir).unwrap());
+        let Some(tmpfs) = id(&dir) else {
+            unmount(&dir);
+            return eprintln!("skipped: no /proc/self/fdinfo");
+        };
+        assert!(mount_known_local(tmpfs), "a tmpfs is local");
+        unmount(&dir);
+        // Not listed local: taken for one that may hang (the kernel gives ids again).
+        let other = mount("mqueue", &dir).then(|| id(&dir).map(|id| (id, mount_known_local(id))));
+        unmount(&dir);
+        std::fs::remove_dir(&dir).unwrap();
+        let Some(Some((other, local))) = other else {
+            return eprintln!("skipped: cannot mount an mqueue here");
+        };
+        assert!(!local, "mount {other}, after {tmpfs}");
+    }
+}
