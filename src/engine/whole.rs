@@ -2,8 +2,9 @@
 //! file is not read ahead into the pool. When the consumer gets to it, it is copied at once
 //! from the page cache into the spill, which the consumer reads first: a file with at most
 //! `COPY_WHOLE_MAX` bytes left in one `preadv2`, a larger one in calls of `INLINE_WINDOW`
-//! (1 MiB, what std's `BufReader` of 1 MiB reads in a call), each into the same
-//! buffer, which stays in the CPU's cache, with no region, chunk, submission or completion.
+//! (1 MiB, what std's `BufReader` of 1 MiB reads in a call), and one not sized yet with
+//! that much room first (`first_len`), each into the same buffer, which stays in the CPU's
+//! cache, with no region, chunk, submission or completion.
 //! A cached read costs no less done ahead of the consumer than when it gets there, and this
 //! is the loop std's `BufReader` runs. What the cache does not hold (`Copied::Missed`) turns
 //! the policy cold, and the read-ahead takes over again, from where the consumer is. Before
@@ -81,7 +82,6 @@ pub(super) fn learn_from_front(policy: &mut Policy, core: &mut Core<'_>) {
 
 /// The most bytes a file may have left to be copied whole: `COPY_WHOLE_MAX`, but never more
 /// than one read (`read_size`) or the pool (`pool`), which a reader built small is held to.
-/// A file not sized yet is copied with this much room first.
 fn most(limits: &Limits, pool: usize) -> usize {
     COPY_WHOLE_MAX.min(limits.read_size).min(pool)
 }
@@ -97,6 +97,17 @@ fn in_reads(policy: &Policy, limits: &Limits) -> bool {
 /// reads in a call), whatever `read_size` is, never less than `most` nor more than the pool.
 fn read_len(limits: &Limits, pool: usize) -> usize {
     INLINE_WINDOW.max(most(limits, pool)).min(pool)
+}
+
+/// The room of the first copy of a file not sized yet: `read_len`, as std's `BufReader`
+/// reads, where larger files are copied in reads, so that a file of up to 1 MiB is copied
+/// and sized (where it ends short of a page's end) in one call, with no seek and no second
+/// copy (its files of 128 KiB-1 MiB ran 2% faster); else `most`, the most copied whole.
+fn first_len(policy: &Policy, limits: &Limits, pool: usize) -> usize {
+    match in_reads(policy, limits) {
+        true => read_len(limits, pool),
+        false => most(limits, pool),
+    }
 }
 
 /// Copies the current file's bytes from the consumer on into `spill` where `applies` says
@@ -134,7 +145,7 @@ pub(super) fn copy(ahead: &mut ReadAhead<'_>, spill: &mut Spill) -> io::Result<b
     );
     let len = match sized {
         true => ((front.stop() - offset) as usize).min(read_len(limits, pool)),
-        false => most(limits, pool),
+        false => first_len(ahead.sched.policy(), limits, pool),
     };
     let fd = front.fd().expect("checked open").clone();
     let io = core.io_mut();
