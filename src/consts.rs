@@ -63,7 +63,7 @@ pub(crate) const OFFLOAD_MIN: usize = 64 << 10;
 /// copied whole when the consumer gets to them, into a buffer of its own that stays in the
 /// CPU's cache, as std's `BufReader` reuses its buffer (see the engine's `whole.rs`); larger
 /// ones in copies of `INLINE_WINDOW`, and a file not sized yet with that much room first
-/// (but for a record parser's, copied with this much room first).
+/// (but for a record parser's or with `offload(true)`, copied with this much room first).
 pub(crate) const COPY_WHOLE_MAX: usize = 128 << 10;
 /// How often reads below `OFFLOAD_MIN` ask whether the page cache holds what they read (a
 /// system call): often enough to notice a change within a few files.

@@ -155,11 +155,12 @@ fn a_scan_s_files_know_their_length_before_their_first_read() {
     }
 }
 
-/// Sizes at the ends of pages and one byte either side, and about what is copied whole.
+/// Sizes at the ends of pages and one byte either side, and about what is copied whole and
+/// what a first copy has room for (1 MiB).
 fn page_end_sizes() -> Vec<usize> {
     let most = 128 << 10;
     let mut sizes = vec![0, 1, 100];
-    for end in [4096, 8192, 65536, most, 2 * most] {
+    for end in [4096, 8192, 65536, most, 2 * most, MIB] {
         sizes.extend([end - 1, end, end + 1]);
     }
     sizes

@@ -93,9 +93,10 @@ impl<'r, 'a> ScanFile<'r, 'a> {
     /// be opened (reading it gives its error).
     ///
     /// A file found in the page cache is sized by copying it (up to 1 MiB, as std's `BufReader`
-    /// of 1 MiB reads) before the closure runs, where that copy tells its end, rather than by a
-    /// seek: its bytes then wait for the closure's first read, and a closure that skips them or
-    /// returns without reading has had them copied all the same.
+    /// of 1 MiB reads, or the pool where that is smaller) before the closure runs, where that
+    /// copy tells its end, rather than by a seek: its bytes then wait for the closure's first
+    /// read, and a closure that skips them or returns without reading has had them copied all
+    /// the same.
     ///
     /// A file may still shrink after it was opened: a range that must be read whole is a
     /// [`Entry::exact_range`](crate::Entry::exact_range), whose example shows the

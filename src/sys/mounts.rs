@@ -8,7 +8,8 @@
 
 use std::fs::File;
 
-/// The mount a descriptor lies on (`mnt_id` in `/proc/self/fdinfo`): the VFS answers it, not
+/// The mount a descriptor lies on (`mnt_id` in `/proc/thread-self/fdinfo`, the calling
+/// thread's table of descriptors, which may be its own): the VFS answers it, not
 /// the filesystem (`statx`, even with `AT_STATX_DONT_SYNC`, may ask a 9p or CIFS server), so
 /// the reader's thread may ask it of any descriptor. `None` without `/proc`, or off Linux.
 pub(crate) fn mount_id(file: &File) -> Option<u64> {
@@ -20,7 +21,7 @@ pub(crate) fn mount_id(file: &File) -> Option<u64> {
         // piece, in well under this: one read, where a whole file would take a size check
         // and reads that double from 32 bytes.
         let mut info = [0; 256];
-        let path = format!("/proc/self/fdinfo/{}", file.as_raw_fd());
+        let path = format!("/proc/thread-self/fdinfo/{}", file.as_raw_fd());
         let n = File::open(path).and_then(|mut f| f.read(&mut info)).ok()?;
         mnt_id(&info[..n])
     }
@@ -59,9 +60,17 @@ const MOUNT_TABLE_MAX: u64 = 64 << 10;
 pub(crate) fn mount_known_local(mount: u64) -> bool {
     #[cfg(target_os = "linux")]
     {
-        use std::sync::{Mutex, PoisonError};
+        use std::sync::{Mutex, TryLockError};
         static TABLE: Mutex<Option<Table>> = Mutex::new(None);
-        let mut table = TABLE.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut table = match TABLE.try_lock() {
+            Ok(table) => table,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            // Another thread reads the table (or held it when the process forked): this one
+            // reads its own rather than wait.
+            Err(TryLockError::WouldBlock) => {
+                return Table::read().is_some_and(|t| t.local(mount));
+            }
+        };
         if table.as_ref().is_none_or(Table::changed) {
             *table = Table::read();
         }
@@ -79,11 +88,38 @@ pub(crate) fn mount_known_local(mount: u64) -> bool {
 #[cfg(target_os = "linux")]
 struct Table {
     /// `/proc/self/mountinfo`, open since before it was read: `poll` marks it `POLLPRI` once
-    /// a mount or unmount in the process's mount namespace changed it since the open, or
-    /// since the last `poll` that said so.
+    /// a mount or unmount in the mount namespace it was opened in changed it since the open,
+    /// or since a `poll` on its open file description said so, in any process that shares it.
     file: File,
+    /// Who opened `file`: the process (a child forked since shares the description, and
+    /// its `poll` would take the parent's news), its mount namespace (`unshare` or `setns`
+    /// since: the file still shows the one before), and the file itself (device, inode: a
+    /// descriptor closed behind the reader's back, its number given to another file).
+    opened: Opened,
     /// Empty where the table was longer than `MOUNT_TABLE_MAX`.
     mounts: Vec<(u64, bool)>,
+}
+
+/// Who opened the table (see `Table::opened`).
+#[cfg(target_os = "linux")]
+#[derive(PartialEq)]
+struct Opened {
+    process: u32,
+    namespace: Option<u64>,
+    file: Option<(u64, u64)>,
+}
+
+#[cfg(target_os = "linux")]
+impl Opened {
+    fn now(file: &File) -> Opened {
+        use std::os::unix::fs::MetadataExt;
+        let namespace = std::fs::metadata("/proc/self/ns/mnt").ok();
+        Opened {
+            process: std::process::id(),
+            namespace: namespace.map(|ns| ns.ino()),
+            file: file.metadata().ok().map(|meta| (meta.dev(), meta.ino())),
+        }
+    }
 }
 
 #[cfg(target_os = "linux")]
@@ -92,6 +128,7 @@ impl Table {
     fn read() -> Option<Table> {
         use std::io::Read;
         let file = File::open("/proc/self/mountinfo").ok()?;
+        let opened = Opened::now(&file);
         let mut text = Vec::new();
         (&file)
             .take(MOUNT_TABLE_MAX + 1)
@@ -106,13 +143,17 @@ impl Table {
             };
             text.split(|&b| b == b'\n').filter_map(local).collect()
         };
-        Some(Table { file, mounts })
+        Some(Table {
+            file,
+            opened,
+            mounts,
+        })
     }
 
     /// Whether a mount or unmount changed the table since it was read, or the kernel cannot
-    /// tell.
+    /// tell: asked only of the process, namespace and file it was read in (see `opened`).
     fn changed(&self) -> bool {
-        super::unix::priority_event(&self.file)
+        Opened::now(&self.file) != self.opened || super::unix::priority_event(&self.file)
     }
 
     fn local(&self, mount: u64) -> bool {
@@ -274,51 +315,69 @@ mod tests {
         }
     }
 
-    /// Mounts `kind` (a filesystem that needs no device) on `dir`; whether it could (root,
-    /// with `mount(8)`).
+    /// A directory of its own to mount filesystems on, in the temporary directory, whatever
+    /// is mounted there unmounted and the directory removed when dropped, a test's panic
+    /// included.
     #[cfg(target_os = "linux")]
-    fn mount(kind: &str, dir: &std::path::Path) -> bool {
-        let mount = std::process::Command::new("mount")
-            .args(["-t", kind, kind])
-            .arg(dir)
-            .stderr(std::process::Stdio::null())
-            .status();
-        mount.is_ok_and(|status| status.success())
+    struct MountPoint(std::path::PathBuf);
+
+    #[cfg(target_os = "linux")]
+    impl MountPoint {
+        fn new() -> MountPoint {
+            let name = format!("readahead-mounts-{}", std::process::id());
+            let dir = std::env::temp_dir().join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            MountPoint(dir)
+        }
+
+        /// Mounts `kind` (a filesystem that needs no device) here; its mount's id, or `None`
+        /// where it could not (root, with `mount(8)`, and `/proc`).
+        fn mount(&self, kind: &str) -> Option<u64> {
+            let mount = std::process::Command::new("mount")
+                .args(["-t", kind, kind])
+                .arg(&self.0)
+                .stderr(std::process::Stdio::null())
+                .status();
+            mount.ok()?.success().then_some(())?;
+            mount_id(&File::open(&self.0).unwrap())
+        }
+
+        fn unmount(&self) {
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&self.0)
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
     }
 
     #[cfg(target_os = "linux")]
-    fn unmount(dir: &std::path::Path) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(dir)
-            .status();
+    impl Drop for MountPoint {
+        fn drop(&mut self) {
+            self.unmount();
+            let _ = std::fs::remove_dir(&self.0);
+        }
     }
 
     /// The table read once is read again after a mount or unmount: a mount made after it,
-    /// where one the table knew as local was, perhaps under the same id, is not taken for it.
+    /// where one the table knew as local was, under the same id where the kernel gives it
+    /// again, is not taken for it.
     #[cfg(target_os = "linux")]
     #[test]
     fn a_mount_made_after_the_table_was_read_is_known_by_its_own_kind() {
-        let dir = std::env::temp_dir().join(format!("readahead-mounts-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        if !mount("tmpfs", &dir) {
-            let _ = std::fs::remove_dir(&dir);
-            return eprintln!("skipped: cannot mount a tmpfs here (root, with mount(8))");
-        }
-        let id = |dir: &std::path::Path| mount_id(&File::open(dir).unwrap());
-        let Some(tmpfs) = id(&dir) else {
-            unmount(&dir);
-            return eprintln!("skipped: no /proc/self/fdinfo");
+        let dir = MountPoint::new();
+        let Some(tmpfs) = dir.mount("tmpfs") else {
+            return eprintln!("skipped: cannot mount a tmpfs here (root, mount(8), /proc)");
         };
         assert!(mount_known_local(tmpfs), "a tmpfs is local");
-        unmount(&dir);
-        // Not listed local: taken for one that may hang (the kernel gives ids again).
-        let other = mount("mqueue", &dir).then(|| id(&dir).map(|id| (id, mount_known_local(id))));
-        unmount(&dir);
-        std::fs::remove_dir(&dir).unwrap();
-        let Some(Some((other, local))) = other else {
+        dir.unmount();
+        // Not listed local: taken for one that may hang.
+        let Some(other) = dir.mount("mqueue") else {
             return eprintln!("skipped: cannot mount an mqueue here");
         };
-        assert!(!local, "mount {other}, after {tmpfs}");
+        assert!(!mount_known_local(other), "mount {other}, after {tmpfs}");
+        if other != tmpfs {
+            eprintln!("the kernel gave the mqueue id {other}, not {tmpfs}: no id given again");
+        }
     }
 }
