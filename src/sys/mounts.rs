@@ -2,9 +2,9 @@
 //! mount's filesystem one known to be local: asked of the VFS and of `/proc`, never of the
 //! filesystem, so that a reader's thread may ask it of any directory (`Dirs::place`).
 //!
-//! The table is read once a process, and again only after a mount or unmount changed it:
-//! writing it out costs the kernel tens of µs for a few dozen mounts (far more on a host with
-//! hundreds), which every reader paid before its first open.
+//! The table is read once a process, and again only after a mount or unmount changed it, not
+//! once a reader: writing it out costs the kernel tens of µs for a few dozen mounts (far more
+//! on a host with hundreds).
 
 use std::fs::File;
 
@@ -42,7 +42,7 @@ fn mnt_id(info: &[u8]) -> Option<u64> {
 }
 
 /// The longest table of mounts read (`mount_known_local`): a few hundred mounts. A host with
-/// thousands (a container host) has its mounts checked on helper threads, as before.
+/// thousands (a container host) has its mounts checked on helper threads.
 #[cfg(target_os = "linux")]
 const MOUNT_TABLE_MAX: u64 = 64 << 10;
 
