@@ -323,8 +323,9 @@ mod tests {
 
     #[cfg(target_os = "linux")]
     impl MountPoint {
-        fn new() -> MountPoint {
-            let name = format!("readahead-mounts-{}", std::process::id());
+        /// `test`: the test's own name for it, so that tests run at once mount apart.
+        fn new(test: &str) -> MountPoint {
+            let name = format!("readahead-mounts-{}-{test}", std::process::id());
             let dir = std::env::temp_dir().join(name);
             std::fs::create_dir_all(&dir).unwrap();
             MountPoint(dir)
@@ -359,25 +360,55 @@ mod tests {
         }
     }
 
+    /// A tmpfs mounted on `dir`, found local (the table read with it), then unmounted and an
+    /// mqueue mounted in its place (not listed local: taken for one that may hang), which
+    /// the kernel gives the tmpfs's id again where that is free: their ids, or `None` where
+    /// they cannot be mounted here.
+    #[cfg(target_os = "linux")]
+    fn tmpfs_then_mqueue(dir: &MountPoint) -> Option<(u64, u64)> {
+        let Some(tmpfs) = dir.mount("tmpfs") else {
+            eprintln!("skipped: cannot mount a tmpfs here (root, mount(8), /proc)");
+            return None;
+        };
+        assert!(mount_known_local(tmpfs), "a tmpfs is local");
+        dir.unmount();
+        let Some(mqueue) = dir.mount("mqueue") else {
+            eprintln!("skipped: cannot mount an mqueue here");
+            return None;
+        };
+        if mqueue != tmpfs {
+            eprintln!("the kernel gave the mqueue id {mqueue}, not {tmpfs}: no id given again");
+        }
+        Some((tmpfs, mqueue))
+    }
+
     /// The table read once is read again after a mount or unmount: a mount made after it,
     /// where one the table knew as local was, under the same id where the kernel gives it
     /// again, is not taken for it.
     #[cfg(target_os = "linux")]
     #[test]
     fn a_mount_made_after_the_table_was_read_is_known_by_its_own_kind() {
-        let dir = MountPoint::new();
-        let Some(tmpfs) = dir.mount("tmpfs") else {
-            return eprintln!("skipped: cannot mount a tmpfs here (root, mount(8), /proc)");
-        };
-        assert!(mount_known_local(tmpfs), "a tmpfs is local");
-        dir.unmount();
-        // Not listed local: taken for one that may hang.
-        let Some(other) = dir.mount("mqueue") else {
-            return eprintln!("skipped: cannot mount an mqueue here");
-        };
-        assert!(!mount_known_local(other), "mount {other}, after {tmpfs}");
-        if other != tmpfs {
-            eprintln!("the kernel gave the mqueue id {other}, not {tmpfs}: no id given again");
+        let dir = MountPoint::new("after");
+        if let Some((tmpfs, mqueue)) = tmpfs_then_mqueue(&dir) {
+            assert!(!mount_known_local(mqueue), "mount {mqueue}, after {tmpfs}");
         }
+    }
+
+    /// A child forked after the table was read shares its open file description, on which
+    /// the kernel marks a change seen: the child's look at the table leaves the parent's
+    /// news of a newer mount, under the id of one it knew local, where it was.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_forked_child_leaves_its_parent_the_news_of_a_mount() {
+        let dir = MountPoint::new("fork");
+        let Some((tmpfs, mqueue)) = tmpfs_then_mqueue(&dir) else {
+            return;
+        };
+        // The table's lock is only tried: a child never waits on it.
+        let child = super::super::unix::in_forked_child(|| {
+            let _ = mount_known_local(0);
+        });
+        assert!(child, "the child returned");
+        assert!(!mount_known_local(mqueue), "mount {mqueue}, after {tmpfs}");
     }
 }

@@ -569,6 +569,27 @@ impl Drop for Mapping {
     }
 }
 
+/// Runs `f` in a child forked from this process, which then exits at once: whether `f`
+/// returned there (a test's look at what a forked child shares with its parent).
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) fn in_forked_child(f: impl FnOnce()) -> bool {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    // SAFETY: the child runs `f` on this one thread and exits without returning to the
+    // caller; `f` takes no lock another thread may have held at the fork (the caller's
+    // promise), and glibc's allocator is made whole again in the child.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let returned = catch_unwind(AssertUnwindSafe(f)).is_ok();
+        // SAFETY: ends the child alone, running none of the parent's exit handlers.
+        unsafe { libc::_exit(i32::from(!returned)) };
+    }
+    assert!(pid > 0, "fork: {}", io::Error::last_os_error());
+    let mut status = 0;
+    // SAFETY: the kernel writes the child's status into `status`, borrowed for the call.
+    let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+    waited == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+}
+
 // Linux's flags: `O_DIRECT` is Linux's and FreeBSD's, `O_NOATIME` Linux's alone.
 #[cfg(all(test, target_os = "linux"))]
 #[path = "unix_tests.rs"]
