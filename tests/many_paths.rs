@@ -93,30 +93,73 @@ fn files_waiting_to_close_count_against_max_open_files() {
         for cap in [1usize, 3, 64] {
             let what = format!("{backend:?}, max_open_files {cap}");
             let mut r = reader_over(b.clone().max_open_files(cap), &paths);
-            let (mut n, mut peak) = (0, 0);
-            loop {
-                let mut got = Vec::new();
-                loop {
-                    let buf = std::io::BufRead::fill_buf(&mut r).expect("read");
-                    if buf.is_empty() {
-                        break;
-                    }
-                    got.extend_from_slice(buf);
-                    let n = buf.len();
-                    std::io::BufRead::consume(&mut r, n);
-                }
-                assert_bytes_eq(&got, &want[n], &format!("{what}: file {n}"));
-                peak = peak.max(held_beneath(dir));
-                n += 1;
-                if !r.move_to_next_file().expect("move on") {
-                    break;
-                }
-            }
-            assert_eq!(n, want.len(), "{what}");
+            let peak = read_counting_held(&mut r, &want, dir, 0, &what);
             assert!(peak <= cap, "{what}: {peak} descriptors held at once");
             drop(r);
             assert_eq!(held_beneath(dir), 0, "{what}: left open after the drop");
         }
+    }
+}
+
+/// Reads every file of `r`, one at a time, checking each against `want`; the most
+/// descriptors held beneath `dir` at once at any file's end from file `from` on.
+#[cfg(target_os = "linux")]
+fn read_counting_held(
+    r: &mut readahead::SequentialFileReader<'_>,
+    want: &[Vec<u8>],
+    dir: &std::path::Path,
+    from: usize,
+    what: &str,
+) -> usize {
+    let (mut n, mut peak) = (0, 0);
+    loop {
+        let mut got = Vec::new();
+        loop {
+            let buf = std::io::BufRead::fill_buf(r).expect("read");
+            if buf.is_empty() {
+                break;
+            }
+            got.extend_from_slice(buf);
+            let len = buf.len();
+            std::io::BufRead::consume(r, len);
+        }
+        assert_bytes_eq(&got, &want[n], &format!("{what}: file {n}"));
+        if n >= from {
+            peak = peak.max(held_beneath(dir));
+        }
+        n += 1;
+        if !r.move_to_next_file().expect("move on") {
+            break;
+        }
+    }
+    assert_eq!(n, want.len(), "{what}");
+    peak
+}
+
+/// While reads find the page cache warm, a reader holds at most 64 of its queued files open
+/// (fewer than its default cap of 128, which it opens ahead while reads go to the device):
+/// a file opened further ahead of its copy has left the CPU's cache when it is read.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_reader_over_cached_files_holds_fewer_open() {
+    let dir = tempdir();
+    let paths: Vec<PathBuf> = (0..400)
+        .map(|i| make_file(dir.path(), &format!("{i:06}"), 4000 + i % 200))
+        .collect();
+    let want = oracle_all(&paths);
+    if paths
+        .iter()
+        .any(|p| cache_stat(p).is_none_or(|(cached, _, pages)| cached < pages))
+    {
+        return eprintln!("skipping: the files are not all cached, or cachestat cannot tell");
+    }
+    let dir = dir.path();
+    for (backend, b) in builders() {
+        let what = format!("{backend:?}");
+        let mut r = reader_over(b, &paths);
+        // From the 100th file on: before its first copy, a reader does not know the cache.
+        let peak = read_counting_held(&mut r, &want, dir, 100, &what);
+        assert!(peak <= 64, "{what}: {peak} descriptors held at once");
     }
 }
 

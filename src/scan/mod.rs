@@ -82,7 +82,9 @@ pub const DEFAULT_QUEUE_AHEAD: usize = 256;
 /// - **Budget**: whatever the number of threads, the readers' pools together take at most
 ///   [`memory`](Self::memory) (256 MiB by default); past two threads, each reader's
 ///   buffered reads from the device hold its share of 8 MiB of its pool, or one read where
-///   that is more (the kernel's read-ahead keeps the device busy behind them); and each
+///   that is more (the kernel's read-ahead keeps the device busy behind them), and each
+///   reader keeps at most 64 of its files open (its builder's `max_open_files`, 128 by
+///   default, with one or two threads); and each
 ///   thread starts at most [`io_workers`](Self::io_workers) + 1 io_uring kernel workers (3
 ///   by default).
 /// - **Per file**: the closure of [`map`](Self::map) (or [`map_init`](Self::map_init), with
