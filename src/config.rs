@@ -170,9 +170,10 @@ impl ReaderBuilder {
     /// reaches them, so any number can be queued whatever `ulimit -n` is. Files done with
     /// count until closed: on Linux, up to 32 of them wait to be closed together (one system
     /// call for many), and are closed at once where they would hold the reader at this cap.
-    /// While reads find the page cache warm, the reader holds at most 64 (a file opened
-    /// further ahead of its copy has left the CPU's cache when it is read); while they go to
-    /// the device, up to this cap, so that more files' directory and inode reads overlap.
+    /// While reads find the page cache warm (on Linux, where the reader can tell), it holds
+    /// at most 64, or this cap where lower (a file opened further ahead of its copy has left
+    /// the CPU's cache when it is read); while they go to the device, up to this cap, so that
+    /// more files' directory and inode reads overlap.
     pub fn max_open_files(mut self, files: usize) -> Self {
         self.max_open_files = files;
         self

@@ -2,7 +2,7 @@
 //! the cap on descriptors held, running out of them, and closing what is done.
 
 use super::{Core, Limits};
-use crate::consts::{DIRECT_ALIGN, MAX_RETRIES};
+use crate::consts::{DIRECT_ALIGN, MAX_RETRIES, WARM_MAX_OPEN};
 use crate::error::Error;
 use crate::id_map::IdMap;
 use crate::io::{OpenResult, OpenStart, Opened, ThreadOpens};
@@ -144,28 +144,38 @@ impl Opens {
         core.queue.open_here() + self.in_flight + core.chunks.orphan_files() + core.closing()
     }
 
-    /// Descriptors the reader may hold or be opening now.
-    pub(super) fn max_open(&self, limits: &Limits) -> usize {
-        self.cap.lowered.unwrap_or(limits.max_open)
+    /// Descriptors the reader may hold or be opening now: the cap as configured, or lower
+    /// where the process ran out of descriptors, and at most `WARM_MAX_OPEN` while reads
+    /// find the page cache warm (`warm`), where a file opened further ahead of its copy only
+    /// leaves the CPU's cache before it is read (20,000 cached files of 4 KiB ran 3% slower
+    /// with 128 open ahead than with 64); while they go to the device, more files open ahead
+    /// overlap more of their directories' and inodes' reads (a cold tree of 52,313 files ran
+    /// 5-7% faster with 128 than with 64). A lowered cap recovers towards the one configured.
+    pub(super) fn max_open(&self, limits: &Limits, warm: bool) -> usize {
+        let cap = self.cap.lowered.unwrap_or(limits.max_open);
+        match warm {
+            true => cap.min(WARM_MAX_OPEN),
+            false => cap,
+        }
     }
 
     /// Whether the reader holds or is opening as many descriptors as it may now, or has as
     /// many opens under way as it may have (`Limits::open_depth`, not counting those so slow that
     /// they most likely hung, so that the opens behind them go on, nor the ring's, which the
     /// kernel makes in the submission or on its workers: see `Io::uncounted_opens`).
-    pub(super) fn at_cap(&self, core: &mut Core<'_>, limits: &Limits) -> bool {
-        self.at_cap_with(core, limits, 0)
+    pub(super) fn at_cap(&self, core: &mut Core<'_>, limits: &Limits, warm: bool) -> bool {
+        self.at_cap_with(core, limits, 0, warm)
     }
 
     /// `at_cap`, with `more` opens counted as under way besides those that are. The files
     /// done with that wait to be closed together are closed first where they are what holds
     /// the reader at its cap.
-    fn at_cap_with(&self, core: &mut Core<'_>, limits: &Limits, more: usize) -> bool {
+    fn at_cap_with(&self, core: &mut Core<'_>, limits: &Limits, more: usize, warm: bool) -> bool {
         let opening = self.in_flight.saturating_sub(core.io().uncounted_opens()) + more;
         if opening >= limits.open_depth {
             return true;
         }
-        let max_open = self.max_open(limits);
+        let max_open = self.max_open(limits, warm);
         self.descriptors(core) >= max_open
             && !(core.close_done() && self.descriptors(core) < max_open)
     }
@@ -241,10 +251,10 @@ impl Opens {
     /// depth of opens as those under way do, so that a pass opens no further ahead of the
     /// reads than where opens take their time; the ring's, which go in one submission, count
     /// only against the cap); whether it started any.
-    pub(super) fn open_ahead(&mut self, core: &mut Core<'_>, limits: &Limits) -> bool {
+    pub(super) fn open_ahead(&mut self, core: &mut Core<'_>, limits: &Limits, warm: bool) -> bool {
         let mut i = core.queue.open_from();
         let (mut started, mut answered) = (false, 0);
-        while !self.at_cap_with(core, limits, answered) {
+        while !self.at_cap_with(core, limits, answered, warm) {
             let Some(entry) = core.queue.get_mut(i) else {
                 break;
             };

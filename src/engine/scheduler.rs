@@ -6,7 +6,7 @@ use std::io;
 use super::opens::{Opens, Started};
 use super::policy::{How, Next, Policy, PoolWindow};
 use super::{backend_error, uncached, whole, Core, Limits};
-use crate::consts::{DIRECT_ALIGN, OFFLOAD_MIN, WARM_MAX_OPEN};
+use crate::consts::{DIRECT_ALIGN, OFFLOAD_MIN};
 use crate::io::{FromCache, ReadReq};
 use crate::pool::Region;
 use crate::queue::FileEntry;
@@ -86,25 +86,7 @@ impl Scheduler {
 
     /// Takes the opens the backend finished.
     pub(super) fn handle_opened(&mut self, core: &mut Core<'_>) {
-        let limits = self.open_limits();
-        self.opens.handle_opened(core, &limits);
-    }
-
-    /// The limits the opens go by now: the cap on descriptors held at `WARM_MAX_OPEN` while
-    /// reads find the page cache warm, where a file opened further ahead of its copy only
-    /// leaves the CPU's cache before it is read (20,000 cached files of 4 KiB ran 3% slower
-    /// with 128 open ahead than with 64), and as configured while they go to the device, where
-    /// more files open ahead overlap more of their directories' and inodes' reads (a cold
-    /// tree of 52,313 files ran 5-7% faster with 128 than with 64).
-    fn open_limits(&self) -> Limits {
-        let max_open = match self.policy.warm() {
-            true => self.limits.max_open.min(WARM_MAX_OPEN),
-            false => self.limits.max_open,
-        };
-        Limits {
-            max_open,
-            ..self.limits
-        }
+        self.opens.handle_opened(core, &self.limits);
     }
 
     /// Whether the file queued last is within reach of a scheduling pass: no more files
@@ -114,7 +96,7 @@ impl Scheduler {
     /// file.
     pub(super) fn within_reach(&self, core: &Core<'_>) -> bool {
         let waiting = core.queue.len().saturating_sub(core.queue.open_from());
-        waiting <= self.opens.max_open(&self.open_limits())
+        waiting <= self.opens.max_open(&self.limits, self.policy.warm())
     }
 
     /// Issues what the pipeline has room for, unless enough is read ahead already, for a
@@ -196,8 +178,7 @@ impl Scheduler {
         for _ in 0..MAX_OPEN_ROUNDS {
             let (i, s) = self.issue_up_to(core, in_flight);
             (issued, started) = (issued | i, started | s);
-            let limits = self.open_limits();
-            if core.io().in_flight() >= in_flight || !self.opens.handle_opened(core, &limits) {
+            if core.io().in_flight() >= in_flight || !self.opens.handle_opened(core, &self.limits) {
                 break;
             }
         }
@@ -228,7 +209,9 @@ impl Scheduler {
                 Step::Blocked => break,
             }
         }
-        started |= self.opens.open_ahead(core, &self.open_limits());
+        started |= self
+            .opens
+            .open_ahead(core, &self.limits, self.policy.warm());
         (issued, started)
     }
 
@@ -256,8 +239,8 @@ impl Scheduler {
             return Step::Opened;
         }
         // Reads go in queue order: the next ones wait for this file's open.
-        let limits = self.open_limits();
-        if entry.status().is_opening() || (idx > 0 && self.opens.at_cap(core, &limits)) {
+        let warm = self.policy.warm();
+        if entry.status().is_opening() || (idx > 0 && self.opens.at_cap(core, &self.limits, warm)) {
             return Step::Blocked;
         }
         match self.opens.start_open(core, idx, &self.limits) {

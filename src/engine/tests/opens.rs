@@ -231,7 +231,7 @@ fn emfile_on_a_later_file_lowers_the_cap_and_opens_it_later() {
                 .ahead
                 .sched
                 .opens()
-                .max_open(e.stream.ahead.sched.limits()),
+                .max_open(e.stream.ahead.sched.limits(), false),
             4,
             "{order:?}: the cap recovers"
         );
