@@ -55,25 +55,6 @@ fn cached_files_are_copied_from_the_first_on() {
     }
 }
 
-/// Whether every file of `paths` is cached whole, as `cachestat` tells (Linux 6.5); where
-/// not, or where it cannot tell, says why (not an io_uring refusal: the kernel is older, or
-/// the host's reclaim took a page of the files just written). Never off Linux.
-fn all_cached(paths: &[std::path::PathBuf]) -> bool {
-    #[cfg(target_os = "linux")]
-    for path in paths {
-        let len = std::fs::metadata(path).unwrap().len();
-        if len > 0 && cache_stat(path).is_none_or(|(cached, _, pages)| cached < pages) {
-            eprintln!(
-                "skipping: {} is not all cached, or cachestat cannot tell",
-                path.display()
-            );
-            return false;
-        }
-    }
-    let _ = paths;
-    cfg!(target_os = "linux")
-}
-
 /// A cached file of up to 1 MiB that ends short of a page's end is copied and sized in one
 /// call, with room for what std's `BufReader` of 1 MiB reads, as it reads it: no seek and no
 /// second copy after a first of 128 KiB.

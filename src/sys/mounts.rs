@@ -96,8 +96,9 @@ struct Table {
     /// since: the file still shows the one before), and the file itself (device, inode: a
     /// descriptor closed behind the reader's back, its number given to another file).
     opened: Opened,
-    /// Empty where the table was longer than `MOUNT_TABLE_MAX`.
-    mounts: Vec<(u64, bool)>,
+    /// The ids of the mounts of a kind known local; none where the table was longer than
+    /// `MOUNT_TABLE_MAX`.
+    local: Vec<u64>,
 }
 
 /// Who opened the table (see `Table::opened`).
@@ -134,19 +135,19 @@ impl Table {
             .take(MOUNT_TABLE_MAX + 1)
             .read_to_end(&mut text)
             .ok()?;
-        let mounts = if text.len() as u64 > MOUNT_TABLE_MAX {
+        let local = if text.len() as u64 > MOUNT_TABLE_MAX {
             Vec::new()
         } else {
-            let local = |line: &[u8]| {
-                let (id, kind) = id_and_kind(line)?;
-                Some((id, local_kind(kind)))
-            };
-            text.split(|&b| b == b'\n').filter_map(local).collect()
+            let lines = text.split(|&b| b == b'\n').filter_map(id_and_kind);
+            lines
+                .filter(|&(_, kind)| local_kind(kind))
+                .map(|(id, _)| id)
+                .collect()
         };
         Some(Table {
             file,
             opened,
-            mounts,
+            local,
         })
     }
 
@@ -157,7 +158,7 @@ impl Table {
     }
 
     fn local(&self, mount: u64) -> bool {
-        self.mounts.iter().any(|&(id, local)| id == mount && local)
+        self.local.contains(&mount)
     }
 }
 
@@ -220,8 +221,7 @@ mod tests {
 
     /// The kind of mount `mount` in `table`, as `Table::read` finds it.
     fn kind_of(table: &[u8], mount: u64) -> Option<&str> {
-        let lines = table.split(|&b| b == b'\n').filter_map(id_and_kind);
-        let mut lines = lines;
+        let mut lines = table.split(|&b| b == b'\n').filter_map(id_and_kind);
         lines.find(|&(id, _)| id == mount).map(|(_, kind)| kind)
     }
 

@@ -256,3 +256,22 @@ pub fn cache_stat(path: &Path) -> Option<(u64, u64, u64)> {
     };
     (ret == 0).then_some((stat.nr_cache, stat.nr_evicted, len.div_ceil(4096)))
 }
+
+/// Whether every file of `paths` is cached whole, as `cachestat` tells (Linux 6.5); where
+/// not, or where it cannot tell, says why (not an io_uring refusal: the kernel is older, or
+/// the host's reclaim took a page of the files just written). Never off Linux.
+pub fn all_cached(paths: &[PathBuf]) -> bool {
+    #[cfg(target_os = "linux")]
+    for path in paths {
+        let len = std::fs::metadata(path).unwrap().len();
+        if len > 0 && cache_stat(path).is_none_or(|(cached, _, pages)| cached < pages) {
+            eprintln!(
+                "skipping: {} is not all cached, or cachestat cannot tell",
+                path.display()
+            );
+            return false;
+        }
+    }
+    let _ = paths;
+    cfg!(target_os = "linux")
+}
