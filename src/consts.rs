@@ -7,7 +7,8 @@ use std::time::Duration;
 pub(crate) const PAGE: usize = 4096;
 /// The alignment `O_DIRECT` needs of offsets, lengths and buffer addresses.
 pub(crate) const DIRECT_ALIGN: usize = 4096;
-/// The largest single read: Linux caps one read at a little under 2 GiB.
+/// The largest single read the crate asks for, below the little under 2 GiB that Linux
+/// returns from one read at most.
 pub(crate) const MAX_READ_SIZE: usize = 1 << 30;
 
 /// Default pool size: room for 64 reads of the default size in flight or waiting, the depth
@@ -79,5 +80,5 @@ pub(crate) const SMALL_READS_PER_HINT: u64 = 16;
 pub(crate) const MAX_RETRIES: u32 = 16;
 /// Opens a reader has under way at once, at most, each on a helper thread, where its
 /// `io_workers` are not set: enough for a directory of small cold files to keep the device
-/// busy. With `io_workers` set (a scan sets them), two more than those.
+/// busy. With `io_workers` set and not 0 (a scan sets them), two more than those.
 pub(crate) const OPEN_DEPTH: usize = 16;

@@ -388,7 +388,8 @@ impl Pool {
     /// (`mmap_lock`, shared), and queues behind any thread that maps or unmaps memory
     /// meanwhile (a new thread's stack, the allocator's arenas, another reader's pool); from
     /// user space, Linux (6.4 and later) takes it under the lock of its own mapping alone.
-    /// On 64 threads of small cold files, the readers' faults queued so 1,300 times a run.
+    /// On 64 threads of small cold files, the readers' faults queued so hundreds of times a
+    /// run (BENCHMARKS.md, "The scan on 64 threads").
     /// A pool registered with the ring (its pages pinned, so in memory) or on Windows
     /// (written as it is made) takes no fault here.
     fn first_touch(&mut self, phys: usize, len: usize) {

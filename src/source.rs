@@ -1,6 +1,7 @@
 //! Where a queued file comes from, the descriptor a read names, and where it is closed.
 //! Depends on `error`, for how a file is named, `sys`, for descriptors and the paths they
-//! name, and `helpers`, where a close that may hang is made.
+//! name, `helpers`, where a close that may hang is made, and `consts`, for the descriptors a
+//! reader holds by default.
 
 use std::borrow::Cow;
 use std::fs::File;

@@ -8,7 +8,8 @@
 //! another (`--file_service_type=sequential`: each file read through before the next, as a
 //! scan reads them; fio's default, round-robin over the open files, spreads its depth over
 //! 64 files at once, which under-states the device against a scan). `--openfiles=64` keeps
-//! 64 files open at once, as the reader does by default; without it fio opens every file
+//! 64 files open at once, as the goals' fio baseline does (the reader holds up to 128 while
+//! its reads go to the device, 64 while they find the page cache warm); without it fio opens every file
 //! before its first read, and fails with `EMFILE` where there are more files than the
 //! descriptor limit (20,000 of them, say).
 //!

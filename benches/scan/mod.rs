@@ -23,12 +23,12 @@
 //! # The default run: cold and warm, both ratios
 //!
 //! With no `--compare`, `--backend` or `--json`, rounds of ours and std alternate (`--rounds`,
-//! 3 by default), each run a process of its own: cold ours, cold std, warm ours, warm std.
-//! Before each cold run every file's pages are dropped: without root, by `fsync` and then
-//! `posix_fadvise(POSIX_FADV_DONTNEED)` on each file, which drops only that file's clean pages
-//! (its inode and directory entry stay cached, and so does every other file); with
-//! `--drop-caches` (root), the whole page cache. The warm runs follow the cold std run, which
-//! leaves every file cached. It prints first the cold and the warm ratio ours ÷ std (medians,
+//! 7 by default), each run a process of its own: cold ours, cold std, warm ours, warm std (std
+//! first in every other round). Before each cold run every file's pages are dropped: without
+//! root, by `fsync` and then `posix_fadvise(POSIX_FADV_DONTNEED)` on each file, which drops
+//! only that file's clean pages (its inode and directory entry stay cached, and so does every
+//! other file); with `--drop-caches` (root), the whole page cache. Before the warm runs every
+//! file is read once, untimed. It prints first the cold and the warm ratio ours ÷ std (medians,
 //! and the range of the rounds' own ratios), naming the baseline
 //! (`BufReader::with_capacity(std_buffer, File)` per file), then each kind's table of runs as
 //! `--compare` prints it. A progress bar counts the runs. See `rounds.rs`.

@@ -34,11 +34,9 @@ pub const DEFAULT_STD_BUFFER: usize = 1 << 20;
 pub const DEFAULT_ROUNDS: usize = 3;
 
 /// Rounds of the default run unless `--rounds` says otherwise: more than `--compare`'s,
-/// because its first lines are what a newcomer believes, and its warm runs take 0.1 s each.
-/// Whether the kernel's workers are faster for the consumer is tried anew in each run, so
-/// ours alternates between two speeds from run to run. Measured on the default data set: 3
-/// rounds gave warm medians from 0.76x to 1.07x std over five runs of the command; 7 rounds
-/// gave 1.06-1.08x over three (the rounds' own ratios 0.82-1.24x), in 7 seconds a run.
+/// because its first lines are what a newcomer believes, and its warm runs take 0.1 s each:
+/// a run's own ratio varies by several percent from run to run (a host's noise), and the
+/// median of 7 rounds moves less with it than that of 3.
 pub const DEFAULT_RUN_ROUNDS: usize = 7;
 
 /// One way of reading the files.

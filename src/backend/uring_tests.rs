@@ -65,7 +65,7 @@ fn blocks_file(blocks: usize) -> (Arc<File>, Vec<u8>) {
 }
 
 /// A read of block `block` of `file` into a region of its own, as the engine's scheduler
-/// builds it (`Read::lend`).
+/// builds it (`NextRead::lend`).
 pub(super) fn read_block(
     pool: &mut Pool,
     id: u64,

@@ -3,12 +3,12 @@
 //! rest of the crate calls only the functions here, whatever the platform; which file
 //! implements them is chosen by `cfg`:
 //!
-//! - [`unix`]: every Unix, with what differs between them (`O_NOATIME` and `cachestat` on
+//! - `unix`: every Unix, with what differs between them (`O_NOATIME` and `cachestat` on
 //!   Linux, `O_DIRECT` where it exists, `F_NOCACHE` and `F_GETPATH` on macOS)
 //!   marked per function.
-//! - [`open`]: how paths are opened on Unix, and what the kernel refused.
+//! - `open`: how paths are opened on Unix, and what the kernel refused.
 //! - `fd`: descriptors in bulk, on Linux: many closed at once, the table grown at once.
-//! - [`windows`]: enough for the portable backend; no hints, no direct I/O.
+//! - `windows`: enough for the portable backend; no hints, no direct I/O.
 //! - `cpu`: a hint to the CPU itself (a prefetch), on every platform (a no-op off x86-64).
 //! - `clock`: a clock cheap enough to read for every file (`CoarseInstant`), on every
 //!   platform.

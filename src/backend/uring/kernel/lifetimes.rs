@@ -22,7 +22,7 @@ use crate::sys;
 const MAX_REGISTERED: usize = 1 << 30;
 
 impl Kernel {
-    /// Sets up the ring (see [`Ring::new`]).
+    /// Sets up the ring (see [`Ring::new`](crate::backend::uring::Ring::new)).
     pub(in crate::backend::uring) fn new(config: RingConfig, pool: &Pool) -> io::Result<Kernel> {
         let mut ring = set_up(config.depth, config.sq_poll)?;
         check_features(&mut ring, round_trip)?;
