@@ -33,7 +33,7 @@ use crate::io::Backend;
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 #[must_use = "a builder does nothing until .build() is called"]
 pub struct ReaderBuilder {
     pub(crate) buffer_size: usize,
@@ -72,6 +72,28 @@ impl PartialEq for SharedRing {
 }
 
 impl Eq for SharedRing {}
+
+/// The settings a caller makes, by the names of their methods; a shared submission thread
+/// as whether there is one. What only a scan sets for its readers is left out.
+impl std::fmt::Debug for ReaderBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReaderBuilder")
+            .field("buffer_size", &self.buffer_size)
+            .field("read_size", &self.read_size)
+            .field("direct_io", &self.direct_io)
+            .field("registered_buffers", &self.registered_buffers)
+            .field("backend", &self.backend)
+            .field("queue_depth", &self.queue_depth)
+            .field("max_open_files", &self.max_open_files)
+            .field("io_workers", &self.io_workers)
+            .field("drain_timeout", &self.drain_timeout)
+            .field("offload", &self.offload)
+            .field("uncached", &self.uncached)
+            .field("sq_poll", &self.sq_poll)
+            .field("sq_poll_shared", &self.sq_poll_ring.is_some())
+            .finish_non_exhaustive()
+    }
+}
 
 impl Default for ReaderBuilder {
     fn default() -> Self {
@@ -270,6 +292,7 @@ impl ReaderBuilder {
     /// `measure-fallbacks`, which the crate's own tests and benchmarks turn on: not a stable
     /// part of the API.
     #[cfg(feature = "measure-fallbacks")]
+    #[doc(hidden)]
     pub fn uncached_fallback(mut self, on: bool) -> Self {
         self.uncached_fallback = on;
         self
@@ -356,7 +379,7 @@ fn check(b: &ReaderBuilder) -> Result<(), Error> {
     if b.read_size > MAX_READ_SIZE {
         let read = b.read_size;
         let why =
-            format!("{read} bytes is more than one read can return; use at most {MAX_READ_SIZE}");
+            format!("{read} bytes is more than the largest read this crate makes; use at most {MAX_READ_SIZE}");
         return refuse("read_size", why);
     }
     if b.buffer_size == 0 {
@@ -366,7 +389,11 @@ fn check(b: &ReaderBuilder) -> Result<(), Error> {
         );
     }
     if b.buffer_size > isize::MAX as usize / 2 {
-        let why = format!("{} bytes is too large to allocate", b.buffer_size);
+        let why = format!(
+            "{} bytes is too large to allocate; use at most {}",
+            b.buffer_size,
+            isize::MAX as usize / 2
+        );
         return refuse("buffer_size", why);
     }
     if !(1..=4096).contains(&b.queue_depth) {

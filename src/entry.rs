@@ -43,7 +43,6 @@ use crate::source::{Descriptor, Source};
 /// let body = Entry::path("storage/2.bin").range(512..);
 /// assert_eq!((body.start(), body.len()), (512, None));
 /// ```
-#[derive(Debug)]
 pub struct Entry<'a> {
     source: Source<'a>,
     start: u64,
@@ -51,6 +50,18 @@ pub struct Entry<'a> {
     len: Option<u64>,
     /// Whether a file that ends before `start + len` fails, rather than ends there.
     exact: bool,
+}
+
+/// The file by its name (a path, or a descriptor's), and the range asked for.
+impl std::fmt::Debug for Entry<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry")
+            .field("file", &self.source.name())
+            .field("start", &self.start)
+            .field("len", &self.len)
+            .field("exact", &self.exact)
+            .finish()
+    }
 }
 
 impl<'a> Entry<'a> {

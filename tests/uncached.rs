@@ -39,6 +39,18 @@ fn kept_pages(path: &Path) -> Option<(u64, u64)> {
     cache_stat(path).map(|(cached, evicted, pages)| (cached + evicted, pages))
 }
 
+/// Pages of files brought back into the page cache after the kernel's reclaim took them,
+/// in the whole system so far (`workingset_refault_file` in `/proc/vmstat`; 0 where not
+/// told).
+fn file_refaults() -> u64 {
+    let vmstat = std::fs::read_to_string("/proc/vmstat").unwrap_or_default();
+    vmstat
+        .lines()
+        .find_map(|line| line.strip_prefix("workingset_refault_file "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// Whether `path`'s filesystem takes `RWF_DONTCACHE` (one page read with it); why not.
 fn dontcache_taken(path: &Path) -> Result<(), String> {
     let file = File::open(path).map_err(|e| e.to_string())?;
@@ -182,7 +194,9 @@ fn a_file_cached_before_stays_cached() {
             let len = if half { 4 * MIB } else { 8 * MIB };
             file.read_exact_at(&mut vec![0; len], 0).unwrap();
             let (before, pages) = cached_pages(&path).unwrap();
+            let refaults = file_refaults();
             let (got, stats) = read_uncached(b.clone(), std::slice::from_ref(&path));
+            let refaulted = file_refaults().saturating_sub(refaults);
             assert_eq!(got[0].len(), 8 * MIB);
             let (after, _) = cached_pages(&path).unwrap();
             let (kept, _) = kept_pages(&path).unwrap();
@@ -194,9 +208,13 @@ fn a_file_cached_before_stays_cached() {
                 before == pages || stats.reads_uncached > 0,
                 "{what}: {stats:?}"
             );
+            // A page the host's reclaim took while the reader read (a shadow entry left) and
+            // the reader then read again is read uncached, as a page not cached: the kernel
+            // counts it refaulted, as it does any refault in the system meanwhile.
+            let cached = before.min((len / 4096) as u64);
             assert!(
-                kept >= (len / 4096) as u64,
-                "{what}: {kept} pages kept of {before}"
+                kept + refaulted >= cached,
+                "{what}: {kept} pages kept of {cached} ({refaulted} refaults meanwhile)"
             );
             assert!(
                 after <= before,

@@ -78,7 +78,6 @@ use ready::Ready;
 /// reader.close().await
 /// # }
 /// ```
-#[derive(Debug)]
 pub struct AsyncSequentialFileReader<'a> {
     // Drop order: `ready` deregisters the ring's descriptor from the reactor before `reader`
     // closes it.
@@ -86,6 +85,13 @@ pub struct AsyncSequentialFileReader<'a> {
     reader: SequentialFileReader<'a>,
     /// Units of the task's budget owed for what the last calls read (see `poll_call`).
     owed: u64,
+}
+
+/// The summary of the reader it wraps.
+impl std::fmt::Debug for AsyncSequentialFileReader<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.reader.fmt(f)
+    }
 }
 
 /// Bytes read into the pool that cost the task one unit of its budget: 128 units, tokio's

@@ -14,7 +14,7 @@
 //! |---|---|---|---|---|
 //! | `Engine` | `mod.rs` | `mod.rs`, `consumer.rs` | what the reader calls: `fill_buf` and `consume` (the spill's bytes first), records copied out of the pool, `skip` | [`spill::Spill`] |
 //! | `Stream` | `stream.rs` | `stream.rs` | the current file's bytes in the pool: `fill`, `consume`, move on, activate | `handout` |
-//! | `ReadAhead` | `read_ahead.rs` | `read_ahead.rs` | refilling, waiting (bounded: `hung`), draining | the scheduler, completions, `unread`, `hung` |
+//! | `ReadAhead` | `read_ahead.rs` | `read_ahead.rs` | refilling, waiting (bounded: `hung`), draining | the scheduler, completions, `unread_error`, `hung` |
 //! | `Core` | `core.rs` | `core.rs` | what the others share: backend and pool (`None` once moved or leaked), queue, chunks, counters; dropping reads | - |
 //!
 //! The settings they work by are `Limits` (`limits.rs`), fixed when the engine is made.
@@ -114,8 +114,8 @@ impl<'a> Engine<'a> {
     /// The first file error no caller was given: of a file moved past (or dropped) before its
     /// error was read, else of a queued file that failed and was not read yet. Taken: each
     /// is returned once.
-    pub(crate) fn unread_error(&mut self) -> Option<io::Error> {
-        self.stream.ahead.unread_error()
+    pub(crate) fn take_unread_error(&mut self) -> Option<io::Error> {
+        self.stream.ahead.take_unread_error()
     }
 
     /// Whether a wait gave up on a read: it may never complete, and it holds its region of

@@ -23,9 +23,9 @@ pub(super) struct ReadAhead<'a> {
     pub(super) core: Core<'a>,
     pub(super) sched: Scheduler,
     completions: Completions<'a>,
-    /// The first error of a file dropped before any caller was given it (see
-    /// `unread_error`), until the reader's `take_unread_error` takes it.
-    unread: Option<Error>,
+    /// The first error of a file dropped before any caller was given it, until the reader's
+    /// `take_unread_error` takes it.
+    unread_error: Option<Error>,
     /// Whether a wait gave up on a read that may never complete (see `wait`).
     pub(super) hung: bool,
     /// Whether the read-ahead was given up (`abandon`): its drain waits for nothing.
@@ -47,7 +47,7 @@ impl<'a> ReadAhead<'a> {
             core,
             sched,
             completions: Completions::default(),
-            unread: None,
+            unread_error: None,
             hung: false,
             abandoned: false,
             stalled: None,
@@ -265,15 +265,15 @@ impl<'a> ReadAhead<'a> {
             super::uncached::file_left(&mut self.core);
         }
         let unreported = self.core.drop_front_file();
-        if self.unread.is_none() {
-            self.unread = unreported;
+        if self.unread_error.is_none() {
+            self.unread_error = unreported;
         }
     }
 
     /// The first file error no caller was given: of a file moved past (or dropped) before its
     /// error was read, else of a queued file that failed and was not read yet.
-    pub(super) fn unread_error(&mut self) -> Option<io::Error> {
-        if let Some(e) = self.unread.take() {
+    pub(super) fn take_unread_error(&mut self) -> Option<io::Error> {
+        if let Some(e) = self.unread_error.take() {
             return Some(e.into());
         }
         self.core.queue.take_first_unreported()

@@ -474,7 +474,7 @@ impl<'a> SequentialFileReader<'a> {
     /// # }
     /// ```
     pub fn take_unread_error(&mut self) -> Option<io::Error> {
-        self.engine.unread_error()
+        self.engine.take_unread_error()
     }
 
     /// The backend in use: [`Backend::IoUring`] or [`Backend::Pread`], never `Auto`.

@@ -204,7 +204,7 @@ impl fmt::Debug for ScanFile<'_, '_> {
             .field("index", &self.index)
             .field("path", &self.path())
             .field("start", &self.start)
-            .field("len", &self.len)
+            .field("len", &self.len())
             .field("file_offset", &self.file_offset())
             .finish()
     }

@@ -84,13 +84,25 @@ where
 /// A scan's outcomes, as files finish, for a tokio task: see [`ScanMap::stream`]. Dropped,
 /// it cancels the scan (files not yet taken get no outcome) without waiting for it. It is a
 /// [`futures_core::Stream`] of the same items as [`next`](Self::next).
-#[derive(Debug)]
 pub struct ScanStream<T, E> {
     outcomes: mpsc::Receiver<(usize, Outcome<T, E>)>,
     summary: oneshot::Receiver<io::Result<ScanSummary>>,
     /// The thread the scan runs from: joined only to raise its panic again.
     thread: Option<JoinHandle<()>>,
     handle: ScanHandle,
+}
+
+/// How far the scan has come, and whether its thread is done.
+impl<T, E> std::fmt::Debug for ScanStream<T, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScanStream")
+            .field("progress", &self.handle.progress())
+            .field(
+                "finished",
+                &self.thread.as_ref().is_none_or(|t| t.is_finished()),
+            )
+            .finish_non_exhaustive()
+    }
 }
 
 impl<T, E> ScanStream<T, E> {

@@ -231,21 +231,21 @@ fn the_first_error_nobody_read_is_kept() {
     // File 1: moved past before reading to its error (its failing read done by then).
     let _ = e.fill_buf_at_least(8192).unwrap();
     assert!(e.move_to_next_file().unwrap());
-    let err = e.unread_error().expect("file 1's error, never read");
+    let err = e.take_unread_error().expect("file 1's error, never read");
     assert!(
         err.to_string().contains(&*f.paths[1].to_string_lossy()),
         "{err}"
     );
     // File 2, current and failed, not read yet: its error, still queued, is the next.
     let _ = e.fill_buf_at_least(8192).unwrap();
-    let err = e.unread_error().expect("file 2's error, not read yet");
+    let err = e.take_unread_error().expect("file 2's error, not read yet");
     assert!(
         err.to_string().contains(&*f.paths[2].to_string_lossy()),
         "{err}"
     );
-    assert!(e.unread_error().is_none(), "taken");
+    assert!(e.take_unread_error().is_none(), "taken");
     assert!(e.fill_buf_at_least(8193).is_err());
-    assert!(e.unread_error().is_none(), "read now");
+    assert!(e.take_unread_error().is_none(), "read now");
 }
 
 /// A file handed in `O_NONBLOCK` has its uncached reads answered `EAGAIN` (by a ring that
