@@ -51,8 +51,9 @@ pub(crate) fn size_local(file: &File) -> Result<u64, sys::SizeError> {
     }
 }
 
-/// Sets up a file just opened from `path` with `flags` from an [`Opener`](crate::sys::Opener), where direct I/O
-/// was asked (`direct`) or not: sized, but where `local` (see `Opened::size`). `local`:
+/// Sets up a file just opened from `path` with `flags` from an
+/// [`Opener`](crate::sys::Opener), where direct I/O was asked (`direct`) or not: sized, but
+/// where `local` (see `Opened::size`). `local`:
 /// opened beneath a directory on a mount checked local (see `dirs.rs`), on this thread or
 /// by the ring; it keeps the `O_NONBLOCK` it was opened with, a system call a file saved
 /// (its reads do not need it cleared: the read of what is cached, with `RWF_NOWAIT`, and
