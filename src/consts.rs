@@ -23,9 +23,9 @@ pub const DEFAULT_READ_SIZE: usize = 512 << 10;
 /// Default number of reads in flight at once.
 pub const DEFAULT_QUEUE_DEPTH: u32 = 64;
 /// Default number of queued paths the reader keeps open at once: while reads go to the
-/// device, files opened this far ahead overlap their directories' and inodes' reads (a cold
-/// tree of 52,313 files read 5-7% faster than with 64); while they find the page cache warm,
-/// the reader holds at most `WARM_MAX_OPEN` (BENCHMARKS.md).
+/// device, files opened this far ahead overlap more of their directories' and inodes' reads;
+/// while they find the page cache warm, the reader holds at most `WARM_MAX_OPEN`
+/// (BENCHMARKS.md, "What chose each constant").
 pub const DEFAULT_MAX_OPEN_FILES: usize = 128;
 /// Queued paths the reader keeps open at once at most while reads find the page cache warm:
 /// a file opened further ahead of its copy has left the CPU's cache when it is read.

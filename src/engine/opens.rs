@@ -147,10 +147,9 @@ impl Opens {
     /// Descriptors the reader may hold or be opening now: the cap as configured, or lower
     /// where the process ran out of descriptors, and at most `WARM_MAX_OPEN` while reads
     /// find the page cache warm (`warm`), where a file opened further ahead of its copy only
-    /// leaves the CPU's cache before it is read (20,000 cached files of 4 KiB ran 3% slower
-    /// with 128 open ahead than with 64); while they go to the device, more files open ahead
-    /// overlap more of their directories' and inodes' reads (a cold tree of 52,313 files ran
-    /// 5-7% faster with 128 than with 64). A lowered cap recovers towards the one configured.
+    /// leaves the CPU's cache before it is read; while they go to the device, more files open
+    /// ahead overlap more of their directories' and inodes' reads (BENCHMARKS.md, "What chose
+    /// each constant"). A lowered cap recovers towards the one configured.
     pub(super) fn max_open(&self, limits: &Limits, warm: bool) -> usize {
         let cap = self.cap.lowered.unwrap_or(limits.max_open);
         match warm {

@@ -102,7 +102,7 @@ fn read_len(limits: &Limits, pool: usize) -> usize {
 /// The room of the first copy of a file not sized yet: `read_len`, as std's `BufReader`
 /// reads, where larger files are copied in reads, so that a file of up to 1 MiB is copied
 /// and sized (where it ends short of a page's end) in one call, with no seek and no second
-/// copy (its files of 128 KiB-1 MiB ran 2% faster); else `most`, the most copied whole. A
+/// copy (BENCHMARKS.md, build "11-30 room"); else `most`, the most copied whole. A
 /// record parser's reader learns it is one at its first `fill_buf_at_least`: a file copied
 /// before (a scan's, copied so before its closure runs) has the larger room.
 fn first_len(policy: &Policy, limits: &Limits, pool: usize) -> usize {

@@ -81,9 +81,9 @@ pub(super) fn reserve_descriptors(builder: &ReaderBuilder, threads: usize) {
 }
 
 /// Queued files each reader of a scan of more than two threads keeps open at most, whatever
-/// its builder's cap: its readers together open enough ahead (64 threads over 20,000 cold
-/// files of 4 KiB ran no faster with 128 each than with 64: 0.29-0.30 s), and a scan of many
-/// threads holds fewer descriptors.
+/// its builder's cap: its readers together open enough ahead (64 threads ran no faster with
+/// 128 each: BENCHMARKS.md, "What chose each constant"), and a scan of many threads holds
+/// fewer descriptors.
 const SCAN_MAX_OPEN: usize = 64;
 
 /// `builder` with its cap on open descriptors lowered, past two threads, to

@@ -42,7 +42,7 @@ pub(super) struct RingOpens {
     answered: Vec<RingAnswer>,
     /// The `open_how` of each set of flags met (four at most), shared by the opens made with
     /// them, so that an open costs one allocation (its path's), not one for each thing the
-    /// kernel reads: 2% of a cached small file's time (BENCHMARKS.md, "Tiny files").
+    /// kernel reads (BENCHMARKS.md, "Tiny files").
     hows: Vec<(i32, Arc<types::OpenHow>)>,
 }
 
