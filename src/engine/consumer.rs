@@ -98,14 +98,11 @@ impl<'a> Engine<'a> {
     /// The error of a read that wanted `missing` more bytes of the current file than it has:
     /// which file, and where it ended.
     pub(crate) fn ended_early(&self, missing: usize) -> io::Error {
-        let name = self
-            .stream
-            .ahead
-            .core
-            .queue
-            .front()
-            .map(|f| f.name().to_string());
-        let name = name.as_deref().unwrap_or("no current file");
+        let front = self.stream.ahead.core.queue.front();
+        let Some(name) = front.map(|f| f.name().to_string()) else {
+            let why = format!("no current file (none queued, or all read): {missing} bytes asked");
+            return io::Error::new(io::ErrorKind::UnexpectedEof, why);
+        };
         io::Error::new(
             io::ErrorKind::UnexpectedEof,
             format!(

@@ -118,9 +118,10 @@ impl<'a> ReadAhead<'a> {
             let front = self.core.queue.front().expect("still current");
             if !front.status().is_sized() && front.error().is_none() && front.fd().is_none() {
                 if !self.anything_in_flight() {
-                    return Err(io::Error::other(
-                        "readahead: the current file could not be opened (this is a bug)",
-                    ));
+                    return Err(io::Error::other(format!(
+                        "readahead: {} could not be opened, nothing under way (this is a bug)",
+                        front.name()
+                    )));
                 }
                 self.wait()?;
             }

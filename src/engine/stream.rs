@@ -205,9 +205,11 @@ impl<'a> Stream<'a> {
                 if self.ahead.core.drop_read_ahead() {
                     return Ok(FrontPoll::Again);
                 }
-                return Err(io::Error::other(
-                    "readahead: no read could be issued for the current file (this is a bug)",
-                ));
+                let name = self.ahead.core.queue.front().map(|f| f.name().to_string());
+                return Err(io::Error::other(format!(
+                    "readahead: no read could be issued for {} (this is a bug)",
+                    name.as_deref().unwrap_or("the current file")
+                )));
             }
             self.ahead.wait()?;
         }
