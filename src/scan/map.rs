@@ -25,7 +25,8 @@ use crate::entry::Entry;
 const IN_TRANSIT: usize = 32;
 
 /// A [`Scan`] with its closure, ready to run: [`for_each`](Self::for_each) takes the
-/// outcomes as files finish, [`ordered`](Self::ordered) in input order.
+/// outcomes as files finish, [`ordered`](Self::ordered) in input order. Made by
+/// [`Scan::map`] or [`Scan::map_init`]; see [`Scan`'s examples](Scan#examples).
 #[must_use = "a scan does nothing until .for_each(..) or .ordered(..)"]
 pub struct ScanMap<'a, I, INIT, F> {
     scan: Scan<'a, I>,

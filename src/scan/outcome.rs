@@ -1,6 +1,8 @@
 //! What became of one file of a scan (`Outcome`).
 
-/// What became of one file of a scan.
+/// What became of one file of a scan: what [`ScanMap::for_each`](crate::ScanMap::for_each)
+/// and [`ScanMap::ordered`](crate::ScanMap::ordered) hand the caller for each file (see
+/// [`Scan`'s examples](crate::Scan#examples)).
 #[derive(Debug)]
 pub enum Outcome<T, E> {
     /// The closure returned this value.

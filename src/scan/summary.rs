@@ -11,7 +11,10 @@ use super::readers::ThreadEnd;
 use crate::io::Backend;
 use crate::stats::Stats;
 
-/// What a scan did, once every thread has stopped.
+/// What a scan did, once every thread has stopped: returned by
+/// [`ScanMap::for_each`](crate::ScanMap::for_each) and
+/// [`ScanMap::ordered`](crate::ScanMap::ordered) (see [`Scan`'s
+/// examples](crate::Scan#examples)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ScanSummary {
