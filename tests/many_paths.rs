@@ -112,27 +112,15 @@ fn read_counting_held(
     what: &str,
 ) -> usize {
     let (mut n, mut peak) = (0, 0);
-    loop {
-        let mut got = Vec::new();
-        loop {
-            let buf = std::io::BufRead::fill_buf(r).expect("read");
-            if buf.is_empty() {
-                break;
-            }
-            got.extend_from_slice(buf);
-            let len = buf.len();
-            std::io::BufRead::consume(r, len);
-        }
-        assert_bytes_eq(&got, &want[n], &format!("{what}: file {n}"));
+    let got = each_file(r, |r| {
+        let bytes = consume_in_sizes(r, &[usize::MAX]);
         if n >= from {
             peak = peak.max(held_beneath(dir));
         }
         n += 1;
-        if !r.move_to_next_file().expect("move on") {
-            break;
-        }
-    }
-    assert_eq!(n, want.len(), "{what}");
+        bytes
+    });
+    assert_files_eq(&got, want, what);
     peak
 }
 
