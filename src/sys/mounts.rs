@@ -83,8 +83,8 @@ pub(crate) fn mount_known_local(mount: u64) -> bool {
     }
 }
 
-/// The kernel's table of mounts as last read: each mount's id and whether its kind is known
-/// local, with the table kept open to ask whether it changed since.
+/// The kernel's table of mounts as last read: the ids of its mounts of a kind known local,
+/// with the table kept open to ask whether it changed since.
 #[cfg(target_os = "linux")]
 struct Table {
     /// `/proc/self/mountinfo`, open since before it was read: `poll` marks it `POLLPRI` once
