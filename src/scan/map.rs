@@ -135,7 +135,7 @@ where
     {
         let threads = self.scan.thread_count();
         let ScanMap { scan, init, f } = self;
-        let work = Work::new(scan.entries);
+        let work = Work::new(scan.entries, threads);
         let state = &*scan.handle.state;
         let base = budget::share(scan.builder, scan.memory, threads);
         budget::reserve_descriptors(&base, threads);

@@ -1,5 +1,7 @@
 //! Handing out work: one cursor over the caller's iterator, from which each thread takes a
-//! batch whenever its window runs low (see `Lane::top_up` for how much it takes).
+//! batch whenever its window runs low (see `Lane::top_up` for how much it asks). Where the
+//! input's length is known, a batch is also at most a share of what is left, so that the
+//! threads' windows shrink as the input ends and the threads finish together.
 //! The iterator is consumed lazily: a batch at a time, never collected.
 
 use std::iter::Fuse;
@@ -17,6 +19,9 @@ pub(super) struct Taken<'a> {
 /// The shared cursor over the input.
 pub(super) struct Work<I> {
     input: Mutex<Cursor<I>>,
+    /// What a batch is at most a share of, of what is left of an input of known length: two
+    /// for each thread.
+    shares: usize,
 }
 
 struct Cursor<I> {
@@ -30,23 +35,34 @@ where
     I: Iterator,
     I::Item: Into<Entry<'a>>,
 {
-    pub(super) fn new(iter: I) -> Self {
+    /// The cursor over `iter`, for a scan of `threads` threads.
+    pub(super) fn new(iter: I, threads: usize) -> Self {
         Work {
             input: Mutex::new(Cursor {
                 iter: iter.fuse(),
                 next: 0,
             }),
+            shares: threads.max(1).saturating_mul(2),
         }
     }
 
     /// Takes the next entries into `out`: at most `files`, and no more once they weigh
     /// `bytes` or more (the entry that gets there is the last). Nothing once the input ends.
     ///
+    /// Where the input's length is known (its `size_hint` exact, as a slice's is), at most
+    /// half a thread's share of what is left, and at least one: a thread reads what it took
+    /// alone, so large batches taken last would leave one thread reading them while the
+    /// others have nothing left (BENCHMARKS.md, "Warm", the scan on 2 threads).
+    ///
     /// A thread that panicked in the caller's iterator leaves the input poisoned: it ends
     /// there (the panic stops the scan anyway).
     pub(super) fn take(&self, files: usize, bytes: u64, out: &mut Vec<Taken<'a>>) {
         let Ok(mut cursor) = self.input.lock() else {
             return;
+        };
+        let files = match cursor.iter.size_hint() {
+            (left, Some(known)) if left == known => files.min(left.div_ceil(self.shares).max(1)),
+            _ => files,
         };
         let mut weight = 0u64;
         for _ in 0..files {
@@ -66,5 +82,61 @@ where
             weight = weight.saturating_add(taken.weight);
             out.push(taken);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn paths(n: usize) -> Vec<PathBuf> {
+        (0..n).map(|i| PathBuf::from(format!("f{i}"))).collect()
+    }
+
+    fn batches<'a, I>(work: &Work<I>, files: usize) -> Vec<usize>
+    where
+        I: Iterator,
+        I::Item: Into<Entry<'a>>,
+    {
+        let mut sizes = Vec::new();
+        let mut out = Vec::new();
+        loop {
+            work.take(files, u64::MAX, &mut out);
+            if out.is_empty() {
+                return sizes;
+            }
+            sizes.push(out.len());
+            out.clear();
+        }
+    }
+
+    #[test]
+    fn batches_of_a_known_input_shrink_to_a_share_of_what_is_left() {
+        let input = paths(100);
+        let work = Work::new(input.iter(), 2);
+        let sizes = batches(&work, 64);
+        assert_eq!(&sizes[..4], &[25, 19, 14, 11]);
+        assert_eq!(sizes.last(), Some(&1));
+        assert_eq!(sizes.iter().sum::<usize>(), 100);
+    }
+
+    #[test]
+    fn batches_of_an_input_of_unknown_length_are_what_is_asked() {
+        let input = paths(100);
+        let work = Work::new(input.iter().filter(|_| true), 2);
+        assert_eq!(batches(&work, 64), [64, 36]);
+    }
+
+    #[test]
+    fn entries_keep_their_input_index() {
+        let input = paths(10);
+        let work = Work::new(input.iter(), 1);
+        let mut out = Vec::new();
+        work.take(3, u64::MAX, &mut out);
+        work.take(3, u64::MAX, &mut out);
+        let indices: Vec<usize> = out.iter().map(|t| t.index).collect();
+        assert_eq!(indices, [0, 1, 2, 3, 4, 5]);
     }
 }
