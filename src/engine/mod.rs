@@ -221,6 +221,11 @@ impl<'a> Engine<'a> {
         stats
     }
 
+    /// Whether the last read that found out was served by the page cache.
+    pub(crate) fn reads_find_cache_warm(&self) -> bool {
+        self.stream.ahead.sched.policy().warm()
+    }
+
     /// The pool's size in bytes.
     pub(crate) fn capacity(&self) -> usize {
         self.core().pool().capacity()

@@ -494,6 +494,12 @@ impl<'a> SequentialFileReader<'a> {
         self.engine.backend()
     }
 
+    /// Whether the last read that found out was served by the page cache (a scan keeps
+    /// shorter windows then: nothing is read ahead).
+    pub(crate) fn reads_find_cache_warm(&self) -> bool {
+        self.engine.reads_find_cache_warm()
+    }
+
     /// Counters of what the reader has done.
     ///
     /// # Examples

@@ -75,9 +75,11 @@ pub const DEFAULT_QUEUE_AHEAD: usize = 256;
 ///   twice as many, and it takes none while the bytes it knows it holds fill its pool
 ///   (a path's size is known once its reader opens it ahead). Where the input's length is
 ///   known (a slice, a `Vec`), no batch is more than half a thread's share of what is left,
-///   so that the windows shrink as the input ends. So a thread holds only a few large files
-///   at a time, and a thread that finds the input empty waits at most for what another
-///   holds (its window, not the rest of the input). Each thread keeps a window of entries
+///   and while a thread's reader finds the page cache warm (reading nothing ahead), its
+///   window holds no more than its share of what is left (at least 8 files): the threads
+///   finish together. So a thread holds only a few large files at a time, and a thread that
+///   finds the input empty waits at most for what another holds (its window, not the rest
+///   of the input). Each thread keeps a window of entries
 ///   ([`queue_ahead`](Self::queue_ahead)) queued in its reader, so its read-ahead runs into
 ///   the next files while the closure works on this one. Paths are opened only when the
 ///   read-ahead reaches them.

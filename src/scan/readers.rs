@@ -37,6 +37,13 @@ impl<'a> Readers<'a> {
         self.current.as_ref().map_or(0, |r| r.queued_bytes())
     }
 
+    /// Whether the current reader's reads find the page cache warm (none built: no).
+    pub(super) fn find_cache_warm(&self) -> bool {
+        self.current
+            .as_ref()
+            .is_some_and(|r| r.reads_find_cache_warm())
+    }
+
     /// The current reader, built the first time an entry is queued (a thread with nothing
     /// to read builds none).
     pub(super) fn get(&mut self, builders: &Builders) -> io::Result<&mut SequentialFileReader<'a>> {

@@ -5,6 +5,7 @@
 //! The iterator is consumed lazily: a batch at a time, never collected.
 
 use std::iter::Fuse;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::entry::Entry;
@@ -16,9 +17,17 @@ pub(super) struct Taken<'a> {
     pub(super) weight: u64,
 }
 
+/// The fewest files a thread's window holds while its reader finds the page cache warm
+/// (`Work::warm_window`), however little is left.
+const WARM_MIN_WINDOW: usize = 8;
+
 /// The shared cursor over the input.
 pub(super) struct Work<I> {
     input: Mutex<Cursor<I>>,
+    /// How many entries are left in an input of known length, as of the last batch taken
+    /// (`usize::MAX`: not known).
+    left: AtomicUsize,
+    threads: usize,
     /// What a batch is at most a share of, of what is left of an input of known length: two
     /// for each thread.
     shares: usize,
@@ -43,6 +52,21 @@ where
                 next: 0,
             }),
             shares: threads.max(1).saturating_mul(2),
+            left: AtomicUsize::new(usize::MAX),
+            threads: threads.max(1),
+        }
+    }
+
+    /// The most entries a window of at most `ahead` holds while its reader finds the page
+    /// cache warm: at most the thread's share of what is left of an input of known length,
+    /// and at least `WARM_MIN_WINDOW`. Nothing is read ahead then, so a long window only
+    /// holds files another thread could have read once the input ends. Cold, windows keep
+    /// their length: fewer files queued would hold fewer reads in flight (BENCHMARKS.md,
+    /// "Tried and rejected").
+    pub(super) fn warm_window(&self, ahead: usize) -> usize {
+        match self.left.load(Ordering::Relaxed) {
+            usize::MAX => ahead,
+            left => ahead.min(left.div_ceil(self.threads).max(WARM_MIN_WINDOW)),
         }
     }
 
@@ -60,9 +84,9 @@ where
         let Ok(mut cursor) = self.input.lock() else {
             return;
         };
-        let files = match cursor.iter.size_hint() {
-            (left, Some(known)) if left == known => files.min(left.div_ceil(self.shares).max(1)),
-            _ => files,
+        let files = match known_left(&cursor.iter) {
+            Some(left) => files.min(left.div_ceil(self.shares).max(1)),
+            None => files,
         };
         let mut weight = 0u64;
         for _ in 0..files {
@@ -82,6 +106,17 @@ where
             weight = weight.saturating_add(taken.weight);
             out.push(taken);
         }
+        if let Some(left) = known_left(&cursor.iter) {
+            self.left.store(left, Ordering::Relaxed);
+        }
+    }
+}
+
+/// How many entries `iter` has left, where its `size_hint` is exact (a slice's is).
+fn known_left(iter: &impl Iterator) -> Option<usize> {
+    match iter.size_hint() {
+        (left, Some(most)) if left == most => Some(left),
+        _ => None,
     }
 }
 
@@ -127,6 +162,22 @@ mod tests {
         let input = paths(100);
         let work = Work::new(input.iter().filter(|_| true), 2);
         assert_eq!(batches(&work, 64), [64, 36]);
+    }
+
+    #[test]
+    fn a_warm_window_is_a_share_of_what_is_left() {
+        let input = paths(1000);
+        let work = Work::new(input.iter(), 2);
+        assert_eq!(work.warm_window(256), 256, "nothing taken yet: not known");
+        let mut out = Vec::new();
+        while out.len() < 980 {
+            work.take(usize::MAX, u64::MAX, &mut out);
+            let share = (1000 - out.len()).div_ceil(2);
+            assert_eq!(work.warm_window(256), share.clamp(WARM_MIN_WINDOW, 256));
+        }
+        let unknown = Work::new(input.iter().filter(|_| true), 2);
+        unknown.take(100, u64::MAX, &mut out);
+        assert_eq!(unknown.warm_window(256), 256);
     }
 
     #[test]

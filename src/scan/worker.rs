@@ -132,13 +132,20 @@ impl<'a> Lane<'a> {
     }
 
     /// Takes more entries and queues them once the window is down to half (of its files or
-    /// of its bytes): a batch at a time, so that the cursor is locked once a batch.
+    /// of its bytes): a batch at a time, so that the cursor is locked once a batch. While
+    /// its reader finds the page cache warm, the window is also at most the thread's share
+    /// of what is left of the input (`Work::warm_window`).
     pub(super) fn top_up<I>(&mut self, worker: &Worker<'_, I>) -> io::Result<()>
     where
         I: Iterator,
         I::Item: Into<Entry<'a>>,
     {
-        let (ahead, bytes) = (worker.queue_ahead, worker.queue_bytes);
+        let ahead = if self.readers.find_cache_warm() {
+            worker.work.warm_window(worker.queue_ahead)
+        } else {
+            worker.queue_ahead
+        };
+        let bytes = worker.queue_bytes;
         if self.queued.len() > ahead / 2 {
             return Ok(());
         }
