@@ -221,8 +221,9 @@ impl<'a> Engine<'a> {
         stats
     }
 
-    /// Whether the last read that found out was served by the page cache.
-    pub(crate) fn reads_find_cache_warm(&self) -> bool {
+    /// Whether the latest read that could tell found its bytes in the page cache (see
+    /// `Policy::warm`).
+    pub(crate) fn cache_warm(&self) -> bool {
         self.stream.ahead.sched.policy().warm()
     }
 

@@ -494,10 +494,10 @@ impl<'a> SequentialFileReader<'a> {
         self.engine.backend()
     }
 
-    /// Whether the last read that found out was served by the page cache (a scan keeps
-    /// shorter windows then: nothing is read ahead).
-    pub(crate) fn reads_find_cache_warm(&self) -> bool {
-        self.engine.reads_find_cache_warm()
+    /// Whether the reader's latest read that could tell found its bytes in the page cache:
+    /// most files are then copied as the caller reaches them rather than read ahead.
+    pub(crate) fn cache_warm(&self) -> bool {
+        self.engine.cache_warm()
     }
 
     /// Counters of what the reader has done.

@@ -73,13 +73,13 @@ pub const DEFAULT_QUEUE_AHEAD: usize = 256;
 ///   ([`reader`](Self::reader)). Entries are handed out in batches from one shared cursor
 ///   whenever a thread's window runs low: a thread's first batch is one entry, each next
 ///   twice as many, and it takes none while the bytes it knows it holds fill its pool
-///   (a path's size is known once its reader opens it ahead). Where the input's length is
-///   known (a slice, a `Vec`), no batch is more than half a thread's share of what is left,
-///   and while a thread's reader finds the page cache warm (reading nothing ahead), its
-///   window holds no more than its share of what is left (at least 8 files): the threads
-///   finish together. So a thread holds only a few large files at a time, and a thread that
-///   finds the input empty waits at most for what another holds (its window, not the rest
-///   of the input). Each thread keeps a window of entries
+///   (a path's size is known once its reader opens it ahead): so a thread holds only a few
+///   large files at a time. Where the input's length is known (a slice, a `Vec`), no batch
+///   is more than half a thread's share of what is left; and while a thread's reader finds
+///   the page cache warm (copying files as the closure reaches them), its window is cut to
+///   its share of what is left, though not below 8 files: so the threads finish close
+///   together. A thread that finds the input empty waits at most for what another holds
+///   (its window, not the rest of the input). Each thread keeps a window of entries
 ///   ([`queue_ahead`](Self::queue_ahead)) queued in its reader, so its read-ahead runs into
 ///   the next files while the closure works on this one. Paths are opened only when the
 ///   read-ahead reaches them.
@@ -272,7 +272,8 @@ where
     /// that the read-ahead crosses into the files after it; also bounded by twice the bytes
     /// of the reader's pool, for entries whose size is known. Default
     /// [`DEFAULT_QUEUE_AHEAD`]; at least 1. A thread takes more from the input once it is
-    /// down to half of either.
+    /// down to half of either. While its reader finds the page cache warm, the window is
+    /// shorter near the input's end (see the type's docs).
     pub fn queue_ahead(mut self, files: usize) -> Self {
         self.queue_ahead = files.max(1);
         self

@@ -38,10 +38,8 @@ impl<'a> Readers<'a> {
     }
 
     /// Whether the current reader's reads find the page cache warm (none built: no).
-    pub(super) fn find_cache_warm(&self) -> bool {
-        self.current
-            .as_ref()
-            .is_some_and(|r| r.reads_find_cache_warm())
+    pub(super) fn cache_warm(&self) -> bool {
+        self.current.as_ref().is_some_and(|r| r.cache_warm())
     }
 
     /// The current reader, built the first time an entry is queued (a thread with nothing

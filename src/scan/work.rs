@@ -1,7 +1,8 @@
 //! Handing out work: one cursor over the caller's iterator, from which each thread takes a
 //! batch whenever its window runs low (see `Lane::top_up` for how much it asks). Where the
 //! input's length is known, a batch is also at most a share of what is left, so that the
-//! threads' windows shrink as the input ends and the threads finish together.
+//! batches shrink as the input ends, and the cursor tells a thread's share of what is left
+//! (`Work::share_left`), to which a warm thread's window shrinks too.
 //! The iterator is consumed lazily: a batch at a time, never collected.
 
 use std::iter::Fuse;
@@ -17,20 +18,15 @@ pub(super) struct Taken<'a> {
     pub(super) weight: u64,
 }
 
-/// The fewest files a thread's window holds while its reader finds the page cache warm
-/// (`Work::warm_window`), however little is left.
-const WARM_MIN_WINDOW: usize = 8;
-
 /// The shared cursor over the input.
 pub(super) struct Work<I> {
     input: Mutex<Cursor<I>>,
     /// How many entries are left in an input of known length, as of the last batch taken
     /// (`usize::MAX`: not known).
     left: AtomicUsize,
+    /// A batch is at most a `1 / (2 * threads)` share of what is left of an input of known
+    /// length.
     threads: usize,
-    /// What a batch is at most a share of, of what is left of an input of known length: two
-    /// for each thread.
-    shares: usize,
 }
 
 struct Cursor<I> {
@@ -51,23 +47,16 @@ where
                 iter: iter.fuse(),
                 next: 0,
             }),
-            shares: threads.max(1).saturating_mul(2),
             left: AtomicUsize::new(usize::MAX),
             threads: threads.max(1),
         }
     }
 
-    /// The most entries a window of at most `ahead` holds while its reader finds the page
-    /// cache warm: at most the thread's share of what is left of an input of known length,
-    /// and at least `WARM_MIN_WINDOW`. Nothing is read ahead then, so a long window only
-    /// holds files another thread could have read once the input ends. Cold, windows keep
-    /// their length: fewer files queued would hold fewer reads in flight (BENCHMARKS.md,
-    /// "Tried and rejected").
-    pub(super) fn warm_window(&self, ahead: usize) -> usize {
-        match self.left.load(Ordering::Relaxed) {
-            usize::MAX => ahead,
-            left => ahead.min(left.div_ceil(self.threads).max(WARM_MIN_WINDOW)),
-        }
+    /// A thread's share of the entries left in an input of known length, as of the last
+    /// batch taken (`None`: not known, or nothing taken yet).
+    pub(super) fn share_left(&self) -> Option<usize> {
+        let left = self.left.load(Ordering::Relaxed);
+        (left != usize::MAX).then(|| left.div_ceil(self.threads))
     }
 
     /// Takes the next entries into `out`: at most `files`, and no more once they weigh
@@ -85,7 +74,7 @@ where
             return;
         };
         let files = match known_left(&cursor.iter) {
-            Some(left) => files.min(left.div_ceil(self.shares).max(1)),
+            Some(left) => files.min(left.div_ceil(self.threads.saturating_mul(2)).max(1)),
             None => files,
         };
         let mut weight = 0u64;
@@ -165,19 +154,17 @@ mod tests {
     }
 
     #[test]
-    fn a_warm_window_is_a_share_of_what_is_left() {
-        let input = paths(1000);
+    fn the_cursor_tells_a_share_of_what_is_left_of_a_known_input() {
+        let input = paths(100);
         let work = Work::new(input.iter(), 2);
-        assert_eq!(work.warm_window(256), 256, "nothing taken yet: not known");
-        let mut out = Vec::new();
-        while out.len() < 980 {
-            work.take(usize::MAX, u64::MAX, &mut out);
-            let share = (1000 - out.len()).div_ceil(2);
-            assert_eq!(work.warm_window(256), share.clamp(WARM_MIN_WINDOW, 256));
-        }
+        assert_eq!(work.share_left(), None, "nothing taken yet");
+        work.take(10, u64::MAX, &mut Vec::new());
+        assert_eq!(work.share_left(), Some(45));
+        work.take(100, u64::MAX, &mut Vec::new());
+        assert_eq!(work.share_left(), Some(34), "77 left after a batch of 13");
         let unknown = Work::new(input.iter().filter(|_| true), 2);
-        unknown.take(100, u64::MAX, &mut out);
-        assert_eq!(unknown.warm_window(256), 256);
+        unknown.take(10, u64::MAX, &mut Vec::new());
+        assert_eq!(unknown.share_left(), None);
     }
 
     #[test]

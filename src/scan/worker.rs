@@ -87,6 +87,21 @@ impl<I> Worker<'_, I> {
     }
 }
 
+/// The fewest files a window is cut to while its reader finds the page cache warm
+/// (`warm_window`), however little of the input is left: below it, a reader's opens ahead
+/// and its work a file cost more (BENCHMARKS.md, "Tried and rejected").
+const WARM_MIN_WINDOW: usize = 8;
+
+/// The most entries a window of at most `ahead` holds while its reader finds the page cache
+/// warm: `share`, the thread's share of what is left of the input, but not below
+/// `WARM_MIN_WINDOW`. Its reader then copies each file as the closure reaches it rather than
+/// read it ahead, so a longer window would only hold files another thread could read once
+/// the input ends. Cold, windows keep their length: fewer files queued would hold fewer
+/// reads in flight (BENCHMARKS.md, "Tried and rejected").
+fn warm_window(ahead: usize, share: usize) -> usize {
+    ahead.min(share.max(WARM_MIN_WINDOW))
+}
+
 /// An entry of the window, queued into the reader.
 struct Queued {
     index: usize,
@@ -134,16 +149,15 @@ impl<'a> Lane<'a> {
     /// Takes more entries and queues them once the window is down to half (of its files or
     /// of its bytes): a batch at a time, so that the cursor is locked once a batch. While
     /// its reader finds the page cache warm, the window is also at most the thread's share
-    /// of what is left of the input (`Work::warm_window`).
+    /// of what is left of an input of known length (`warm_window`).
     pub(super) fn top_up<I>(&mut self, worker: &Worker<'_, I>) -> io::Result<()>
     where
         I: Iterator,
         I::Item: Into<Entry<'a>>,
     {
-        let ahead = if self.readers.find_cache_warm() {
-            worker.work.warm_window(worker.queue_ahead)
-        } else {
-            worker.queue_ahead
+        let ahead = match worker.work.share_left() {
+            Some(share) if self.readers.cache_warm() => warm_window(worker.queue_ahead, share),
+            _ => worker.queue_ahead,
         };
         let bytes = worker.queue_bytes;
         if self.queued.len() > ahead / 2 {
@@ -245,5 +259,20 @@ impl<'a> Lane<'a> {
             state.count_not_run();
             out.push(q.index, Outcome::NotRun);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_warm_window_is_the_share_left_within_its_bounds() {
+        assert_eq!(warm_window(256, 1000), 256);
+        assert_eq!(warm_window(256, 100), 100);
+        assert_eq!(warm_window(256, 3), WARM_MIN_WINDOW);
+        assert_eq!(warm_window(256, 0), WARM_MIN_WINDOW);
+        assert_eq!(warm_window(4, 100), 4, "never more than asked");
+        assert_eq!(warm_window(1, 0), 1);
     }
 }
