@@ -275,6 +275,40 @@ fn one_big_file_among_many_tiny_ones_is_all_read() {
     }
 }
 
+/// Cached files of many sizes with the default window, so that the windows of threads
+/// whose readers find the page cache warm are cut as the input ends: every byte once, by
+/// index and in input order.
+#[test]
+fn windows_cut_as_a_cached_input_ends_lose_no_file() {
+    let sizes: Vec<usize> = (0..700).map(|i| (i * 7919) % 90_000).collect();
+    let files = make_files(&sizes);
+    let want = oracle_all(&files.paths);
+    for &backend in backends_once() {
+        for threads in [2, 3] {
+            let what = format!("{backend:?} {threads} threads");
+            let scan = || {
+                Scan::new(&files.paths)
+                    .threads(threads)
+                    .reader(builder(backend, false))
+            };
+            let (outcomes, _) = collect(scan(), read_all);
+            assert_files_eq(&done_bytes(by_index(700, outcomes), &what), &want, &what);
+            let (got, _) = scan()
+                .map(read_all)
+                .ordered(|outcomes| {
+                    let mut got = Vec::new();
+                    for (index, outcome) in outcomes {
+                        assert_eq!(index, got.len(), "{what}: input order");
+                        got.push(outcome.into_result().unwrap().unwrap());
+                    }
+                    got
+                })
+                .unwrap();
+            assert_files_eq(&got, &want, &what);
+        }
+    }
+}
+
 #[test]
 fn no_files_and_more_threads_than_files() {
     for &backend in backends_once() {
