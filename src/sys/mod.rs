@@ -7,6 +7,9 @@
 //!   Linux, `O_DIRECT` where it exists, `F_NOCACHE` and `F_GETPATH` on macOS)
 //!   marked per function.
 //! - `open`: how paths are opened on Unix, and what the kernel refused.
+//! - `mounts`: which mount a descriptor lies on, and whether the kernel's table of mounts
+//!   names its filesystem one known local; `local`: the table of filesystems known local,
+//!   which that and `may_hang` share (Linux).
 //! - `fd`: descriptors in bulk, on Linux: many closed at once, the table grown at once.
 //! - `windows`: enough for the portable backend; no hints, no direct I/O.
 //! - `cpu`: a hint to the CPU itself (a prefetch), on every platform (a no-op off x86-64).
@@ -31,6 +34,9 @@ pub(crate) use unix::*;
 mod open;
 #[cfg(unix)]
 pub(crate) use open::*;
+
+#[cfg(target_os = "linux")]
+mod local;
 
 #[cfg(unix)]
 mod mounts;

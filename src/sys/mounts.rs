@@ -140,7 +140,7 @@ impl Table {
         } else {
             let lines = text.split(|&b| b == b'\n').filter_map(id_and_kind);
             lines
-                .filter(|&(_, kind)| local_kind(kind))
+                .filter(|&(_, kind)| super::local::kind_is_local(kind))
                 .map(|(id, _)| id)
                 .collect()
         };
@@ -160,46 +160,6 @@ impl Table {
     fn local(&self, mount: u64) -> bool {
         self.local.contains(&mount)
     }
-}
-
-/// Filesystems on local devices or in memory: their `f_type` (`linux/magic.h`), and the
-/// names the kernel gives their mounts (`/proc/self/mountinfo`). See `may_hang` and
-/// `mount_known_local`. Overlayfs is local by its `f_type` alone: `fstatfs` of it asks its
-/// upper layer, so one on a hung server is never found local, while its name says nothing of
-/// where its layers lie.
-#[cfg(target_os = "linux")]
-pub(super) const LOCAL: [(i64, &[&str]); 24] = [
-    (0xef53, &["ext2", "ext3", "ext4"]),
-    (0x5846_5342, &["xfs"]),
-    (0x9123_683e, &["btrfs"]),
-    (0x0102_1994, &["tmpfs"]),
-    (0x8584_58f6, &["ramfs"]),
-    (0x9584_58f6, &["hugetlbfs"]),
-    (0xf2f5_2010, &["f2fs"]),
-    (0x2fc1_2fc1, &["zfs"]),
-    (0xca45_1a4e, &["bcachefs"]),
-    (0x3153_464a, &["jfs"]),
-    (0x5265_4973, &["reiserfs"]),
-    (0x4d44, &["vfat", "msdos"]),
-    (0x2011_bab0, &["exfat"]),
-    (0x5346_544e, &["ntfs", "ntfs3"]),
-    (0x7371_7368, &["squashfs"]),
-    (0xe0f5_e1e2, &["erofs"]),
-    (0x9660, &["iso9660"]),
-    (0x1501_3346, &["udf"]),
-    (0x3434, &["nilfs2"]),
-    (0x482b, &["hfsplus"]),
-    (0x794c_7630, &[]),
-    (0x9fa0, &["proc"]),
-    (0x6265_6572, &["sysfs"]),
-    (0x28cd_3d45, &["cramfs"]),
-];
-
-/// Whether `kind`, a filesystem's name in the kernel's table of mounts, is one known to be
-/// local (see `may_hang`).
-#[cfg(target_os = "linux")]
-fn local_kind(kind: &str) -> bool {
-    LOCAL.iter().any(|(_, names)| names.contains(&kind))
 }
 
 /// The id and kind of filesystem of a mount, from its line in `/proc/self/mountinfo`: its id
@@ -249,32 +209,6 @@ mod tests {
         assert_eq!(kind_of(table, 7), None, "not in the table");
     }
 
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn no_kind_that_may_hang_is_named_local() {
-        for kind in ["ext4", "xfs", "btrfs", "tmpfs"] {
-            assert!(local_kind(kind), "{kind}");
-        }
-        // Overlay is local by `fstatfs` alone, which asks its upper layer (see `LOCAL`).
-        let may_hang = [
-            "fuse",
-            "fuseblk",
-            "fuse.ext4",
-            "nfs",
-            "nfs4",
-            "cifs",
-            "smb3",
-            "9p",
-            "ceph",
-            "overlay",
-            "devtmpfs",
-            "",
-        ];
-        for kind in may_hang {
-            assert!(!local_kind(kind), "{kind}");
-        }
-    }
-
     #[test]
     fn a_mount_id_is_read_from_its_whole_line_alone() {
         assert_eq!(
@@ -308,7 +242,7 @@ mod tests {
         let Some(kind) = kind_of(&table, mount) else {
             return eprintln!("skipped: the temporary directory's mount is not in the table");
         };
-        let listed = super::local_kind(kind);
+        let listed = super::super::local::kind_is_local(kind);
         assert!(!mount_known_local(mount) || listed, "{kind}");
         if table.len() as u64 <= MOUNT_TABLE_MAX {
             assert_eq!(mount_known_local(mount), listed && local, "{kind}");

@@ -280,9 +280,7 @@ pub(crate) fn may_hang(file: &File) -> bool {
     // `f_type`'s integer type differs between the C libraries.
     #[allow(clippy::unnecessary_cast)]
     let f_type = fs.f_type as i64 & 0xffff_ffff;
-    !super::mounts::LOCAL
-        .iter()
-        .any(|&(magic, _)| magic == f_type)
+    !super::local::magic_is_local(f_type)
 }
 
 /// `openat2(2)` (Linux 5.6): opens `path` in the directory `dir` (else from the working
