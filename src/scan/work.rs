@@ -24,8 +24,8 @@ pub(super) struct Work<I> {
     /// How many entries are left in an input of known length, as of the last batch taken
     /// (`usize::MAX`: not known).
     left: AtomicUsize,
-    /// A batch is at most a `1 / (2 * threads)` share of what is left of an input of known
-    /// length.
+    /// The scan's threads: a batch is at most a `1 / (2 * threads)` share of what is left of
+    /// an input of known length, and `share_left` a `1 / threads` share.
     threads: usize,
 }
 
