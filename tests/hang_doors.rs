@@ -10,8 +10,9 @@
 //!   symbolic link in a FUSE directory to a local file opens a local file, but the
 //!   directory's other files, whose opens hang, are still FUSE's.
 //! - A FUSE directory bind-mounted into a local directory is not one of its files: its
-//!   files' opens hang, and must not be made on the reader's thread. Nor is a FUSE file
-//!   bind-mounted over the name of one of them.
+//!   files' opens hang, and must not be made on the reader's thread, though the reader opens
+//!   the local directories beside it in a handle of the directory above them. Nor is a FUSE
+//!   file bind-mounted over the name of one of them.
 //! - A directory known local in one scan, swapped for a symbolic link to a FUSE directory
 //!   before the next, is not taken for local by that next scan in the same process.
 //! - A reader rebound again and again leaks neither descriptors nor threads (in a child
@@ -288,6 +289,11 @@ fn a_symlink_to_a_local_file_ahead_of_hung_opens_does_not_make_the_mount_local()
     }
 }
 
+/// A FUSE directory bound into a local directory, beside local directories beneath it, in
+/// which a reader opens their siblings once it has found two of them local: the open of the
+/// bound directory there crosses a mount, which the kernel refuses, and the directory is not
+/// taken for one on the local directories' mount: its files' opens, which hang, are made on
+/// helper threads.
 #[test]
 fn a_fuse_directory_bound_into_a_local_directory_is_not_taken_for_local() {
     const BOUND: usize = 12;
@@ -299,8 +305,19 @@ fn a_fuse_directory_bound_into_a_local_directory_is_not_taken_for_local() {
         }) else {
             return;
         };
-        let local = make_files(&[70_000, 5000, 1, 300_000, 20_000]);
-        let sub = local.dir.path().join("sub");
+        let base = tempdir();
+        let local_in = |dir: &str| -> Vec<PathBuf> {
+            let dir = base.path().join(dir);
+            std::fs::create_dir(&dir).expect("make a local directory");
+            (0..4)
+                .map(|i| make_file(&dir, &format!("f{i}"), 5000 + 3000 * i))
+                .collect()
+        };
+        // Three local directories before the bound one, so that each reader of the scan
+        // finds two local, and one after it.
+        let (a, b, c) = (local_in("a"), local_in("b"), local_in("c"));
+        let d = local_in("d");
+        let sub = base.path().join("sub");
         std::fs::create_dir(&sub).expect("make the bind's mount point");
         let binding = match fusefs::bind(m.dir(), &sub) {
             Ok(binding) => binding,
@@ -309,17 +326,14 @@ fn a_fuse_directory_bound_into_a_local_directory_is_not_taken_for_local() {
                 return end(m);
             }
         };
-        // The local files first, so that their directory is known local.
-        let mut paths = local.paths.clone();
-        let mut wants: Vec<Want> = oracle_all(&local.paths)
-            .into_iter()
-            .map(Want::Bytes)
-            .collect();
         let bound: Vec<PathBuf> = (0..BOUND).map(|i| sub.join(fusefs::file_name(i))).collect();
         warm(&bound);
-        paths.extend(bound);
+        let local = [a, b, c].concat();
+        let mut wants: Vec<Want> = oracle_all(&local).into_iter().map(Want::Bytes).collect();
         wants.extend(want_mount(&m, 0..BOUND, &HUNG_HERE));
-        let what = "local files, then a FUSE directory bound among them";
+        wants.extend(oracle_all(&d).into_iter().map(Want::Bytes));
+        let paths = [local, bound, d].concat();
+        let what = "local directories, a FUSE directory bound beside them, another local one";
         let outcomes = scan(paths.clone(), backend, what);
         check(outcomes, &paths, &wants, &format!("{backend:?}"));
         assert_eq!(m.stats().hung_calls, HUNG_HERE.len() as u64, "{backend:?}");

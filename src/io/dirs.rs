@@ -13,6 +13,12 @@
 //! learned from a file an open reached by following a link or crossing a mount. A mount is
 //! known by its id only while a handle in it is held here, which keeps it mounted, so that
 //! the id names no other mount meanwhile.
+//!
+//! Once two directories are found local, a handle of the deepest directory above both (the
+//! anchor) is held where it lies on their mount, and the next directories beneath it are
+//! opened in it by the rest of their path, under the same rule, so that each lies on the
+//! anchor's mount: no mount to look up (asking `/proc` costs a directory more than opening
+//! it). A directory its open cannot reach so is opened by its whole path, as the first ones.
 
 use std::fs::File;
 use std::path::Path;
@@ -37,6 +43,8 @@ pub(crate) type LocalDir<'p> = (Arc<Descriptor>, &'p Path);
 pub(super) struct Dirs {
     /// The last directory a path was placed in.
     last: Option<Dir>,
+    /// A directory above the last ones, on a mount found local (see the module's docs).
+    anchor: Option<Anchor>,
     /// Mounts checked, or being checked (`None`), each with a handle in it held.
     mounts: IdMap<Mount>,
 }
@@ -49,9 +57,24 @@ struct Dir {
     /// Whether its mount was found local: its next files are placed without looking the
     /// mount up. (The handle keeps the mount mounted, so that its id names it meanwhile.)
     local: bool,
-    /// Until when the handle is used for its path (`HANDLE_FOR` after it was opened): an
-    /// instant to compare, not a duration to work out, each file, of the coarse clock, which
-    /// costs a file less to read.
+    /// Until when the handle is used for its path (`HANDLE_FOR` after it was opened, or
+    /// after the anchor it was opened in was): an instant to compare, not a duration to work
+    /// out, each file, of the coarse clock, which costs a file less to read.
+    until: CoarseInstant,
+    /// Where an anchor is to be held once its mount is found local: the deepest directory
+    /// above it and the directory placed before it. `None` once taken, or opened beneath
+    /// the anchor.
+    above: Option<Box<Path>>,
+}
+
+/// A handle of a directory on a mount found local, in which the directories beneath it are
+/// opened.
+#[derive(Debug)]
+struct Anchor {
+    path: Box<Path>,
+    handle: Arc<Descriptor>,
+    mount: u64,
+    /// Until when it is used for its path, as [`Dir::until`].
     until: CoarseInstant,
 }
 
@@ -105,10 +128,72 @@ impl Dirs {
             return Err(None);
         }
         handle.set_local(true);
-        if let Some(last) = self.last.as_mut() {
+        let above = self.last.as_mut().and_then(|last| {
             last.local = true; // `handle` found the directory, or opened it: the last.
+            last.above.take()
+        });
+        if let Some(above) = above {
+            self.anchor_at(above, mount);
         }
         Ok((handle, name))
+    }
+
+    /// Holds `path`, above a directory found local on the mount `mount`, as the anchor,
+    /// where it lies on that mount. (Where it does not, a mount lies between them, and the
+    /// anchor is left as it was.)
+    fn anchor_at(&mut self, path: Box<Path>, mount: u64) {
+        if self.anchor.as_ref().is_some_and(|a| a.path == path) {
+            return; // Renewed where it is used (`beneath_anchor`).
+        }
+        let Ok(file) = sys::cached_dir(&path) else {
+            return;
+        };
+        // Not known local until its mount is: closed on a helper thread otherwise.
+        let handle = Arc::new(Descriptor::new(file));
+        if sys::mount_id(&handle) != Some(mount) {
+            return;
+        }
+        handle.set_local(true);
+        let until = CoarseInstant::now() + HANDLE_FOR;
+        let anchor = Anchor {
+            path,
+            handle,
+            mount,
+            until,
+        };
+        self.anchor = Some(anchor);
+    }
+
+    /// A handle of `dir` opened in the anchor's, where `dir` lies beneath it and the open
+    /// stays on its mount, found local; it becomes the last. An anchor older than
+    /// [`HANDLE_FOR`] is first opened again by its path, and kept where it still lies on
+    /// the same mount (whose id its old handle keeps until then).
+    fn beneath_anchor(&mut self, dir: &Path, now: CoarseInstant) -> Option<Arc<Descriptor>> {
+        let anchor = self.anchor.as_mut()?;
+        let rest = beneath(&anchor.path, dir)?;
+        if now >= anchor.until {
+            let renewed = sys::cached_dir(&anchor.path)
+                .ok()
+                .map(|file| Arc::new(Descriptor::new(file)))
+                .filter(|handle| sys::mount_id(handle) == Some(anchor.mount));
+            let Some(handle) = renewed else {
+                self.anchor = None;
+                return None;
+            };
+            handle.set_local(true);
+            (anchor.handle, anchor.until) = (handle, now + HANDLE_FOR);
+        }
+        let file = sys::cached_dir_beneath(&anchor.handle, rest).ok()?;
+        let handle = Arc::new(Descriptor::local(file));
+        self.last = Some(Dir {
+            path: dir.into(),
+            handle: handle.clone(),
+            mount: anchor.mount,
+            local: true,
+            until: anchor.until,
+            above: None,
+        });
+        Some(handle)
     }
 
     /// Holds `handle`, in the mount `mount` not seen before, with whether the mount is local
@@ -127,9 +212,11 @@ impl Dirs {
         local
     }
 
-    /// Forgets the last directory's handle: a reader rebound looks its directories up again.
+    /// Forgets the last directory's handle and the anchor's: a reader rebound looks its
+    /// directories up again.
     pub(super) fn forget_last(&mut self) {
         self.last = None;
+        self.anchor = None;
     }
 
     /// Takes in what a helper thread found of a mount.
@@ -150,8 +237,9 @@ impl Dirs {
     }
 
     /// A handle of `dir`, the mount it lies on, and whether that was found local: the last
-    /// one's, where it is `dir`'s and younger than [`HANDLE_FOR`]; else one opened from the
-    /// kernel's caches, which becomes the last (`None` where they do not hold it).
+    /// one's, where it is `dir`'s and younger than [`HANDLE_FOR`]; else one opened in the
+    /// anchor's, or from the kernel's caches by its whole path, which becomes the last
+    /// (`None` where they do not hold it).
     fn handle(&mut self, dir: &Path) -> Option<(Arc<Descriptor>, u64, bool)> {
         let now = CoarseInstant::now();
         if let Some(last) = &self.last {
@@ -160,19 +248,67 @@ impl Dirs {
                 return Some((last.handle.clone(), last.mount, last.local));
             }
         }
+        if let Some(handle) = self.beneath_anchor(dir, now) {
+            let mount = self.anchor.as_ref().map(|a| a.mount)?;
+            return Some((handle, mount, true));
+        }
         // A handle on a mount not known local may hang its close too: a `Descriptor`, closed
         // on a helper thread until its mount is found local.
         let handle = Arc::new(Descriptor::new(sys::cached_dir(dir).ok()?));
         let mount = sys::mount_id(&handle)?;
+        let above = self
+            .last
+            .as_ref()
+            .and_then(|last| above_both(&last.path, dir));
         self.last = Some(Dir {
             path: dir.into(),
             handle: handle.clone(),
             mount,
             local: false,
             until: now + HANDLE_FOR,
+            above: above.map(Box::from),
         });
         Some((handle, mount, false))
     }
+}
+
+/// The deepest directory above `dir` in which `other` lies or which it is, by their paths'
+/// bytes; `None` where that is only `/`, or nothing (two relative paths with no directory in
+/// common). The root is no anchor: the mounts of a host lie beneath it, and a directory on
+/// one of them is opened by its whole path anyway.
+#[cfg(unix)]
+fn above_both<'d>(other: &Path, dir: &'d Path) -> Option<&'d Path> {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let (a, b) = (other.as_os_str().as_bytes(), dir.as_os_str().as_bytes());
+    let cut = (1..b.len()).rev().find(|&i| {
+        b[i] == b'/' && a.get(..i) == Some(&b[..i]) && a.get(i).is_none_or(|&c| c == b'/')
+    })?;
+    Some(Path::new(OsStr::from_bytes(&b[..cut])))
+}
+
+/// Off Unix, no anchor (no directory is opened beneath another).
+#[cfg(not(unix))]
+fn above_both<'d>(_other: &Path, _dir: &'d Path) -> Option<&'d Path> {
+    None
+}
+
+/// The rest of `dir`'s path below `anchor`, where `dir` lies beneath it by their paths'
+/// bytes, to be opened in `anchor`'s handle.
+#[cfg(unix)]
+fn beneath<'d>(anchor: &Path, dir: &'d Path) -> Option<&'d Path> {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let (a, b) = (anchor.as_os_str().as_bytes(), dir.as_os_str().as_bytes());
+    let rest = b.strip_prefix(a)?.strip_prefix(b"/")?;
+    let below = !rest.is_empty() && !rest.starts_with(b"/");
+    below.then(|| Path::new(OsStr::from_bytes(rest)))
+}
+
+/// Off Unix, nothing lies beneath an anchor (there is none).
+#[cfg(not(unix))]
+fn beneath<'d>(_anchor: &Path, _dir: &'d Path) -> Option<&'d Path> {
+    None
 }
 
 /// `path`'s directory (`.` for a bare name) and its name in it; `None` where `path` ends in
@@ -232,6 +368,118 @@ mod tests {
         assert_eq!(split("a//b"), Some(("a/", "b")));
         for dir in ["a/", "a/.", "a/..", ".", "..", "/", ""] {
             assert_eq!(split(dir), None, "{dir:?}");
+        }
+    }
+
+    #[test]
+    fn the_directory_above_two_and_the_rest_beneath_it_are_cut_at_slashes() {
+        fn above(other: &str, dir: &str) -> Option<&'static str> {
+            let dir: &'static str = Box::leak(dir.into());
+            super::above_both(Path::new(other), Path::new(dir)).map(|p| p.to_str().unwrap())
+        }
+        assert_eq!(above("/x/y/a", "/x/y/b"), Some("/x/y"));
+        assert_eq!(above("/x/y", "/x/y/b"), Some("/x/y"));
+        assert_eq!(above("/x/y/b", "/x/y/b"), Some("/x/y"));
+        assert_eq!(above("/x/y/b/c", "/x/y/b"), Some("/x/y"));
+        assert_eq!(above("/x/yz/a", "/x/y/b"), Some("/x"));
+        assert_eq!(above("/x/y", "/x/yz"), Some("/x"));
+        assert_eq!(above("d/a", "d/b"), Some("d"));
+        for (other, dir) in [("/a", "/b"), ("a", "b"), ("/", "/b"), ("a/b", "/a/c")] {
+            assert_eq!(above(other, dir), None, "{other:?} {dir:?}");
+        }
+        fn beneath(anchor: &str, dir: &str) -> Option<&'static str> {
+            let dir: &'static str = Box::leak(dir.into());
+            super::beneath(Path::new(anchor), Path::new(dir)).map(|p| p.to_str().unwrap())
+        }
+        assert_eq!(beneath("/x/y", "/x/y/b"), Some("b"));
+        assert_eq!(beneath("/x/y", "/x/y/b/c"), Some("b/c"));
+        assert_eq!(beneath("d", "d/b"), Some("b"));
+        for dir in ["/x/yz", "/x/y", "/x/y/", "/x/y//b", "/x", "x/y/b"] {
+            assert_eq!(beneath("/x/y", dir), None, "{dir:?}");
+        }
+    }
+
+    /// The path of `name` in the directory `handle`, through `/proc`.
+    #[cfg(target_os = "linux")]
+    fn through(handle: &Descriptor, name: &Path) -> std::path::PathBuf {
+        use std::os::fd::AsRawFd;
+        Path::new(&format!("/proc/self/fd/{}", handle.as_raw_fd())).join(name)
+    }
+
+    /// Once two directories are found local, the next ones beneath the directory above
+    /// them are placed in handles opened in the anchor's, and each handle is the directory
+    /// its path names, on its mount: a sibling, a deeper one, the anchor's own by a path
+    /// ending in `.`; one reached through a link and one on a mount of its own (where one
+    /// can be made) are not opened beneath the anchor, but by their whole paths, or on a
+    /// helper thread.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn directories_beneath_two_found_local_are_the_directories_their_paths_name() {
+        let root = crate::tests::disk_tempdir();
+        for dir in ["a", "b", "b/c", "d", "m"] {
+            let path = root.path().join(dir);
+            std::fs::create_dir(&path).unwrap();
+            std::fs::write(path.join("f"), dir).unwrap();
+        }
+        std::fs::write(root.path().join("f"), "root").unwrap();
+        std::os::unix::fs::symlink(root.path().join("a"), root.path().join("link")).unwrap();
+        let mounted = Tmpfs::mount(&root.path().join("m"));
+        let mut dirs = Dirs::default();
+        let order = ["a", "b", "b/c", "link", "d", "m", "a", "."];
+        for (i, dir) in order.into_iter().enumerate() {
+            let path = root.path().join(dir).join("f");
+            let (handle, name) = match dirs.place(&path) {
+                Ok(placed) => placed,
+                Err(_) if i == 0 => return eprintln!("skipped: the disk's mount not known local"),
+                // Through a link the kernel may not follow from its caches alone, or on a
+                // mount not known local: a helper thread's, not the anchor's.
+                Err(_) if dir == "link" || dir == "m" => continue,
+                Err(_) => panic!("{dir} not placed"),
+            };
+            assert!(!handle.may_hang(), "{dir}");
+            let read = std::fs::read(through(&handle, name)).unwrap();
+            assert_eq!(read, std::fs::read(&path).unwrap(), "{dir}");
+            // The mount the handle lies on, the file's, and the one it was taken for.
+            let mount = sys::mount_id(&handle);
+            assert_eq!(mount, sys::mount_id(&File::open(&path).unwrap()), "{dir}");
+            assert_eq!(mount, dirs.last.as_ref().map(|last| last.mount), "{dir}");
+            if i >= 1 {
+                let anchor = dirs.anchor.as_ref().expect("an anchor above a and b");
+                assert_eq!(&*anchor.path, root.path(), "{dir}");
+            }
+        }
+        drop(mounted);
+    }
+
+    /// A tmpfs mounted for a test, where it may be (as root), unmounted when dropped.
+    #[cfg(target_os = "linux")]
+    struct Tmpfs(Option<std::path::PathBuf>);
+
+    #[cfg(target_os = "linux")]
+    impl Tmpfs {
+        fn mount(at: &Path) -> Tmpfs {
+            let mount = std::process::Command::new("mount")
+                .args(["-t", "tmpfs", "tmpfs"])
+                .arg(at)
+                .status();
+            if !mount.as_ref().is_ok_and(|status| status.success()) {
+                eprintln!("no tmpfs mounted at {}: {mount:?}", at.display());
+                return Tmpfs(None);
+            }
+            std::fs::write(at.join("f"), "m").unwrap();
+            Tmpfs(Some(at.to_path_buf()))
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    impl Drop for Tmpfs {
+        fn drop(&mut self) {
+            if let Some(at) = &self.0 {
+                _ = std::process::Command::new("umount")
+                    .arg("-l")
+                    .arg(at)
+                    .status();
+            }
         }
     }
 

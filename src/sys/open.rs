@@ -44,6 +44,23 @@ pub(crate) fn cached_dir(dir: &Path) -> io::Result<File> {
     }
 }
 
+/// A handle of the directory `path` beneath the directory `dir`, opened as [`cached_dir`]
+/// opens one, and on `dir`'s mount: no `..` above `dir`, no symbolic link, no mount point
+/// ([`BENEATH`]). An error where it cannot (`EXDEV`, `ELOOP`, `EAGAIN`, ...): a failure says
+/// nothing final of the directory, which is to be opened by its whole path.
+pub(crate) fn cached_dir_beneath(dir: &File, path: &Path) -> io::Result<File> {
+    #[cfg(target_os = "linux")]
+    {
+        let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
+        super::unix::openat2(Some(dir), path, flags, BENEATH | libc::RESOLVE_CACHED)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (dir, path);
+        Err(io::ErrorKind::Unsupported.into())
+    }
+}
+
 /// How an open stays on the mount of the directory it is made in (`openat2`'s `resolve`).
 #[cfg(target_os = "linux")]
 pub(crate) const BENEATH: u64 =

@@ -70,6 +70,11 @@ pub(crate) fn cached_dir(_dir: &Path) -> io::Result<File> {
     Err(io::ErrorKind::Unsupported.into())
 }
 
+/// No directory is opened here (see `cached_dir`).
+pub(crate) fn cached_dir_beneath(_dir: &File, _path: &Path) -> io::Result<File> {
+    Err(io::ErrorKind::Unsupported.into())
+}
+
 /// A file handed in is never opened again here.
 pub(crate) fn readable(_file: &File) -> bool {
     false
