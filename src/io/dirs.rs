@@ -14,11 +14,12 @@
 //! known by its id only while a handle in it is held here, which keeps it mounted, so that
 //! the id names no other mount meanwhile.
 //!
-//! Once two directories are found local, a handle of the deepest directory above both (the
-//! anchor) is held where it lies on their mount, and the next directories beneath it are
-//! opened in it by the rest of their path, under the same rule, so that each lies on the
-//! anchor's mount: no mount to look up (asking `/proc` costs a directory more than opening
-//! it). A directory its open cannot reach so is opened by its whole path, as the first ones.
+//! Once a directory opened by its whole path is found local, a handle of the deepest
+//! directory above both it and the directory placed before it (the anchor) is held, where it
+//! lies on the same mount; the next directories beneath it are opened in it by the rest of
+//! their paths, under the same rule, so that each lies on the anchor's mount: no mount to look
+//! up (asking `/proc` costs a directory more than opening it). A directory that open cannot
+//! reach is opened by its whole path, as the first ones.
 
 use std::fs::File;
 use std::path::Path;
@@ -45,6 +46,10 @@ pub(super) struct Dirs {
     last: Option<Dir>,
     /// A directory above the last ones, on a mount found local (see the module's docs).
     anchor: Option<Anchor>,
+    /// The last directory refused as the anchor (on another mount than the directory below
+    /// it, or not in the kernel's caches), and until when it is not tried again: directories
+    /// of two mounts in turn would otherwise try their common parent each time.
+    refused: Option<(Box<Path>, CoarseInstant)>,
     /// Mounts checked, or being checked (`None`), each with a handle in it held.
     mounts: IdMap<Mount>,
 }
@@ -139,22 +144,26 @@ impl Dirs {
     }
 
     /// Holds `path`, above a directory found local on the mount `mount`, as the anchor,
-    /// where it lies on that mount. (Where it does not, a mount lies between them, and the
-    /// anchor is left as it was.)
+    /// where it lies on that mount and the kernel's caches hold it. (Where a mount lies
+    /// between them, or the path is not cached, the anchor is left as it was, and `path` is
+    /// not tried again for [`HANDLE_FOR`].)
     fn anchor_at(&mut self, path: Box<Path>, mount: u64) {
-        if self.anchor.as_ref().is_some_and(|a| a.path == path) {
-            return; // Renewed where it is used (`beneath_anchor`).
+        let now = CoarseInstant::now();
+        let refused = |(p, until): &(Box<Path>, CoarseInstant)| *p == path && now < *until;
+        let anchored = self.anchor.as_ref().is_some_and(|a| a.path == path);
+        if anchored || self.refused.as_ref().is_some_and(refused) {
+            return; // An anchor is renewed where it is used (`beneath_anchor`).
         }
-        let Ok(file) = sys::cached_dir(&path) else {
+        // Not known local until its mount is: closed on a helper thread otherwise.
+        let handle = sys::cached_dir(&path)
+            .ok()
+            .map(|f| Arc::new(Descriptor::new(f)));
+        let Some(handle) = handle.filter(|h| sys::mount_id(h) == Some(mount)) else {
+            self.refused = Some((path, now + HANDLE_FOR));
             return;
         };
-        // Not known local until its mount is: closed on a helper thread otherwise.
-        let handle = Arc::new(Descriptor::new(file));
-        if sys::mount_id(&handle) != Some(mount) {
-            return;
-        }
         handle.set_local(true);
-        let until = CoarseInstant::now() + HANDLE_FOR;
+        let until = now + HANDLE_FOR;
         let anchor = Anchor {
             path,
             handle,
@@ -217,6 +226,7 @@ impl Dirs {
     pub(super) fn forget_last(&mut self) {
         self.last = None;
         self.anchor = None;
+        self.refused = None;
     }
 
     /// Takes in what a helper thread found of a mount.
@@ -284,7 +294,12 @@ fn above_both<'d>(other: &Path, dir: &'d Path) -> Option<&'d Path> {
     let cut = (1..b.len()).rev().find(|&i| {
         b[i] == b'/' && a.get(..i) == Some(&b[..i]) && a.get(i).is_none_or(|&c| c == b'/')
     })?;
-    Some(Path::new(OsStr::from_bytes(&b[..cut])))
+    let above = &b[..cut];
+    // `//`, `///`: the root too.
+    above
+        .iter()
+        .any(|&c| c != b'/')
+        .then(|| Path::new(OsStr::from_bytes(above)))
 }
 
 /// Off Unix, no anchor (no directory is opened beneath another).
@@ -384,7 +399,14 @@ mod tests {
         assert_eq!(above("/x/yz/a", "/x/y/b"), Some("/x"));
         assert_eq!(above("/x/y", "/x/yz"), Some("/x"));
         assert_eq!(above("d/a", "d/b"), Some("d"));
-        for (other, dir) in [("/a", "/b"), ("a", "b"), ("/", "/b"), ("a/b", "/a/c")] {
+        let no_anchor = [
+            ("/a", "/b"),
+            ("a", "b"),
+            ("/", "/b"),
+            ("a/b", "/a/c"),
+            ("//x/a", "//y/b"),
+        ];
+        for (other, dir) in no_anchor {
             assert_eq!(above(other, dir), None, "{other:?} {dir:?}");
         }
         fn beneath(anchor: &str, dir: &str) -> Option<&'static str> {
@@ -447,6 +469,46 @@ mod tests {
                 let anchor = dirs.anchor.as_ref().expect("an anchor above a and b");
                 assert_eq!(&*anchor.path, root.path(), "{dir}");
             }
+        }
+        dirs.forget_last(); // As `rebind` does.
+        assert!(dirs.anchor.is_none() && dirs.last.is_none());
+        drop(mounted);
+    }
+
+    /// An anchor older than `HANDLE_FOR` whose path now names a directory on another mount
+    /// (a tmpfs mounted over it, where one can be) is let go: the next directory beneath its
+    /// path is the one on the new mount, not the one beneath the old handle.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn an_anchor_whose_path_is_mounted_over_is_let_go() {
+        let root = crate::tests::disk_tempdir();
+        let x = root.path().join("x");
+        for dir in ["a", "b", "in"] {
+            std::fs::create_dir_all(x.join(dir)).unwrap();
+            std::fs::write(x.join(dir).join("f"), "disk").unwrap();
+        }
+        let mut dirs = Dirs::default();
+        for dir in ["a", "b"] {
+            if dirs.place(&x.join(dir).join("f")).is_err() {
+                return eprintln!("skipped: the disk's mount not known local");
+            }
+        }
+        assert!(dirs.anchor.as_ref().is_some_and(|a| *a.path == *x));
+        std::thread::sleep(HANDLE_FOR + Duration::from_millis(50));
+        let mounted = Tmpfs::mount(&x);
+        if mounted.0.is_none() {
+            return;
+        }
+        std::fs::create_dir(x.join("in")).unwrap();
+        let path = x.join("in").join("f");
+        std::fs::write(&path, "tmpfs").unwrap();
+        match dirs.place(&path) {
+            Ok((handle, name)) => {
+                assert_eq!(std::fs::read(through(&handle, name)).unwrap(), b"tmpfs");
+                let mount = sys::mount_id(&File::open(&path).unwrap());
+                assert_eq!(mount, dirs.last.as_ref().map(|last| last.mount));
+            }
+            Err(_) => eprintln!("tmpfs not known local here: placed on a helper thread"),
         }
         drop(mounted);
     }
