@@ -173,11 +173,11 @@ impl Dirs {
         self.anchor = Some(anchor);
     }
 
-    /// A handle of `dir` opened in the anchor's, where `dir` lies beneath it and the open
-    /// stays on its mount, found local; it becomes the last. An anchor older than
-    /// [`HANDLE_FOR`] is first opened again by its path, and kept where it still lies on
-    /// the same mount (whose id its old handle keeps until then).
-    fn beneath_anchor(&mut self, dir: &Path, now: CoarseInstant) -> Option<Arc<Descriptor>> {
+    /// A handle of `dir` opened in the anchor's, and its mount (the anchor's, found local),
+    /// where `dir` lies beneath the anchor and the open stays on its mount; it becomes the
+    /// last. An anchor older than [`HANDLE_FOR`] is first opened again by its path, and kept
+    /// where it still lies on the same mount (whose id its old handle keeps until then).
+    fn beneath_anchor(&mut self, dir: &Path, now: CoarseInstant) -> Option<(Arc<Descriptor>, u64)> {
         let anchor = self.anchor.as_mut()?;
         let rest = beneath(&anchor.path, dir)?;
         if now >= anchor.until {
@@ -202,7 +202,7 @@ impl Dirs {
             until: anchor.until,
             above: None,
         });
-        Some(handle)
+        Some((handle, anchor.mount))
     }
 
     /// Holds `handle`, in the mount `mount` not seen before, with whether the mount is local
@@ -258,8 +258,7 @@ impl Dirs {
                 return Some((last.handle.clone(), last.mount, last.local));
             }
         }
-        if let Some(handle) = self.beneath_anchor(dir, now) {
-            let mount = self.anchor.as_ref().map(|a| a.mount)?;
+        if let Some((handle, mount)) = self.beneath_anchor(dir, now) {
             return Some((handle, mount, true));
         }
         // A handle on a mount not known local may hang its close too: a `Descriptor`, closed
