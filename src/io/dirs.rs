@@ -154,23 +154,17 @@ impl Dirs {
         if anchored || self.refused.as_ref().is_some_and(refused) {
             return; // An anchor is renewed where it is used (`beneath_anchor`).
         }
-        // Not known local until its mount is: closed on a helper thread otherwise.
-        let handle = sys::cached_dir(&path)
-            .ok()
-            .map(|f| Arc::new(Descriptor::new(f)));
-        let Some(handle) = handle.filter(|h| sys::mount_id(h) == Some(mount)) else {
+        let Some(handle) = handle_on(&path, mount) else {
             self.refused = Some((path, now + HANDLE_FOR));
             return;
         };
-        handle.set_local(true);
         let until = now + HANDLE_FOR;
-        let anchor = Anchor {
+        self.anchor = Some(Anchor {
             path,
             handle,
             mount,
             until,
-        };
-        self.anchor = Some(anchor);
+        });
     }
 
     /// A handle of `dir` opened in the anchor's, and its mount (the anchor's, found local),
@@ -181,15 +175,10 @@ impl Dirs {
         let anchor = self.anchor.as_mut()?;
         let rest = beneath(&anchor.path, dir)?;
         if now >= anchor.until {
-            let renewed = sys::cached_dir(&anchor.path)
-                .ok()
-                .map(|file| Arc::new(Descriptor::new(file)))
-                .filter(|handle| sys::mount_id(handle) == Some(anchor.mount));
-            let Some(handle) = renewed else {
+            let Some(handle) = handle_on(&anchor.path, anchor.mount) else {
                 self.anchor = None;
                 return None;
             };
-            handle.set_local(true);
             (anchor.handle, anchor.until) = (handle, now + HANDLE_FOR);
         }
         let file = sys::cached_dir_beneath(&anchor.handle, rest).ok()?;
@@ -279,6 +268,18 @@ impl Dirs {
         });
         Some((handle, mount, false))
     }
+}
+
+/// A handle of the directory `path`, opened from the kernel's caches, where it lies on the
+/// mount `mount`, found local (a handle in it held keeps its id from naming another): an
+/// anchor's. `None` where it is not cached, or lies on another mount.
+fn handle_on(path: &Path, mount: u64) -> Option<Arc<Descriptor>> {
+    // Not known local until its mount is: closed on a helper thread otherwise.
+    let handle = Arc::new(Descriptor::new(sys::cached_dir(path).ok()?));
+    (sys::mount_id(&handle) == Some(mount)).then(|| {
+        handle.set_local(true);
+        handle
+    })
 }
 
 /// The deepest directory above `dir` in which `other` lies or which it is, by their paths'
