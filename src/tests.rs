@@ -73,3 +73,33 @@ pub(crate) fn disk_tempdir() -> tempfile::TempDir {
     std::fs::create_dir_all(&root).expect("make the target's temporary directory");
     tempfile::tempdir_in(&root).expect("make a temporary directory")
 }
+
+/// A filesystem that needs no device (`tmpfs`, `mqueue`), mounted for a test with `mount(8)`,
+/// detached (`umount -l`) when dropped.
+#[cfg(target_os = "linux")]
+pub(crate) struct Mounted(PathBuf);
+
+#[cfg(target_os = "linux")]
+impl Mounted {
+    /// `kind` mounted on the directory `at`; `None` where it cannot be here (it takes root
+    /// and `mount(8)`).
+    pub(crate) fn new(kind: &str, at: &Path) -> Option<Mounted> {
+        let status = std::process::Command::new("mount")
+            .args(["-t", kind, kind])
+            .arg(at)
+            .stderr(std::process::Stdio::null())
+            .status();
+        status.ok()?.success().then(|| Mounted(at.to_path_buf()))
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}

@@ -370,6 +370,8 @@ fn split(path: &Path) -> Option<(&Path, &Path)> {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+    #[cfg(target_os = "linux")]
+    use crate::tests::Mounted;
 
     #[test]
     fn a_path_splits_at_its_last_slash_and_a_directory_path_not_at_all() {
@@ -445,7 +447,11 @@ mod tests {
         }
         std::fs::write(root.path().join("f"), "root").unwrap();
         std::os::unix::fs::symlink(root.path().join("a"), root.path().join("link")).unwrap();
-        let mounted = Tmpfs::mount(&root.path().join("m"));
+        let mounted = Mounted::new("tmpfs", &root.path().join("m"));
+        match mounted {
+            Some(_) => std::fs::write(root.path().join("m/f"), "m").unwrap(),
+            None => eprintln!("no tmpfs mounted (it takes root and mount(8))"),
+        }
         let mut dirs = Dirs::default();
         let order = ["a", "b", "b/c", "link", "d", "m", "a", "."];
         for (i, dir) in order.into_iter().enumerate() {
@@ -495,10 +501,9 @@ mod tests {
         }
         assert!(dirs.anchor.as_ref().is_some_and(|a| *a.path == *x));
         std::thread::sleep(HANDLE_FOR + Duration::from_millis(50));
-        let mounted = Tmpfs::mount(&x);
-        if mounted.0.is_none() {
-            return;
-        }
+        let Some(mounted) = Mounted::new("tmpfs", &x) else {
+            return eprintln!("skipped: no tmpfs mounted (it takes root and mount(8))");
+        };
         std::fs::create_dir(x.join("in")).unwrap();
         let path = x.join("in").join("f");
         std::fs::write(&path, "tmpfs").unwrap();
@@ -511,38 +516,6 @@ mod tests {
             Err(_) => eprintln!("tmpfs not known local here: placed on a helper thread"),
         }
         drop(mounted);
-    }
-
-    /// A tmpfs mounted for a test, where it may be (as root), unmounted when dropped.
-    #[cfg(target_os = "linux")]
-    struct Tmpfs(Option<std::path::PathBuf>);
-
-    #[cfg(target_os = "linux")]
-    impl Tmpfs {
-        fn mount(at: &Path) -> Tmpfs {
-            let mount = std::process::Command::new("mount")
-                .args(["-t", "tmpfs", "tmpfs"])
-                .arg(at)
-                .status();
-            if !mount.as_ref().is_ok_and(|status| status.success()) {
-                eprintln!("no tmpfs mounted at {}: {mount:?}", at.display());
-                return Tmpfs(None);
-            }
-            std::fs::write(at.join("f"), "m").unwrap();
-            Tmpfs(Some(at.to_path_buf()))
-        }
-    }
-
-    #[cfg(target_os = "linux")]
-    impl Drop for Tmpfs {
-        fn drop(&mut self) {
-            if let Some(at) = &self.0 {
-                _ = std::process::Command::new("umount")
-                    .arg("-l")
-                    .arg(at)
-                    .status();
-            }
-        }
     }
 
     /// The way taken where the kernel's table of mounts cannot tell: the mount checked with

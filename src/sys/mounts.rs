@@ -178,6 +178,8 @@ fn id_and_kind(line: &[u8]) -> Option<(u64, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(target_os = "linux")]
+    use crate::tests::Mounted;
 
     /// The kind of mount `mount` in `table`, as `Table::read` finds it.
     fn kind_of(table: &[u8], mount: u64) -> Option<&str> {
@@ -249,9 +251,9 @@ mod tests {
         }
     }
 
-    /// A directory of its own to mount filesystems on, in the temporary directory, whatever
-    /// is mounted there unmounted and the directory removed when dropped, a test's panic
-    /// included.
+    /// A directory of its own to mount filesystems on, in the temporary directory, removed
+    /// when dropped, a test's panic included (what is mounted on it is detached by its
+    /// `Mounted`, dropped first).
     #[cfg(target_os = "linux")]
     struct MountPoint(std::path::PathBuf);
 
@@ -265,31 +267,17 @@ mod tests {
             MountPoint(dir)
         }
 
-        /// Mounts `kind` (a filesystem that needs no device) here; its mount's id, or `None`
-        /// where it could not (root, with `mount(8)`, and `/proc`).
-        fn mount(&self, kind: &str) -> Option<u64> {
-            let mount = std::process::Command::new("mount")
-                .args(["-t", kind, kind])
-                .arg(&self.0)
-                .stderr(std::process::Stdio::null())
-                .status();
-            mount.ok()?.success().then_some(())?;
-            mount_id(&File::open(&self.0).unwrap())
-        }
-
-        fn unmount(&self) {
-            let _ = std::process::Command::new("umount")
-                .arg("-l")
-                .arg(&self.0)
-                .stderr(std::process::Stdio::null())
-                .status();
+        /// Mounts `kind` (a filesystem that needs no device) here: it and its mount's id, or
+        /// `None` where it could not (root, with `mount(8)`, and `/proc`).
+        fn mount(&self, kind: &str) -> Option<(Mounted, u64)> {
+            let mounted = Mounted::new(kind, &self.0)?;
+            Some((mounted, mount_id(&File::open(&self.0).unwrap())?))
         }
     }
 
     #[cfg(target_os = "linux")]
     impl Drop for MountPoint {
         fn drop(&mut self) {
-            self.unmount();
             let _ = std::fs::remove_dir(&self.0);
         }
     }
@@ -297,23 +285,23 @@ mod tests {
     /// A tmpfs mounted on `dir`, found local (the table read with it), then unmounted and an
     /// mqueue mounted in its place (not listed local: taken for one that may hang), which
     /// the kernel gives the tmpfs's id again where that is free: their ids, or `None` where
-    /// they cannot be mounted here.
+    /// they cannot be mounted here; and the mqueue, unmounted when dropped.
     #[cfg(target_os = "linux")]
-    fn tmpfs_then_mqueue(dir: &MountPoint) -> Option<(u64, u64)> {
-        let Some(tmpfs) = dir.mount("tmpfs") else {
+    fn tmpfs_then_mqueue(dir: &MountPoint) -> Option<(u64, u64, Mounted)> {
+        let Some((mounted, tmpfs)) = dir.mount("tmpfs") else {
             eprintln!("skipped: cannot mount a tmpfs here (root, mount(8), /proc)");
             return None;
         };
         assert!(mount_known_local(tmpfs), "a tmpfs is local");
-        dir.unmount();
-        let Some(mqueue) = dir.mount("mqueue") else {
+        drop(mounted);
+        let Some((mounted, mqueue)) = dir.mount("mqueue") else {
             eprintln!("skipped: cannot mount an mqueue here");
             return None;
         };
         if mqueue != tmpfs {
             eprintln!("the kernel gave the mqueue id {mqueue}, not {tmpfs}: no id given again");
         }
-        Some((tmpfs, mqueue))
+        Some((tmpfs, mqueue, mounted))
     }
 
     /// The table read once is read again after a mount or unmount: a mount made after it,
@@ -323,7 +311,7 @@ mod tests {
     #[test]
     fn a_mount_made_after_the_table_was_read_is_known_by_its_own_kind() {
         let dir = MountPoint::new("after");
-        if let Some((tmpfs, mqueue)) = tmpfs_then_mqueue(&dir) {
+        if let Some((tmpfs, mqueue, _mounted)) = tmpfs_then_mqueue(&dir) {
             assert!(!mount_known_local(mqueue), "mount {mqueue}, after {tmpfs}");
         }
     }
@@ -335,7 +323,7 @@ mod tests {
     #[test]
     fn a_forked_child_leaves_its_parent_the_news_of_a_mount() {
         let dir = MountPoint::new("fork");
-        let Some((tmpfs, mqueue)) = tmpfs_then_mqueue(&dir) else {
+        let Some((tmpfs, mqueue, _mounted)) = tmpfs_then_mqueue(&dir) else {
             return;
         };
         // The table's lock is only tried: a child never waits on it.
