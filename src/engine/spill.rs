@@ -4,23 +4,24 @@
 //! or 1 MiB at a time (see `whole.rs`).
 
 use crate::consts::PAGE;
+use crate::sys;
 
 /// Bytes of the current file the consumer reads before the pool's: a record's, copied out
 /// because they straddle the pool's end or regions that are not adjacent, or a cached
 /// file's, copied at once. While any wait, the consumer reads them first.
 ///
-/// Invariants: `base + end <= buf.len()`, `pos <= end`, `exposed <= pending()`; the bytes
-/// `buf[base + pos..base + end]` come right before the current file's `consumed` offset, and
-/// `buf[base..]` starts on a page. `buf` past `end` is room already written (never read): it
-/// is kept, so that copying into the spill costs no zeroing once it has grown.
+/// Invariants: `end <= room().len()`, `pos <= end`, `exposed <= pending()`; the bytes
+/// `room()[pos..end]` come right before the current file's `consumed` offset. The memory is a
+/// mapping of its own rather than a `Vec`: it starts on a page, and the kernel's copy out of
+/// the page cache into memory a few bytes further into its page than the file's bytes lie in
+/// theirs runs up to ten times slower on some CPUs (AMD's `rep movsb`: 1.5 GB/s against 15 on
+/// an EPYC); and the kernel zero-fills it a page at a time as it is first written, where a
+/// zeroed `Vec` is written whole before its first use. A spill grows to a cached file's 1 MiB
+/// window at once (`whole.rs`), so a reader of small files would otherwise write 1 MiB of
+/// zeros, and take a page fault for each of its 256 pages, to use two of them.
 #[derive(Debug, Default)]
 pub(super) struct Spill {
-    buf: Vec<u8>,
-    /// Where in `buf` its first page starts: a `Vec`'s memory starts 16 bytes into a page
-    /// where the allocator mapped it, and the kernel's copy out of the page cache into memory
-    /// a few bytes further into its page than the file's bytes lie in theirs runs up to ten
-    /// times slower on some CPUs (AMD's `rep movsb`: 1.5 GB/s against 15 on an EPYC).
-    base: usize,
+    buf: Option<sys::Mapping>,
     pos: usize,
     end: usize,
     /// Bytes the last fill handed out that are not consumed yet.
@@ -37,7 +38,8 @@ impl Spill {
     /// Hands out every byte that waits.
     pub(super) fn expose(&mut self) -> &[u8] {
         self.exposed = self.pending();
-        &self.buf[self.base + self.pos..self.base + self.end]
+        let (pos, end) = (self.pos, self.end);
+        &self.bytes()[pos..end]
     }
 
     /// Consumes up to `amt` of the bytes handed out; how many.
@@ -71,20 +73,20 @@ impl Spill {
     /// Drops the bytes consumed from the front of the buffer, so that what is added next
     /// follows what waits.
     pub(super) fn make_room(&mut self) {
-        let base = self.base;
-        self.buf.copy_within(base + self.pos..base + self.end, base);
+        let (pos, end) = (self.pos, self.end);
+        self.bytes_mut().copy_within(pos..end, 0);
         self.end -= self.pos;
         self.pos = 0;
     }
 
     /// Places the next bytes of an empty spill at `offset`'s place within a page, where the
     /// file's bytes at `offset` lie in the page cache: the kernel's copy is fastest where
-    /// both lie alike (see `base`).
+    /// both lie alike (see the type's docs).
     pub(super) fn start_at(&mut self, offset: u64) {
         debug_assert_eq!(self.pending(), 0, "only an empty spill moves");
         let at = (offset % PAGE as u64) as usize;
         self.clear();
-        if self.buf.len() < self.base + at {
+        if self.capacity() < at {
             self.grow(at);
         }
         (self.pos, self.end) = (at, at);
@@ -111,32 +113,47 @@ impl Spill {
 
     /// The `len` bytes after those waiting, to write into.
     fn room(&mut self, len: usize) -> &mut [u8] {
-        let want = self.base + self.end + len;
-        if self.buf.len() < want {
-            self.grow(self.end + len);
+        let end = self.end;
+        if self.capacity() < end + len {
+            self.grow(end + len);
         }
-        &mut self.buf[self.base + self.end..self.base + self.end + len]
+        &mut self.bytes_mut()[end..end + len]
     }
 
-    /// Room for at least `len` bytes from the first page on, keeping the bytes that wait
-    /// where they are from it: twice as much as before, so that growing costs amortized
-    /// linear time, and past a copy's place within the first page (see `start_at`), a power
-    /// of two and a page, so that copies of a cached file's rest, of any length up to
-    /// `INLINE_WINDOW`, wherever they start in a page, find room at once (each growth first
-    /// touches new memory). The first page is where the new allocation's first page starts
-    /// (see `base`). Out of line: a spill grows a few times in a reader's life, and its
+    fn capacity(&self) -> usize {
+        self.bytes().len()
+    }
+
+    fn bytes(&self) -> &[u8] {
+        self.buf.as_ref().map_or(&[], sys::Mapping::as_slice)
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self.buf
+            .as_mut()
+            .map_or(&mut [], sys::Mapping::as_mut_slice)
+    }
+
+    /// Room for at least `len` bytes, keeping the bytes that wait where they are: twice as
+    /// much as before, so that growing costs amortized linear time, and past a copy's place
+    /// within the first page (see `start_at`), a power of two and a page, so that copies of a
+    /// cached file's rest, of any length up to `INLINE_WINDOW`, wherever they start in a page,
+    /// find room at once. Out of line: a spill grows a few times in a reader's life, and its
     /// copies run through `room` once a file.
     #[cold]
     #[inline(never)]
     fn grow(&mut self, len: usize) {
         let past = len.saturating_sub(PAGE - 1).max(1);
         let rounded = past.checked_next_power_of_two().map_or(len, |p| p + PAGE);
-        let room = (rounded.max(len)).max(2 * self.buf.len().saturating_sub(self.base));
-        let mut buf = vec![0; room + PAGE];
-        let base = (buf.as_ptr() as usize).wrapping_neg() % PAGE;
+        let room = rounded.max(len).max(2 * self.capacity());
+        let size = room.next_multiple_of(PAGE);
+        let Some(mut buf) = sys::Mapping::new(size, false) else {
+            let layout = std::alloc::Layout::from_size_align(size, PAGE);
+            std::alloc::handle_alloc_error(layout.expect("a spill's size fits a layout"));
+        };
         let (pos, end) = (self.pos, self.end);
-        buf[base + pos..base + end].copy_from_slice(&self.buf[self.base + pos..self.base + end]);
-        (self.buf, self.base) = (buf, base);
+        buf.as_mut_slice()[pos..end].copy_from_slice(&self.bytes()[pos..end]);
+        self.buf = Some(buf);
     }
 
     /// Forgets what waits (the current file changed); keeps the allocation.
@@ -202,18 +219,18 @@ mod tests {
             spill.start_at(offset);
             spill.extend_with(len, |room| (room.len(), ()));
             assert_eq!(spill.pending(), len, "offset {offset}");
-            lens.push(spill.buf.len());
+            lens.push(spill.capacity());
             spill.clear();
         }
         spill.start_at(4095);
         spill.extend_with(mib, |room| (room.len(), ()));
-        lens.push(spill.buf.len());
+        lens.push(spill.capacity());
         assert!(lens[1] < 2 * mib, "{lens:?}");
         assert!(lens[2..].iter().all(|&len| len == lens[1]), "{lens:?}");
         // A first copy that starts into its page (a range, or a skip first) alike.
         let mut fresh = Spill::default();
         fresh.start_at(4000);
         fresh.extend_with(mib, |room| (room.len(), ()));
-        assert!(fresh.buf.len() < 2 * mib, "{}", fresh.buf.len());
+        assert!(fresh.capacity() < 2 * mib, "{}", fresh.capacity());
     }
 }

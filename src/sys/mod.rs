@@ -7,6 +7,7 @@
 //!   Linux, `O_DIRECT` where it exists, `F_NOCACHE` and `F_GETPATH` on macOS)
 //!   marked per function.
 //! - `open`: how paths are opened on Unix, and what the kernel refused.
+//! - `mapping`: memory of its own for the pool and the spill, mapped on Unix.
 //! - `mounts`: which mount a descriptor lies on, and whether the kernel's table of mounts
 //!   names its filesystem one known local; `local`: the table of filesystems known local,
 //!   which that and `may_hang` share (Linux).
@@ -16,7 +17,7 @@
 //! - `clock`: a clock cheap enough to read for every file (`CoarseInstant`), on every
 //!   platform.
 //!
-//! The files that call the kernel or the CPU directly (`unix`, `fd`, `cpu`, `clock`) say
+//! The files that call the kernel or the CPU directly (`unix`, `mapping`, `fd`, `cpu`, `clock`) say
 //! `#![allow(unsafe_code)]` for their own calls; this file holds none.
 
 use std::fs::File;
@@ -29,6 +30,11 @@ use crate::error::{Error, FileName};
 mod unix;
 #[cfg(unix)]
 pub(crate) use unix::*;
+
+#[cfg(unix)]
+mod mapping;
+#[cfg(unix)]
+pub(crate) use mapping::Mapping;
 
 #[cfg(unix)]
 mod open;

@@ -9,7 +9,6 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt};
 use std::path::PathBuf;
-use std::ptr::NonNull;
 #[cfg(target_os = "linux")]
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -504,67 +503,6 @@ pub(crate) fn other_cpus() -> Option<libc::cpu_set_t> {
         libc::CPU_COUNT(&cpus)
     };
     (left > 0).then_some(cpus)
-}
-
-/// An anonymous private mapping: page-aligned, and zero-filled by the kernel page by page as
-/// it is first touched, so every byte is initialised without a memset of the whole. Unmapped
-/// when dropped: whoever hands out pointers into it must `mem::forget` it instead while any
-/// may still be used (the pool does, while loans are out).
-#[derive(Debug)]
-pub(crate) struct Mapping {
-    ptr: NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: the mapping owns its memory; moving it to another thread moves that ownership.
-unsafe impl Send for Mapping {}
-
-impl Mapping {
-    /// A fresh mapping of `len` bytes (a multiple of the page size), asking for transparent
-    /// huge pages where `huge`; `None` if the kernel refuses it.
-    pub(crate) fn new(len: usize, huge: bool) -> Option<Mapping> {
-        // SAFETY: a fresh anonymous mapping aliases nothing of ours; the result is checked.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return None;
-        }
-        // Transparent huge pages where the system gives them on request: a pool that reads
-        // fill whole is walked over and over, and 2 MiB pages spare the TLB and the page
-        // faults of 4 KiB ones. Where the kernel does not place the mapping on a 2 MiB
-        // boundary, the pages at its ends stay small. A hint: refused, it changes nothing.
-        #[cfg(not(any(target_os = "linux", target_os = "android")))]
-        let _ = huge; // The advice is Linux's.
-        #[cfg(any(target_os = "linux", target_os = "android"))]
-        if huge {
-            // SAFETY: advice on the mapping just made, of its own length; it changes neither
-            // the mapping's addresses nor its contents.
-            unsafe { libc::madvise(ptr, len, libc::MADV_HUGEPAGE) };
-        }
-        let ptr = NonNull::new(ptr.cast::<u8>())?;
-        Some(Mapping { ptr, len })
-    }
-
-    /// The address of its first byte.
-    pub(crate) fn as_mut_ptr(&mut self) -> NonNull<u8> {
-        self.ptr
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: mapped in `new` with this length and unmapped once, here; nothing reaches
-        // the memory any more (see the type's docs: it is forgotten, not dropped, otherwise).
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
-    }
 }
 
 /// Runs `f` in a child forked from this process, which then exits at once: whether `f`

@@ -149,20 +149,18 @@ pub(crate) fn clear_direct(_file: &File) -> io::Result<()> {
     Ok(())
 }
 
-/// One page of the pool, aligned as a page.
-#[derive(Clone, Copy)]
-#[repr(C, align(4096))]
-struct Page([u8; PAGE]);
-
-/// Pages from std's allocator, page-aligned and zeroed; freed when dropped (see the Unix
-/// `Mapping` for the contract).
+/// Bytes from std's allocator, zeroed, with a page-aligned run of the length asked for in
+/// them; freed when dropped (see the Unix `Mapping` for the contract).
 pub(crate) struct Mapping {
-    pages: Vec<Page>,
+    bytes: Vec<u8>,
+    /// Where the page-aligned run starts in `bytes`.
+    start: usize,
+    len: usize,
 }
 
 impl std::fmt::Debug for Mapping {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Mapping({} pages)", self.pages.len())
+        write!(f, "Mapping({} pages)", self.len / PAGE)
     }
 }
 
@@ -170,16 +168,26 @@ impl Mapping {
     /// `len` bytes (a multiple of the page size); `None` if the allocator refuses them.
     /// `huge` is Linux's advice, not asked here.
     pub(crate) fn new(len: usize, _huge: bool) -> Option<Mapping> {
-        let count = len / PAGE;
-        let mut pages = Vec::new();
-        pages.try_reserve_exact(count).ok()?;
-        pages.resize(count, Page([0; PAGE]));
-        Some(Mapping { pages })
+        let mut bytes = Vec::new();
+        bytes.try_reserve_exact(len.checked_add(PAGE)?).ok()?;
+        bytes.resize(len + PAGE, 0);
+        let start = (bytes.as_ptr() as usize).wrapping_neg() % PAGE;
+        Some(Mapping { bytes, start, len })
     }
 
     /// The address of its first byte. Pointers from it stay valid while the `Vec` is neither
     /// reallocated nor borrowed again, which nothing does.
     pub(crate) fn as_mut_ptr(&mut self) -> NonNull<u8> {
-        NonNull::new(self.pages.as_mut_ptr().cast::<u8>()).expect("a Vec's pointer is not null")
+        NonNull::from(self.as_mut_slice()).cast()
+    }
+
+    /// Its bytes (see the Unix `Mapping`).
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        &self.bytes[self.start..self.start + self.len]
+    }
+
+    /// Its bytes, to write (see the Unix `Mapping`).
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.bytes[self.start..self.start + self.len]
     }
 }
