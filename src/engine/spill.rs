@@ -10,8 +10,8 @@ use crate::sys;
 /// because they straddle the pool's end or regions that are not adjacent, or a cached
 /// file's, copied at once. While any wait, the consumer reads them first.
 ///
-/// Invariants: `end <= room().len()`, `pos <= end`, `exposed <= pending()`; the bytes
-/// `room()[pos..end]` come right before the current file's `consumed` offset. The memory is a
+/// Invariants: `end <= capacity()`, `pos <= end`, `exposed <= pending()`; the bytes
+/// `bytes()[pos..end]` come right before the current file's `consumed` offset. The memory is a
 /// mapping of its own rather than a `Vec`: it starts on a page, and the kernel's copy out of
 /// the page cache into memory a few bytes further into its page than the file's bytes lie in
 /// theirs runs up to ten times slower on some CPUs (AMD's `rep movsb`: 1.5 GB/s against 15 on
