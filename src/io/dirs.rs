@@ -250,10 +250,7 @@ impl Dirs {
         if let Some((handle, mount)) = self.beneath_anchor(dir, now) {
             return Some((handle, mount, true));
         }
-        // A handle on a mount not known local may hang its close too: a `Descriptor`, closed
-        // on a helper thread until its mount is found local.
-        let handle = Arc::new(Descriptor::new(sys::cached_dir(dir).ok()?));
-        let mount = sys::mount_id(&handle)?;
+        let (handle, mount) = cached_handle(dir)?;
         let above = self
             .last
             .as_ref()
@@ -270,13 +267,21 @@ impl Dirs {
     }
 }
 
+/// A handle of the directory `path`, opened from the kernel's caches, and the mount it lies
+/// on; `None` where the caches do not hold it. A handle on a mount not known local may hang
+/// its close too: a `Descriptor`, closed on a helper thread until its mount is found local.
+fn cached_handle(path: &Path) -> Option<(Arc<Descriptor>, u64)> {
+    let handle = Arc::new(Descriptor::new(sys::cached_dir(path).ok()?));
+    let mount = sys::mount_id(&handle)?;
+    Some((handle, mount))
+}
+
 /// A handle of the directory `path`, opened from the kernel's caches, where it lies on the
 /// mount `mount`, found local (a handle in it held keeps its id from naming another): an
 /// anchor's. `None` where it is not cached, or lies on another mount.
 fn handle_on(path: &Path, mount: u64) -> Option<Arc<Descriptor>> {
-    // Not known local until its mount is: closed on a helper thread otherwise.
-    let handle = Arc::new(Descriptor::new(sys::cached_dir(path).ok()?));
-    (sys::mount_id(&handle) == Some(mount)).then(|| {
+    let (handle, on) = cached_handle(path)?;
+    (on == mount).then(|| {
         handle.set_local(true);
         handle
     })
